@@ -1,0 +1,1 @@
+//! Workspace confinement and filesystem operations (in progress).

@@ -1,0 +1,1 @@
+//! The durable approval ledger on Postgres and SQLite.

@@ -1,0 +1,1 @@
+//! Policy documents, shell-aware classification and request digests.

@@ -1,0 +1,1 @@
+//! Child process runs with bounded streaming output and a lifecycle that always ends.

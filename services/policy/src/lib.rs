@@ -1,0 +1,1 @@
+//! The policy service: decisions, approvals and the ledger behind them.

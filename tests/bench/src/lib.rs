@@ -1,0 +1,166 @@
+//! The benchmark harness every toolgate benchmark uses.
+//!
+//! A benchmark is a program that prints ratios, not a timed test. Each scenario runs
+//! interleaved with its baseline in the same process and the same run (A, B, A, B, ...),
+//! so machine noise lands on both sides, and the report gives medians, p99 and the ratio
+//! against the goal stated in the brief.
+
+use std::time::{Duration, Instant};
+
+/// Latency samples of one side of a comparison.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    values: Vec<Duration>,
+}
+
+impl Samples {
+    /// Adds one observation.
+    pub fn push(&mut self, d: Duration) {
+        self.values.push(d);
+    }
+
+    /// Number of observations.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether no observation was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The `q` quantile (0.0..=1.0), nearest-rank.
+    pub fn quantile(&self, q: f64) -> Duration {
+        assert!(!self.values.is_empty(), "quantile of no samples");
+        let mut v = self.values.clone();
+        v.sort_unstable();
+        let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+        v[rank - 1]
+    }
+
+    /// Median.
+    pub fn p50(&self) -> Duration {
+        self.quantile(0.5)
+    }
+
+    /// 99th percentile.
+    pub fn p99(&self) -> Duration {
+        self.quantile(0.99)
+    }
+}
+
+/// Runs `baseline` and `scenario` alternately `n` times each after `warmup` rounds,
+/// timing every call, and returns both sample sets.
+pub fn interleave(
+    n: usize,
+    warmup: usize,
+    mut baseline: impl FnMut(),
+    mut scenario: impl FnMut(),
+) -> (Samples, Samples) {
+    for _ in 0..warmup {
+        baseline();
+        scenario();
+    }
+    let (mut a, mut b) = (Samples::default(), Samples::default());
+    for i in 0..n {
+        // Alternate which side goes first so neither always follows the other.
+        if i % 2 == 0 {
+            a.push(time(&mut baseline));
+            b.push(time(&mut scenario));
+        } else {
+            b.push(time(&mut scenario));
+            a.push(time(&mut baseline));
+        }
+    }
+    (a, b)
+}
+
+fn time(f: &mut impl FnMut()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+/// Formats a duration with a unit that keeps three significant digits readable.
+pub fn fmt_duration(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1_000.0 {
+        format!("{ns:.0} ns")
+    } else if ns < 1_000_000.0 {
+        format!("{:.1} µs", ns / 1_000.0)
+    } else if ns < 1_000_000_000.0 {
+        format!("{:.2} ms", ns / 1_000_000.0)
+    } else {
+        format!("{:.2} s", ns / 1_000_000_000.0)
+    }
+}
+
+/// Prints one side's medians and p99.
+pub fn print_side(label: &str, s: &Samples) {
+    println!(
+        "  {label:<44} n={:<6} p50={:>10}  p99={:>10}",
+        s.len(),
+        fmt_duration(s.p50()),
+        fmt_duration(s.p99())
+    );
+}
+
+/// How a ratio is judged against its goal.
+#[derive(Debug, Clone, Copy)]
+pub enum Goal {
+    /// The ratio must be at most this.
+    AtMost(f64),
+    /// The ratio must be at least this.
+    AtLeast(f64),
+}
+
+/// Prints a ratio line, `ratio <name> = <value> (goal ...) MET|MISSED`, and returns whether it met.
+pub fn report_ratio(name: &str, ratio: f64, goal: Goal) -> bool {
+    let (met, goal_text) = match goal {
+        Goal::AtMost(g) => (ratio <= g, format!("≤ {g:.2}")),
+        Goal::AtLeast(g) => (ratio >= g, format!("≥ {g:.2}")),
+    };
+    println!(
+        "  ratio {name} = {ratio:.3} (goal {goal_text}) {}",
+        if met { "MET" } else { "MISSED" }
+    );
+    met
+}
+
+/// Prints the heading of a scenario.
+pub fn heading(scenario: &str) {
+    println!("\n== {scenario}");
+}
+
+/// Reads a sample count from `TOOLGATE_BENCH_SAMPLES`, else `default`.
+///
+/// The environment is read, never written.
+pub fn sample_count(default: usize) -> usize {
+    std::env::var("TOOLGATE_BENCH_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_use_nearest_rank() {
+        let mut s = Samples::default();
+        for i in 1..=100 {
+            s.push(Duration::from_micros(i));
+        }
+        assert_eq!(s.p50(), Duration::from_micros(50));
+        assert_eq!(s.p99(), Duration::from_micros(99));
+        assert_eq!(s.quantile(1.0), Duration::from_micros(100));
+    }
+
+    #[test]
+    fn interleave_runs_both_sides_equally() {
+        let (mut a, mut b) = (0, 0);
+        let (sa, sb) = interleave(10, 2, || a += 1, || b += 1);
+        assert_eq!((sa.len(), sb.len(), a, b), (10, 10, 12, 12));
+    }
+}
