@@ -1,0 +1,247 @@
+//! Layered configuration: defaults → TOML file → `TOOLGATE_` environment → flags.
+//!
+//! Each layer is a TOML table merged over the previous one, then the result is
+//! deserialized once into the service's config type. Errors name the offending field
+//! with its dotted path. The process environment is read, never written.
+
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use toml::{Table, Value};
+
+/// Why configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML.
+    #[error("config file {path} is not valid TOML: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What the parser said, with line and column.
+        message: String,
+    },
+    /// A value has the wrong type or an unknown field was given.
+    #[error("invalid config field `{field}`: {message}")]
+    Field {
+        /// Dotted path of the field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The sources to layer, lowest precedence first after the type's `Default`.
+#[derive(Debug, Default)]
+pub struct Sources<'a> {
+    /// An optional TOML file.
+    pub file: Option<&'a Path>,
+    /// Environment variables (typically `std::env::vars()`); only `TOOLGATE_*` are used.
+    pub env: Vec<(String, String)>,
+    /// Flag overrides as dotted key and TOML-literal-or-string value.
+    pub overrides: Vec<(String, String)>,
+}
+
+/// The environment prefix.
+pub const ENV_PREFIX: &str = "TOOLGATE_";
+
+/// Loads `T` from its serde defaults overlaid with the given sources.
+pub fn load<T>(sources: &Sources<'_>) -> Result<T, Error>
+where
+    T: DeserializeOwned + serde::Serialize + Default,
+{
+    let defaults = Value::try_from(T::default()).map_err(|e| Error::Field {
+        field: "<defaults>".into(),
+        message: e.to_string(),
+    })?;
+    let mut table = match defaults {
+        Value::Table(t) => t,
+        _ => Table::new(),
+    };
+    if let Some(path) = sources.file {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        let file: Table = text.parse().map_err(|e: toml::de::Error| Error::Parse {
+            path: path.display().to_string(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        merge(&mut table, file);
+    }
+    for (key, value) in &sources.env {
+        let Some(rest) = key.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        let dotted = rest.to_ascii_lowercase().replace("__", ".");
+        set_dotted(&mut table, &dotted, value);
+    }
+    for (key, value) in &sources.overrides {
+        set_dotted(&mut table, key, value);
+    }
+    let de = Value::Table(table);
+    serde_path_to_error::deserialize(de).map_err(|e| Error::Field {
+        field: e.path().to_string(),
+        message: e.inner().to_string(),
+    })
+}
+
+/// Sets `a.b.c = value`, parsing `value` as a TOML literal when it is one
+/// (numbers, booleans, arrays) and as a string otherwise.
+fn set_dotted(table: &mut Table, dotted: &str, raw: &str) {
+    let value = parse_literal(raw);
+    let mut parts: Vec<&str> = dotted.split('.').collect();
+    let last = parts.pop().unwrap_or_default();
+    let mut cur = table;
+    for p in parts {
+        let entry = cur
+            .entry(p.to_owned())
+            .or_insert_with(|| Value::Table(Table::new()));
+        if !entry.is_table() {
+            *entry = Value::Table(Table::new());
+        }
+        let Value::Table(t) = entry else {
+            return;
+        };
+        cur = t;
+    }
+    cur.insert(last.to_owned(), value);
+}
+
+fn parse_literal(raw: &str) -> Value {
+    let doc = format!("v = {raw}");
+    match doc.parse::<Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or_else(|| Value::String(raw.to_owned())),
+        Err(_) => Value::String(raw.to_owned()),
+    }
+}
+
+fn merge(base: &mut Table, over: Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(Value::Table(b)), Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Replaces the values of keys that look secret (`token`, `password`, `secret`, `key` in the
+/// name, or a `postgres://user:pass@` URL) so `--print-config` can show the rest.
+pub fn redacted<T: serde::Serialize>(config: &T) -> String {
+    let mut v = serde_json::to_value(config).unwrap_or(serde_json::Value::Null);
+    redact_value(&mut v, false);
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+fn redact_value(v: &mut serde_json::Value, secret: bool) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, val) in m.iter_mut() {
+                let k = k.to_ascii_lowercase();
+                let s = secret
+                    || ["token", "password", "secret", "credential"]
+                        .iter()
+                        .any(|w| k.contains(w));
+                redact_value(val, s);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, secret)),
+        serde_json::Value::String(s) if secret && !s.is_empty() => *s = "<redacted>".into(),
+        serde_json::Value::String(s) => {
+            if let Some((scheme, rest)) = s.split_once("://")
+                && let Some((creds, host)) = rest.split_once('@')
+                && creds.contains(':')
+            {
+                let user = creds.split(':').next().unwrap_or_default();
+                *s = format!("{scheme}://{user}:<redacted>@{host}");
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Debug, Serialize, Deserialize, PartialEq)]
+    #[serde(default, deny_unknown_fields)]
+    struct Inner {
+        max: u64,
+        name: String,
+    }
+    impl Default for Inner {
+        fn default() -> Self {
+            Inner { max: 1, name: "d".into() }
+        }
+    }
+    #[derive(Debug, Serialize, Deserialize, PartialEq, Default)]
+    #[serde(default, deny_unknown_fields)]
+    struct Cfg {
+        listen: String,
+        inner: Inner,
+        token: String,
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.toml");
+        std::fs::write(&f, "listen = \"file\"\n[inner]\nmax = 5\n").unwrap();
+        let cfg: Cfg = load(&Sources {
+            file: Some(&f),
+            env: vec![
+                ("TOOLGATE_INNER__MAX".into(), "7".into()),
+                ("TOOLGATE_LISTEN".into(), "env".into()),
+                ("HOME".into(), "/root".into()),
+            ],
+            overrides: vec![("listen".into(), "flag".into())],
+        })
+        .unwrap();
+        assert_eq!(cfg.listen, "flag");
+        assert_eq!(cfg.inner.max, 7);
+        assert_eq!(cfg.inner.name, "d");
+    }
+
+    #[test]
+    fn bad_field_is_named() {
+        let err = load::<Cfg>(&Sources {
+            env: vec![("TOOLGATE_INNER__MAX".into(), "\"many\"".into())],
+            ..Sources::default()
+        })
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("inner.max"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let err = load::<Cfg>(&Sources {
+            overrides: vec![("inner.bogus".into(), "1".into())],
+            ..Sources::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let cfg = Cfg {
+            listen: "postgres://u:pw@h/db".into(),
+            token: "abc".into(),
+            ..Cfg::default()
+        };
+        let out = redacted(&cfg);
+        assert!(!out.contains("abc") && !out.contains("pw@"), "{out}");
+    }
+}

@@ -1,0 +1,26 @@
+//! Structured `tracing` logs to stderr.
+
+use tracing_subscriber::EnvFilter;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Installs the global subscriber. `filter` uses `RUST_LOG` syntax (for example `info,toolgate=debug`).
+pub fn init(format: Format, filter: &str) {
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        Format::Text => builder.try_init(),
+        Format::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
