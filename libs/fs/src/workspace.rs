@@ -1,0 +1,711 @@
+//! The workspace root handle, path resolution beneath it, and the deny/protected globs.
+//!
+//! Every path is resolved by the kernel against the root's directory handle with
+//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`: each component, symlinks included,
+//! must stay beneath the root or the open fails with `EXDEV`. No decision here is ever made
+//! by comparing path strings against the root.
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::io::Errno;
+
+use crate::error::{Error, Result};
+use crate::path::WorkspacePath;
+
+/// Protected patterns used when the configuration names none.
+pub const DEFAULT_PROTECTED: &[&str] = &[
+    "**/.git",
+    "**/.git/**",
+    "**/.env",
+    "**/.envrc",
+    "**/*.pem",
+    "**/*.key",
+    "**/.ssh",
+    "**/.ssh/**",
+    "**/.claude",
+    "**/.claude/**",
+    "**/.vscode",
+    "**/.vscode/**",
+];
+
+/// Size and count limits; every request cap is checked against the matching maximum.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Largest number of bytes one read returns (also the default read cap).
+    pub max_read_bytes: u64,
+    /// Largest content a write or an edit may produce.
+    pub max_write_bytes: u64,
+    /// Files up to this size get a whole-file sha256 on read and stat.
+    pub hash_limit: u64,
+    /// Default entry cap of a listing.
+    pub default_list_entries: usize,
+    /// Largest entry cap a listing may ask for.
+    pub max_list_entries: usize,
+    /// Default depth of a recursive listing.
+    pub default_list_depth: usize,
+    /// Largest depth a recursive listing may ask for.
+    pub max_list_depth: usize,
+    /// Default number of matching lines a search returns.
+    pub default_search_results: usize,
+    /// Largest result cap a search may ask for.
+    pub max_search_results: usize,
+    /// Default number of line bytes a search returns.
+    pub default_search_bytes: usize,
+    /// Largest byte cap a search may ask for.
+    pub max_search_bytes: usize,
+    /// Default wall-time budget of a search or find.
+    pub default_search_time: Duration,
+    /// Largest wall-time budget a search or find may ask for.
+    pub max_search_time: Duration,
+    /// Most files one search or find visits before it stops as truncated.
+    pub max_search_files: usize,
+    /// Default number of paths a find returns.
+    pub default_find_results: usize,
+    /// Largest result cap a find may ask for.
+    pub max_find_results: usize,
+    /// Longest matching line returned by a search; longer lines are cut and flagged.
+    pub max_line_bytes: usize,
+    /// Largest context (lines before and after) a search may ask for.
+    pub max_context_lines: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_read_bytes: 4 << 20,
+            max_write_bytes: 16 << 20,
+            hash_limit: 64 << 20,
+            default_list_entries: 1_000,
+            max_list_entries: 50_000,
+            default_list_depth: 3,
+            max_list_depth: 64,
+            default_search_results: 200,
+            max_search_results: 10_000,
+            default_search_bytes: 1 << 20,
+            max_search_bytes: 16 << 20,
+            default_search_time: Duration::from_secs(10),
+            max_search_time: Duration::from_secs(120),
+            max_search_files: 200_000,
+            default_find_results: 1_000,
+            max_find_results: 100_000,
+            max_line_bytes: 2_048,
+            max_context_lines: 20,
+        }
+    }
+}
+
+/// How to open a [`Workspace`].
+#[derive(Debug, Clone)]
+pub struct WorkspaceConfig {
+    /// The workspace root directory.
+    pub root: PathBuf,
+    /// Absolute prefixes an orchestrator uses for the same root (`/home/me/proj`).
+    pub aliases: Vec<PathBuf>,
+    /// Globs over canonical workspace-relative paths with no access at all.
+    pub deny: Vec<String>,
+    /// Globs over canonical workspace-relative paths that are readable but not writable.
+    pub protected: Vec<String>,
+    /// Size and count limits.
+    pub limits: Limits,
+}
+
+impl WorkspaceConfig {
+    /// A configuration for `root` with no aliases, no deny globs, the default protected
+    /// globs and default limits.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        WorkspaceConfig {
+            root: root.into(),
+            aliases: Vec::new(),
+            deny: Vec::new(),
+            protected: DEFAULT_PROTECTED.iter().map(|s| (*s).to_owned()).collect(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// An open workspace: the root's directory handle plus the rules that confine access to it.
+#[derive(Debug)]
+pub struct Workspace {
+    root: OwnedFd,
+    real: PathBuf,
+    /// Absolute prefixes accepted in requests: the real root path, the configured root and aliases.
+    prefixes: Vec<PathBuf>,
+    deny: GlobSet,
+    protected: GlobSet,
+    limits: Limits,
+}
+
+/// How the caller spelled a path, so results can be shown in the same form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Style {
+    /// Relative to the root.
+    Relative,
+    /// Absolute, under `prefixes[i]`.
+    Prefix(usize),
+}
+
+/// A request path turned into a root-relative path for the kernel.
+#[derive(Debug, Clone)]
+pub(crate) struct Request<'a> {
+    /// The path as given, for messages.
+    pub shown: &'a str,
+    /// Root-relative, possibly with `..` (the kernel decides whether it escapes).
+    pub rel: PathBuf,
+    /// The caller ended the path with `/`, so it must name a directory.
+    pub trailing_slash: bool,
+    /// How to show result paths.
+    pub style: Style,
+}
+
+impl Request<'_> {
+    /// The relative path in the form handed to openat2 (`.` for the root).
+    pub fn kernel_path(&self) -> PathBuf {
+        let mut p = if self.rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            self.rel.clone()
+        };
+        if self.trailing_slash {
+            p.as_mut_os_string().push("/");
+        }
+        p
+    }
+}
+
+/// A resolved path: a handle to what was opened and its canonical workspace-relative path.
+#[derive(Debug)]
+pub(crate) struct Resolved {
+    pub fd: OwnedFd,
+    pub stat: Stat,
+    pub canon: PathBuf,
+}
+
+/// Whether an access reads or writes, for the protected globs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    Read,
+    Write,
+}
+
+/// The kernel-enforced confinement used for every lookup that may follow symlinks.
+const BENEATH: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+/// Confinement for paths already known to be canonical: any symlink means a concurrent swap.
+pub(crate) const BENEATH_NO_SYMLINKS: ResolveFlags = BENEATH.union(ResolveFlags::NO_SYMLINKS);
+
+/// The kind of a directory entry, as listings and stat report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link (never followed when listing).
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
+impl EntryKind {
+    pub(crate) fn from_file_type(t: FileType) -> EntryKind {
+        match t {
+            FileType::RegularFile => EntryKind::File,
+            FileType::Directory => EntryKind::Dir,
+            FileType::Symlink => EntryKind::Symlink,
+            _ => EntryKind::Other,
+        }
+    }
+
+    pub(crate) fn of(stat: &Stat) -> EntryKind {
+        EntryKind::from_file_type(FileType::from_raw_mode(stat.st_mode))
+    }
+
+    /// A lowercase name for messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::File => "file",
+            EntryKind::Dir => "directory",
+            EntryKind::Symlink => "symlink",
+            EntryKind::Other => "special file",
+        }
+    }
+}
+
+pub(crate) fn special_kind(stat: &Stat) -> &'static str {
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::Fifo => "fifo",
+        FileType::Socket => "socket",
+        FileType::CharacterDevice => "character device",
+        FileType::BlockDevice => "block device",
+        FileType::Directory => "directory",
+        FileType::Symlink => "symlink",
+        _ => "special file",
+    }
+}
+
+// `stat` field widths differ between architectures, so the casts are not always no-ops.
+#[allow(clippy::unnecessary_cast)]
+pub(crate) fn mtime_of(stat: &Stat) -> SystemTime {
+    let secs = stat.st_mtime as i64;
+    let nanos = stat.st_mtime_nsec as u32;
+    if secs >= 0 {
+        UNIX_EPOCH + Duration::new(secs as u64, nanos)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs()) + Duration::from_nanos(nanos.into())
+    }
+}
+
+fn build_globs(field: &'static str, patterns: &[String]) -> Result<GlobSet> {
+    let mut set = GlobSetBuilder::new();
+    for p in patterns {
+        if p.is_empty() {
+            return Err(Error::InvalidPattern {
+                pattern: String::new(),
+                why: format!("empty glob in `{field}`"),
+            });
+        }
+        set.add(compile_glob(p)?);
+    }
+    set.build().map_err(|e| Error::InvalidPattern {
+        pattern: patterns.join(","),
+        why: e.to_string(),
+    })
+}
+
+/// Compiles one glob with `*` confined to a single component, as in gitignore.
+pub(crate) fn compile_glob(p: &str) -> Result<globset::Glob> {
+    GlobBuilder::new(p)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map_err(|e| Error::InvalidPattern {
+            pattern: p.to_owned(),
+            why: e.kind().to_string(),
+        })
+}
+
+/// Lexically normalises a relative path (drops `.`, folds `a/..`); `None` if it climbs above.
+fn lexical(rel: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+impl Workspace {
+    /// Opens the root once and compiles the globs; fails if the root is not a directory
+    /// or a glob is invalid.
+    pub fn open(config: WorkspaceConfig) -> Result<Workspace> {
+        let shown = config.root.display().to_string();
+        let root = rustix::fs::open(
+            &config.root,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::from_errno("open workspace root", &shown, e))?;
+        let real = fd_path(root.as_fd()).map_err(|source| Error::Io {
+            op: "find the real path of workspace root",
+            path: shown.clone(),
+            source,
+        })?;
+        let mut prefixes = vec![real.clone()];
+        let configured = if config.root.is_absolute() {
+            config.root.clone()
+        } else {
+            std::env::current_dir()
+                .map_err(|source| Error::Io {
+                    op: "read the current directory for",
+                    path: shown.clone(),
+                    source,
+                })?
+                .join(&config.root)
+        };
+        for p in std::iter::once(configured).chain(config.aliases.iter().cloned()) {
+            if !p.is_absolute() {
+                return Err(Error::InvalidPath {
+                    path: p.display().to_string(),
+                    why: "a workspace alias must be an absolute path",
+                });
+            }
+            // Normalise the spelling (`//a/./b/` -> `/a/b`) so component prefixes compare.
+            let p: PathBuf = p.components().collect();
+            if !prefixes.contains(&p) {
+                prefixes.push(p);
+            }
+        }
+        let limits = config.limits;
+        validate_limits(&limits)?;
+        Ok(Workspace {
+            root,
+            real,
+            prefixes,
+            deny: build_globs("deny", &config.deny)?,
+            protected: build_globs("protected", &config.protected)?,
+            limits,
+        })
+    }
+
+    /// The configured limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The root's real (symlink-free) absolute path.
+    pub fn real_root(&self) -> &Path {
+        &self.real
+    }
+
+    pub(crate) fn root_fd(&self) -> BorrowedFd<'_> {
+        self.root.as_fd()
+    }
+
+    /// Turns the caller's path into a root-relative one, remembering its style.
+    pub(crate) fn request<'a>(&self, path: &'a WorkspacePath) -> Result<Request<'a>> {
+        let shown = path.as_str();
+        let trailing_slash = shown.len() > 1 && shown.ends_with('/');
+        let p = Path::new(shown);
+        if !p.is_absolute() {
+            return Ok(Request {
+                shown,
+                rel: p.components().collect(),
+                trailing_slash,
+                style: Style::Relative,
+            });
+        }
+        // Component-wise prefix match: `/ws_secrets` is not under `/ws`. What follows the
+        // prefix is still resolved by the kernel, so `/ws/../etc` fails there.
+        for (i, prefix) in self.prefixes.iter().enumerate() {
+            if let Ok(rest) = p.strip_prefix(prefix) {
+                return Ok(Request {
+                    shown,
+                    rel: rest.components().collect(),
+                    trailing_slash,
+                    style: Style::Prefix(i),
+                });
+            }
+        }
+        Err(Error::OutsideWorkspace {
+            path: shown.to_owned(),
+        })
+    }
+
+    /// Shows a canonical workspace-relative path in the caller's style.
+    pub(crate) fn render(&self, style: Style, canon: &Path) -> String {
+        match style {
+            Style::Relative if canon.as_os_str().is_empty() => ".".to_owned(),
+            Style::Relative => canon.to_string_lossy().into_owned(),
+            Style::Prefix(i) if canon.as_os_str().is_empty() => {
+                self.prefixes[i].to_string_lossy().into_owned()
+            }
+            Style::Prefix(i) => self.prefixes[i].join(canon).to_string_lossy().into_owned(),
+        }
+    }
+
+    /// `openat2` beneath the root, retrying the `EAGAIN` the kernel returns when a
+    /// concurrent rename makes a `..` check inconclusive.
+    pub(crate) fn openat2(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &Path,
+        flags: OFlags,
+        resolve: ResolveFlags,
+    ) -> std::result::Result<OwnedFd, Errno> {
+        // openat2, unlike openat, refuses O_PATH combined with other access flags.
+        let flags = if flags.contains(OFlags::PATH) {
+            flags | OFlags::CLOEXEC
+        } else {
+            flags | OFlags::CLOEXEC | OFlags::NOCTTY
+        };
+        let mut tries = 0;
+        loop {
+            match rustix::fs::openat2(dir, rel, flags, Mode::empty(), resolve) {
+                Err(Errno::AGAIN | Errno::INTR) if tries < 64 => tries += 1,
+                other => return other,
+            }
+        }
+    }
+
+    /// The canonical workspace-relative path of an open handle.
+    pub(crate) fn canonical(&self, fd: BorrowedFd<'_>, shown: &str) -> Result<PathBuf> {
+        let abs = fd_path(fd).map_err(|source| Error::Io {
+            op: "find the canonical path of",
+            path: shown.to_owned(),
+            source,
+        })?;
+        // The kernel already guaranteed the handle is beneath the root; this only
+        // turns its absolute name back into a relative one.
+        match abs.strip_prefix(&self.real) {
+            Ok(rel) => Ok(rel.to_path_buf()),
+            Err(_) => Err(Error::OutsideWorkspace {
+                path: shown.to_owned(),
+            }),
+        }
+    }
+
+    /// Applies the deny globs (and the protected ones for writes) to `canon` and each of
+    /// its ancestors, so a pattern naming a directory covers everything inside it.
+    pub(crate) fn check(&self, shown: &str, canon: &Path, access: Access) -> Result<()> {
+        let mut acc = PathBuf::new();
+        for c in canon.components() {
+            acc.push(c);
+            if self.deny.is_match(&acc) {
+                return Err(Error::Denied {
+                    path: shown.to_owned(),
+                    canonical: canon.to_string_lossy().into_owned(),
+                });
+            }
+            if access == Access::Write && self.protected.is_match(&acc) {
+                return Err(Error::Protected {
+                    path: shown.to_owned(),
+                    canonical: canon.to_string_lossy().into_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::check`] on the requested spelling, before anything is opened, so a denied
+    /// name is refused the same way whether or not it exists.
+    pub(crate) fn precheck(&self, req: &Request<'_>, access: Access) -> Result<()> {
+        match lexical(&req.rel) {
+            Some(lex) => self.check(req.shown, &lex, access),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether a single entry (whose ancestors were already checked) is denied.
+    pub(crate) fn entry_denied(&self, canon: &Path) -> bool {
+        self.deny.is_match(canon)
+    }
+
+    /// Resolves an existing path beneath the root to an `O_PATH` handle, checking the
+    /// globs on its canonical path. `follow` decides whether a final symlink is followed.
+    pub(crate) fn resolve(
+        &self,
+        req: &Request<'_>,
+        follow: bool,
+        access: Access,
+    ) -> Result<Resolved> {
+        self.precheck(req, access)?;
+        let mut flags = OFlags::PATH;
+        if !follow {
+            flags |= OFlags::NOFOLLOW;
+        }
+        let fd = self
+            .openat2(self.root_fd(), &req.kernel_path(), flags, BENEATH)
+            .map_err(|e| Error::from_errno("open", req.shown, e))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| Error::from_errno("stat", req.shown, e))?;
+        let canon = self.canonical(fd.as_fd(), req.shown)?;
+        self.check(req.shown, &canon, access)?;
+        Ok(Resolved { fd, stat, canon })
+    }
+
+    /// Opens an already resolved object again with real access flags, by its canonical
+    /// path with no symlinks allowed, and checks it is still the same inode.
+    pub(crate) fn reopen(&self, r: &Resolved, shown: &str, flags: OFlags) -> Result<OwnedFd> {
+        let rel = if r.canon.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            r.canon.as_path()
+        };
+        let fd = self
+            .openat2(
+                self.root_fd(),
+                rel,
+                flags | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+                BENEATH_NO_SYMLINKS,
+            )
+            .map_err(|e| Error::from_errno("open", shown, e))?;
+        let now = rustix::fs::fstat(&fd).map_err(|e| Error::from_errno("stat", shown, e))?;
+        if (now.st_dev, now.st_ino) != (r.stat.st_dev, r.stat.st_ino) {
+            return Err(Error::Io {
+                op: "open",
+                path: shown.to_owned(),
+                source: std::io::Error::other(
+                    "the file was replaced while it was being opened; retry",
+                ),
+            });
+        }
+        Ok(fd)
+    }
+
+    /// Opens a directory (following symlinks beneath the root) for use as a parent,
+    /// creating missing components when `create` is set.
+    pub(crate) fn open_dir(
+        &self,
+        shown: &str,
+        rel: &Path,
+        create: bool,
+    ) -> Result<(OwnedFd, PathBuf)> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+        let kernel = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        match self.openat2(self.root_fd(), kernel, flags, BENEATH) {
+            Ok(fd) => {
+                let canon = self.canonical(fd.as_fd(), shown)?;
+                return Ok((fd, canon));
+            }
+            Err(Errno::NOENT) if create => {}
+            Err(e) => return Err(Error::from_errno("open directory", shown, e)),
+        }
+        let mut cur = self
+            .openat2(self.root_fd(), Path::new("."), flags, BENEATH)
+            .map_err(|e| Error::from_errno("open directory", shown, e))?;
+        let mut prefix = PathBuf::new();
+        for c in rel.components() {
+            prefix.push(c);
+            match self.openat2(self.root_fd(), &prefix, flags, BENEATH) {
+                Ok(fd) => cur = fd,
+                Err(Errno::NOENT) => {
+                    let Component::Normal(name) = c else {
+                        return Err(Error::NotFound {
+                            path: shown.to_owned(),
+                        });
+                    };
+                    let parent = self.canonical(cur.as_fd(), shown)?;
+                    self.check(shown, &parent.join(name), Access::Write)?;
+                    match rustix::fs::mkdirat(&cur, name, Mode::from_raw_mode(0o777)) {
+                        Ok(()) | Err(Errno::EXIST) => {}
+                        Err(e) => return Err(Error::from_errno("create directory", shown, e)),
+                    }
+                    // A single fresh component relative to the parent handle, no symlinks:
+                    // a concurrent swap to a symlink fails here instead of being followed.
+                    cur = self
+                        .openat2(cur.as_fd(), Path::new(name), flags, BENEATH_NO_SYMLINKS)
+                        .map_err(|e| Error::from_errno("open directory", shown, e))?;
+                }
+                Err(e) => return Err(Error::from_errno("open directory", shown, e)),
+            }
+        }
+        let canon = self.canonical(cur.as_fd(), shown)?;
+        Ok((cur, canon))
+    }
+}
+
+fn validate_limits(l: &Limits) -> Result<()> {
+    let checks: [(&'static str, bool); 6] = [
+        ("limits.max_read_bytes", l.max_read_bytes > 0),
+        ("limits.max_write_bytes", l.max_write_bytes > 0),
+        (
+            "limits.default_list_entries",
+            l.default_list_entries > 0 && l.default_list_entries <= l.max_list_entries,
+        ),
+        (
+            "limits.default_search_results",
+            l.default_search_results > 0 && l.default_search_results <= l.max_search_results,
+        ),
+        (
+            "limits.default_search_bytes",
+            l.default_search_bytes > 0 && l.default_search_bytes <= l.max_search_bytes,
+        ),
+        (
+            "limits.default_find_results",
+            l.default_find_results > 0 && l.default_find_results <= l.max_find_results,
+        ),
+    ];
+    for (field, ok) in checks {
+        if !ok {
+            return Err(Error::InvalidRequest {
+                field,
+                why: "must be positive and not above its maximum".to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The absolute path the kernel records for an open handle.
+fn fd_path(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))?;
+    // An unlinked object reads back as `... (deleted)`: it has no canonical path.
+    if link.as_os_str().as_bytes().ends_with(b" (deleted)") || !link.is_absolute() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "the object was removed while it was being opened",
+        ));
+    }
+    Ok(link)
+}
+
+/// Checks a requested cap: `None` takes the default, zero or above the maximum is refused.
+pub(crate) fn cap<T: Copy + PartialOrd + Default + std::fmt::Debug>(
+    field: &'static str,
+    requested: Option<T>,
+    default: T,
+    max: T,
+) -> Result<T> {
+    match requested {
+        None => Ok(default),
+        Some(v) if v == T::default() => Err(Error::InvalidRequest {
+            field,
+            why: "must be greater than zero".to_owned(),
+        }),
+        Some(v) if v > max => Err(Error::InvalidRequest {
+            field,
+            why: format!("{v:?} is above the maximum of {max:?}"),
+        }),
+        Some(v) => Ok(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_normalisation_refuses_climbing_above() {
+        assert_eq!(lexical(Path::new("a/./b/../c")), Some(PathBuf::from("a/c")));
+        assert_eq!(lexical(Path::new("a/../../x")), None);
+    }
+
+    #[test]
+    fn default_protected_globs_match_at_the_root_and_below() {
+        let set = build_globs(
+            "protected",
+            &DEFAULT_PROTECTED
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        for p in [
+            ".git",
+            ".git/config",
+            "a/b/.git/hooks/x",
+            ".env",
+            "x/.env",
+            "k.pem",
+            "a/id.key",
+        ] {
+            assert!(set.is_match(p), "{p}");
+        }
+        for p in ["src/main.rs", ".github/x", "env", "a.pem.txt"] {
+            assert!(!set.is_match(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn caps_refuse_zero_and_above_max() {
+        assert_eq!(cap("x", None, 5usize, 10).unwrap(), 5);
+        assert_eq!(cap("x", Some(7usize), 5, 10).unwrap(), 7);
+        assert!(cap("x", Some(0usize), 5, 10).is_err());
+        assert!(cap("x", Some(11usize), 5, 10).is_err());
+    }
+}

@@ -1,0 +1,503 @@
+//! Writes, edits and directory creation.
+//!
+//! Content is never written into an existing inode: a temp file is created next to the
+//! target in the same directory handle (`O_CREAT | O_EXCL | O_NOFOLLOW`), synced, and
+//! renamed over the target. A hard link or a symlink swapped in at the target is replaced
+//! as a directory entry, so whatever it pointed to is never modified.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
+use rustix::io::Errno;
+
+use crate::error::{Error, Result};
+use crate::path::{Sha256, WorkspacePath};
+use crate::read::{hash_file, io_err};
+use crate::workspace::{Access, Request, Workspace, special_kind};
+
+/// A write request.
+#[derive(Debug, Clone)]
+pub struct WriteRequest {
+    /// The file to create or overwrite; a symlink inside the workspace writes its target.
+    pub path: WorkspacePath,
+    /// The complete new content.
+    pub content: Vec<u8>,
+    /// Fail with `Conflict` unless the current file has this sha256.
+    pub expected_sha256: Option<Sha256>,
+    /// Fail with `AlreadyExists` if the file exists.
+    pub create_new: bool,
+    /// Create missing parent directories.
+    pub create_parents: bool,
+}
+
+/// What a write did.
+#[derive(Debug, Clone)]
+pub struct WriteOutcome {
+    /// The canonical path written, in the caller's style.
+    pub path: String,
+    /// sha256 of the new content.
+    pub sha256: Sha256,
+    /// Size of the new content.
+    pub size: u64,
+    /// The file did not exist before.
+    pub created: bool,
+}
+
+/// An exact-text edit request.
+#[derive(Debug, Clone)]
+pub struct EditRequest {
+    /// The file to edit (must exist and be UTF-8).
+    pub path: WorkspacePath,
+    /// The exact text to replace; must not be empty.
+    pub old: String,
+    /// The replacement.
+    pub new: String,
+    /// How many occurrences must be present; `None` means exactly one, or any
+    /// positive number with `replace_all`.
+    pub expected_occurrences: Option<usize>,
+    /// Replace every occurrence.
+    pub replace_all: bool,
+    /// Fail with `Conflict` unless the current file has this sha256.
+    pub expected_sha256: Option<Sha256>,
+}
+
+/// What an edit did.
+#[derive(Debug, Clone)]
+pub struct EditOutcome {
+    /// The canonical path edited, in the caller's style.
+    pub path: String,
+    /// sha256 of the new content.
+    pub sha256: Sha256,
+    /// Number of occurrences replaced.
+    pub replacements: usize,
+    /// A unified diff of the change.
+    pub diff: String,
+}
+
+/// A directory creation request.
+#[derive(Debug, Clone)]
+pub struct MkdirRequest {
+    /// The directory to create.
+    pub path: WorkspacePath,
+    /// Create missing parents, and succeed if the directory already exists.
+    pub parents: bool,
+}
+
+/// What a directory creation did.
+#[derive(Debug, Clone)]
+pub struct MkdirOutcome {
+    /// The canonical path, in the caller's style.
+    pub path: String,
+    /// The directory did not exist before.
+    pub created: bool,
+}
+
+/// Where a write lands: a directory handle and a single name inside it.
+struct Target {
+    dir: OwnedFd,
+    name: OsString,
+    canon: PathBuf,
+}
+
+/// What was at the target before the write.
+struct Existing {
+    stat: Stat,
+    sha256: Option<Sha256>,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn same_file(a: &Stat, b: &Stat) -> bool {
+    (
+        a.st_dev,
+        a.st_ino,
+        a.st_size,
+        a.st_mtime,
+        a.st_mtime_nsec,
+        a.st_ctime,
+        a.st_ctime_nsec,
+    ) == (
+        b.st_dev,
+        b.st_ino,
+        b.st_size,
+        b.st_mtime,
+        b.st_mtime_nsec,
+        b.st_ctime,
+        b.st_ctime_nsec,
+    )
+}
+
+impl Workspace {
+    /// Splits a request into parent and final name; the final name must be a plain name.
+    fn split<'a>(&self, r: &'a Request<'_>) -> Result<(PathBuf, &'a OsStr)> {
+        match r.rel.components().next_back() {
+            Some(Component::Normal(name)) => {
+                let parent = r.rel.parent().unwrap_or(Path::new("")).to_path_buf();
+                Ok((parent, name))
+            }
+            _ => Err(Error::InvalidPath {
+                path: r.shown.to_owned(),
+                why: "the path must end in a file name",
+            }),
+        }
+    }
+
+    /// Resolves where a write to `r` lands, following a final symlink only if it stays
+    /// inside the workspace, and checks deny and protected globs on the result.
+    fn target(&self, r: &Request<'_>, create_parents: bool) -> Result<Target> {
+        if r.trailing_slash {
+            return Err(Error::InvalidPath {
+                path: r.shown.to_owned(),
+                why: "a file path must not end with `/`",
+            });
+        }
+        let (parent, name) = self.split(r)?;
+        self.precheck(r, Access::Write)?;
+        let (dir, dir_canon) = self.open_dir(r.shown, &parent, create_parents)?;
+        let canon = dir_canon.join(name);
+        self.check(r.shown, &canon, Access::Write)?;
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {}
+            _ => {
+                return Ok(Target {
+                    dir,
+                    name: name.to_owned(),
+                    canon,
+                });
+            }
+        }
+        // A final symlink: write what it points to, if that is beneath the root.
+        let resolved = self.resolve(r, true, Access::Write).map_err(|e| match e {
+            Error::NotFound { path } => Error::NotFound {
+                path: format!("{path} (a symlink whose target does not exist)"),
+            },
+            other => other,
+        })?;
+        let Some(real_name) = resolved.canon.file_name().map(OsStr::to_owned) else {
+            return Err(Error::NotAFile {
+                path: r.shown.to_owned(),
+                kind: "directory",
+            });
+        };
+        let real_parent = resolved.canon.parent().unwrap_or(Path::new(""));
+        let (dir, _) = self.open_dir(r.shown, real_parent, false)?;
+        Ok(Target {
+            dir,
+            name: real_name,
+            canon: resolved.canon,
+        })
+    }
+
+    /// Looks at what the target holds now, hashing it when a sha256 is needed.
+    fn existing(
+        &self,
+        t: &Target,
+        shown: &str,
+        want_hash: bool,
+        max: u64,
+    ) -> Result<Option<Existing>> {
+        let fd = match rustix::fs::openat(
+            &t.dir,
+            &t.name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            // A symlink swapped in after resolution: the rename replaces the link itself.
+            Err(Errno::LOOP) => return Ok(None),
+            Err(e) => return Err(Error::from_errno("open", shown, e)),
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|e| Error::from_errno("stat", shown, e))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(Error::NotAFile {
+                path: shown.to_owned(),
+                kind: special_kind(&stat),
+            });
+        }
+        let sha256 = if want_hash {
+            if stat.st_size as u64 > max {
+                return Err(Error::TooLarge {
+                    path: shown.to_owned(),
+                    size: stat.st_size as u64,
+                    limit: max,
+                });
+            }
+            Some(hash_file(File::from(fd), shown)?)
+        } else {
+            None
+        };
+        Ok(Some(Existing { stat, sha256 }))
+    }
+
+    /// Writes `content` to a fresh temp file beside the target and renames it into place.
+    fn commit(
+        &self,
+        t: &Target,
+        shown: &str,
+        content: &[u8],
+        before: Option<&Existing>,
+        create_new: bool,
+    ) -> Result<()> {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let mut tmp = OsString::from(".");
+        tmp.push(&t.name);
+        tmp.push(format!(".toolgate-{}-{n}.tmp", std::process::id()));
+        let mode = before.map_or(0o666, |e| e.stat.st_mode & 0o777);
+        let fd = rustix::fs::openat(
+            &t.dir,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(|e| Error::from_errno("create temp file for", shown, e))?;
+        let result = self.fill_and_rename(t, shown, &tmp, fd, content, before, create_new);
+        if result.is_err() {
+            let _ = rustix::fs::unlinkat(&t.dir, &tmp, AtFlags::empty());
+        }
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fill_and_rename(
+        &self,
+        t: &Target,
+        shown: &str,
+        tmp: &OsStr,
+        fd: OwnedFd,
+        content: &[u8],
+        before: Option<&Existing>,
+        create_new: bool,
+    ) -> Result<()> {
+        if let Some(e) = before {
+            // Keep the overwritten file's permissions exactly, independent of the umask.
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(e.stat.st_mode & 0o777))
+                .map_err(|err| Error::from_errno("set mode of", shown, err))?;
+        }
+        let mut file = File::from(fd);
+        file.write_all(content)
+            .map_err(|source| io_err("write", shown, source))?;
+        file.sync_all()
+            .map_err(|source| io_err("sync", shown, source))?;
+        drop(file);
+        if create_new {
+            rustix::fs::renameat_with(&t.dir, tmp, &t.dir, &t.name, RenameFlags::NOREPLACE)
+                .map_err(|e| Error::from_errno("rename into", shown, e))?;
+        } else {
+            if let Some(e) = before {
+                // Optimistic concurrency: the file must still be the one that was checked.
+                match rustix::fs::statat(&t.dir, &t.name, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(now) if same_file(&now, &e.stat) => {}
+                    _ => {
+                        if let Some(expected) = e.sha256 {
+                            return Err(Error::Conflict {
+                                path: shown.to_owned(),
+                                expected: expected.to_hex(),
+                                actual: "changed during the write".to_owned(),
+                            });
+                        }
+                    }
+                }
+            }
+            rustix::fs::renameat(&t.dir, tmp, &t.dir, &t.name)
+                .map_err(|e| Error::from_errno("rename into", shown, e))?;
+        }
+        sync_dir(t.dir.as_fd());
+        Ok(())
+    }
+
+    /// Creates or atomically replaces a file.
+    pub fn write(&self, req: &WriteRequest) -> Result<WriteOutcome> {
+        let limit = self.limits().max_write_bytes;
+        let r = self.request(&req.path)?;
+        if req.content.len() as u64 > limit {
+            return Err(Error::TooLarge {
+                path: r.shown.to_owned(),
+                size: req.content.len() as u64,
+                limit,
+            });
+        }
+        let t = self.target(&r, req.create_parents)?;
+        let before = self.existing(
+            &t,
+            r.shown,
+            req.expected_sha256.is_some(),
+            self.limits().hash_limit,
+        )?;
+        if req.create_new && before.is_some() {
+            return Err(Error::AlreadyExists {
+                path: r.shown.to_owned(),
+            });
+        }
+        if let Some(expected) = req.expected_sha256 {
+            let actual = before.as_ref().and_then(|e| e.sha256);
+            if actual != Some(expected) {
+                return Err(Error::Conflict {
+                    path: r.shown.to_owned(),
+                    expected: expected.to_hex(),
+                    actual: actual.map_or_else(|| "absent".to_owned(), |h| h.to_hex()),
+                });
+            }
+        }
+        let before_for_commit = before.as_ref().map(|e| Existing {
+            stat: e.stat,
+            sha256: req.expected_sha256.and(e.sha256),
+        });
+        self.commit(
+            &t,
+            r.shown,
+            &req.content,
+            before_for_commit.as_ref(),
+            req.create_new,
+        )?;
+        Ok(WriteOutcome {
+            path: self.render(r.style, &t.canon),
+            sha256: Sha256::of(&req.content),
+            size: req.content.len() as u64,
+            created: before.is_none(),
+        })
+    }
+
+    /// Replaces exact text in a UTF-8 file and returns a unified diff.
+    pub fn edit(&self, req: &EditRequest) -> Result<EditOutcome> {
+        if req.old.is_empty() {
+            return Err(Error::InvalidRequest {
+                field: "old",
+                why: "the text to replace is empty".to_owned(),
+            });
+        }
+        if req.expected_occurrences == Some(0) {
+            return Err(Error::InvalidRequest {
+                field: "expected_occurrences",
+                why: "must be at least 1".to_owned(),
+            });
+        }
+        let limit = self.limits().max_write_bytes;
+        let r = self.request(&req.path)?;
+        let t = self.target(&r, false)?;
+        let fd = rustix::fs::openat(
+            &t.dir,
+            &t.name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::from_errno("open", r.shown, e))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| Error::from_errno("stat", r.shown, e))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+            return Err(Error::NotAFile {
+                path: r.shown.to_owned(),
+                kind: special_kind(&stat),
+            });
+        }
+        if stat.st_size as u64 > limit {
+            return Err(Error::TooLarge {
+                path: r.shown.to_owned(),
+                size: stat.st_size as u64,
+                limit,
+            });
+        }
+        let mut bytes = Vec::with_capacity(stat.st_size as usize);
+        File::from(fd)
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|source| io_err("read", r.shown, source))?;
+        let current = Sha256::of(&bytes);
+        if let Some(expected) = req.expected_sha256
+            && expected != current
+        {
+            return Err(Error::Conflict {
+                path: r.shown.to_owned(),
+                expected: expected.to_hex(),
+                actual: current.to_hex(),
+            });
+        }
+        let text = String::from_utf8(bytes).map_err(|_| Error::InvalidRequest {
+            field: "path",
+            why: format!(
+                "`{}` is not valid utf-8 text; use a full write instead",
+                r.shown
+            ),
+        })?;
+        let found = text.matches(req.old.as_str()).count();
+        let expected = match (req.expected_occurrences, req.replace_all) {
+            (Some(n), _) => Some(n),
+            (None, false) => Some(1),
+            (None, true) => None,
+        };
+        if found == 0 || expected.is_some_and(|n| n != found) {
+            return Err(Error::EditMismatch {
+                path: r.shown.to_owned(),
+                expected: expected.map_or_else(|| "at least 1".to_owned(), |n| n.to_string()),
+                found,
+            });
+        }
+        let new_text = text.replace(req.old.as_str(), &req.new);
+        if new_text.len() as u64 > limit {
+            return Err(Error::TooLarge {
+                path: r.shown.to_owned(),
+                size: new_text.len() as u64,
+                limit,
+            });
+        }
+        let before = Existing {
+            stat,
+            sha256: Some(current),
+        };
+        self.commit(&t, r.shown, new_text.as_bytes(), Some(&before), false)?;
+        let shown_path = self.render(r.style, &t.canon);
+        let diff = similar::TextDiff::from_lines(&text, &new_text)
+            .unified_diff()
+            .context_radius(3)
+            .header(&shown_path, &shown_path)
+            .to_string();
+        Ok(EditOutcome {
+            path: shown_path,
+            sha256: Sha256::of(new_text.as_bytes()),
+            replacements: found,
+            diff,
+        })
+    }
+
+    /// Creates a directory, optionally with its parents (then an existing directory is fine).
+    pub fn mkdir(&self, req: &MkdirRequest) -> Result<MkdirOutcome> {
+        let mut r = self.request(&req.path)?;
+        // A trailing slash is natural for a directory.
+        r.trailing_slash = false;
+        let (parent, name) = self.split(&r)?;
+        self.precheck(&r, Access::Write)?;
+        let (dir, dir_canon) = self.open_dir(r.shown, &parent, req.parents)?;
+        let canon = dir_canon.join(name);
+        self.check(r.shown, &canon, Access::Write)?;
+        let created = match rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) => true,
+            Err(Errno::EXIST) => {
+                let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                    .map_err(|e| Error::from_errno("stat", r.shown, e))?;
+                if !req.parents || FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+                    return Err(Error::AlreadyExists {
+                        path: r.shown.to_owned(),
+                    });
+                }
+                false
+            }
+            Err(e) => return Err(Error::from_errno("create directory", r.shown, e)),
+        };
+        if created {
+            sync_dir(dir.as_fd());
+        }
+        Ok(MkdirOutcome {
+            path: self.render(r.style, &canon),
+            created,
+        })
+    }
+}
+
+/// Makes a rename or mkdir durable; failure only weakens durability, so it is not reported.
+fn sync_dir(dir: BorrowedFd<'_>) {
+    let _ = rustix::fs::fsync(dir);
+}
