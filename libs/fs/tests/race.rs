@@ -54,7 +54,7 @@ fn fs_race_01_read_while_a_file_flips_to_an_outside_symlink() {
     let rounds = under_attack(
         || {
             let n = flip.fetch_add(1, Ordering::Relaxed);
-            swap_to_symlink(&file, &secret, n % 2 == 0);
+            swap_to_symlink(&file, &secret, n.is_multiple_of(2));
             let _ = std::fs::remove_file(&file);
             let _ = std::fs::write(&file, "PUBLIC\n");
         },
@@ -90,7 +90,7 @@ fn fs_race_01_list_search_read_while_a_directory_flips_to_an_outside_symlink() {
         || {
             let n = flip.fetch_add(1, Ordering::Relaxed);
             // dir -> outside, then dir as a real directory again.
-            swap_to_symlink(&dir, &outdir, n % 2 == 0);
+            swap_to_symlink(&dir, &outdir, n.is_multiple_of(2));
             let _ = std::fs::remove_file(&dir);
             let _ = std::fs::create_dir(&dir);
             let _ = std::fs::write(dir.join("x"), "PUBLIC\n");
@@ -143,7 +143,7 @@ fn fs_race_02_write_while_the_target_flips_to_an_outside_symlink() {
     under_attack(
         || {
             let n = flip.fetch_add(1, Ordering::Relaxed);
-            swap_to_symlink(&race, &secret, n % 2 == 0);
+            swap_to_symlink(&race, &secret, n.is_multiple_of(2));
             let _ = std::fs::remove_file(&race);
         },
         || {
@@ -178,7 +178,7 @@ fn fs_race_02_write_and_mkdir_while_a_parent_flips_to_an_outside_symlink() {
     under_attack(
         || {
             let n = flip.fetch_add(1, Ordering::Relaxed);
-            swap_to_symlink(&d, &fx.out, n % 2 == 0);
+            swap_to_symlink(&d, &fx.out, n.is_multiple_of(2));
             let _ = std::fs::remove_file(&d);
             let _ = std::fs::create_dir(&d);
         },
@@ -189,7 +189,7 @@ fn fs_race_02_write_and_mkdir_while_a_parent_flips_to_an_outside_symlink() {
                     content: b"x".to_vec(),
                     expected_sha256: None,
                     create_new: false,
-                    create_parents: i % 2 == 0,
+                    create_parents: i.is_multiple_of(2),
                 });
                 let _ = fx.ws.mkdir(&MkdirRequest {
                     path: wp("d/sub/deeper"),
