@@ -1,1 +1,29 @@
 //! Child process runs with bounded streaming output and a lifecycle that always ends.
+//!
+//! A [`Runner`] admits up to a configured number of concurrent runs. Each [`RunSpec`] (argv, or a
+//! script for exactly `bash --noprofile --norc -c`) is spawned with a cleared environment plus an
+//! allowlist, no controlling terminal, `no_new_privs`, resource limits and only fds 0-2 open. Where
+//! the kernel allows, the child is PID 1 of a new PID namespace with a private `/proc`, so when it
+//! exits (or is killed) the kernel kills every descendant, including ones that left the process
+//! group. Output arrives as [`Event`]s through a bounded channel: the head of each stream live
+//! under backpressure, the rest drained into a fixed tail ring, and one final [`Exited`] with exact
+//! byte counts, a typed [`Status`] and resource usage.
+//!
+//! The gRPC adapter maps these types onto `toolgate.executor.v1`; nothing here knows about the wire.
+
+mod caps;
+pub mod config;
+mod event;
+mod output;
+pub mod runner;
+pub mod spec;
+mod sys;
+
+pub use caps::{Capabilities, CgroupSupport, LimitsView, Namespaces};
+pub use config::{Config, EnvAllow, EnvPattern, Rlimits};
+pub use event::{
+    CancelCause, Event, Exited, Isolation, KillMechanism, Output, Started, Status, Stream,
+    StreamSummary, Usage, signal_name,
+};
+pub use runner::{CancelHandle, Run, Runner};
+pub use spec::{Command, RunRequest, RunSpec};

@@ -1,0 +1,774 @@
+//! Admission, spawning and supervision of runs.
+
+use std::fs::File;
+use std::future::pending;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use rustix::process::{Pid, Resource, Signal};
+use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use toolgate_core::{Reason, ReasonedError};
+
+use crate::caps::{Capabilities, LimitsView, probe_host};
+use crate::config::{self, Config};
+use crate::event::{
+    CancelCause, Event, Exited, Isolation, KillMechanism, Started, Status, Stream, StreamSummary,
+    Usage,
+};
+use crate::output::{StreamLimits, pump};
+use crate::spec::{Command, RunSpec};
+use crate::sys::{self, ChildSetup, Reaped};
+
+/// Errors of admission and of checking a request against the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] config::Error),
+    /// The configured `PATH` has no usable `bash`.
+    #[error("no executable `bash` on the configured PATH `{path}`; scripts cannot run")]
+    NoBash {
+        /// The configured PATH.
+        path: String,
+    },
+    /// All run slots are taken.
+    #[error("executor is at its limit of {limit} concurrent runs; retry later")]
+    Busy {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// The runner is shutting down and admits nothing.
+    #[error("executor is shutting down; retry on another executor")]
+    ShuttingDown,
+    /// The request adds an environment variable the configuration does not allow.
+    #[error("environment variable `{name}` may not be set; allowed: {allowed}")]
+    EnvNotAllowed {
+        /// The rejected name.
+        name: String,
+        /// The allowlist, for the caller to pick from.
+        allowed: String,
+    },
+    /// The request asks for more than a configured maximum.
+    #[error("{field} {requested} exceeds the executor maximum {max}")]
+    AboveMaximum {
+        /// Which field.
+        field: &'static str,
+        /// What was asked.
+        requested: String,
+        /// The configured maximum.
+        max: String,
+    },
+    /// Runs must be started from inside a Tokio runtime.
+    #[error("no tokio runtime is running; start runs from async code")]
+    NoRuntime,
+    /// Preparing the run failed on the executor side.
+    #[error("cannot prepare the run: {what}: {source}")]
+    Setup {
+        /// The step that failed.
+        what: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+}
+
+impl ReasonedError for Error {
+    fn reason(&self) -> Reason {
+        match self {
+            Error::Busy { .. } | Error::ShuttingDown => Reason::Busy,
+            Error::EnvNotAllowed { .. } | Error::AboveMaximum { .. } => Reason::InvalidRequest,
+            Error::Config(e) => e.reason(),
+            Error::NoBash { .. } | Error::NoRuntime | Error::Setup { .. } => Reason::Internal,
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Error::Busy { limit } => vec![("limit", limit.to_string())],
+            Error::EnvNotAllowed { name, .. } => {
+                vec![("field", "env".to_owned()), ("name", name.clone())]
+            }
+            Error::AboveMaximum { field, max, .. } => {
+                vec![("field", (*field).to_owned()), ("max", max.clone())]
+            }
+            Error::Config(e) => e.metadata(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn setup_err(what: &'static str) -> impl FnOnce(io::Error) -> Error {
+    move |source| Error::Setup { what, source }
+}
+
+/// How children are isolated, decided once at startup.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    mechanism: KillMechanism,
+    pid_limit: Option<u32>,
+}
+
+struct Inner {
+    config: Config,
+    plan: Plan,
+    caps: Capabilities,
+    bash: PathBuf,
+    /// The executor's own PID namespace, to return to after each spawn.
+    own_pid_ns: Option<OwnedFd>,
+    permits: Arc<Semaphore>,
+    shutdown: watch::Sender<bool>,
+}
+
+/// Runs commands under the configured limits; cheap to clone.
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field("kill_mechanism", &self.inner.plan.mechanism)
+            .field("pid_limit", &self.inner.plan.pid_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Cancels a run from anywhere; cloning is cheap.
+#[derive(Debug, Clone)]
+pub struct CancelHandle(Arc<watch::Sender<bool>>);
+
+impl CancelHandle {
+    /// Terminates the run (TERM, grace, KILL); its final status is `Cancelled(ClientCancelled)`.
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// A started run: its events, and a way to cancel it. Dropping the receiver cancels the run too.
+#[derive(Debug)]
+pub struct Run {
+    events: mpsc::Receiver<Event>,
+    cancel: CancelHandle,
+}
+
+impl Run {
+    /// The next event; `None` after `Exited`.
+    pub async fn recv(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// A handle that cancels this run.
+    pub fn cancel_handle(&self) -> CancelHandle {
+        self.cancel.clone()
+    }
+
+    /// The raw parts, for adapters that turn the receiver into a stream.
+    pub fn into_parts(self) -> (mpsc::Receiver<Event>, CancelHandle) {
+        (self.events, self.cancel)
+    }
+}
+
+fn find_on_path(path: &str, name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    path.split(':').filter(|d| !d.is_empty()).find_map(|dir| {
+        let candidate = Path::new(dir).join(name);
+        let meta = std::fs::metadata(&candidate).ok()?;
+        (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
+    })
+}
+
+impl Runner {
+    /// Validates `config`, probes the host once and decides the isolation every run gets.
+    pub fn new(config: Config) -> Result<Runner, Error> {
+        config.validate()?;
+        let bash = find_on_path(&config.path, "bash").ok_or_else(|| Error::NoBash {
+            path: config.path.clone(),
+        })?;
+        let (namespaces, landlock_abi, seccomp, cgroup) = probe_host();
+        let own_pid_ns = File::open("/proc/self/ns/pid").ok().map(OwnedFd::from);
+        let mut plan = Plan {
+            mechanism: KillMechanism::ProcessGroup,
+            pid_limit: None,
+        };
+        let mut inner = Inner {
+            permits: Arc::new(Semaphore::new(config.max_concurrent_runs)),
+            shutdown: watch::Sender::new(false),
+            caps: Capabilities {
+                version: env!("CARGO_PKG_VERSION"),
+                namespaces,
+                landlock_abi,
+                seccomp,
+                cgroup,
+                kill_mechanism: plan.mechanism,
+                pid_limit: None,
+                limits: LimitsView::of(&config),
+            },
+            config,
+            plan,
+            bash,
+            own_pid_ns,
+        };
+        if inner.config.use_pid_namespace
+            && namespaces.pid
+            && namespaces.mount
+            && inner.own_pid_ns.is_some()
+        {
+            // Try the real spawn path once: with a capped pid_max, then without (pre-6.14 kernels).
+            let candidates = [
+                Plan {
+                    mechanism: KillMechanism::PidNamespace,
+                    pid_limit: Some(inner.config.pid_limit),
+                },
+                Plan {
+                    mechanism: KillMechanism::PidNamespace,
+                    pid_limit: None,
+                },
+            ];
+            for candidate in candidates {
+                inner.plan = candidate;
+                if inner.probe_spawn() {
+                    plan = candidate;
+                    break;
+                }
+            }
+        }
+        inner.plan = plan;
+        inner.caps.kill_mechanism = plan.mechanism;
+        inner.caps.pid_limit = plan.pid_limit;
+        Ok(Runner {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// What this executor enforces (probed once at startup).
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.inner.caps
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Starts a run, or fails at once with `Busy` when all slots are taken.
+    ///
+    /// Must be called from inside a Tokio runtime: the run is supervised by a spawned task. A
+    /// program that cannot be started is not an error here: the run's only event is then an
+    /// `Exited` with `Status::SpawnFailed`.
+    pub fn try_run(&self, spec: RunSpec) -> Result<Run, Error> {
+        let inner = &self.inner;
+        let config = &inner.config;
+        if *inner.shutdown.borrow() {
+            return Err(Error::ShuttingDown);
+        }
+        let req = spec.request;
+        for (name, _) in &req.env {
+            if !config.allowed_env.allows(name) {
+                return Err(Error::EnvNotAllowed {
+                    name: name.clone(),
+                    allowed: config.allowed_env.patterns().join(", "),
+                });
+            }
+        }
+        let timeout = req.timeout.unwrap_or(config.default_timeout);
+        if timeout > config.max_timeout {
+            return Err(Error::AboveMaximum {
+                field: "timeout",
+                requested: format!("{timeout:?}"),
+                max: format!("{:?}", config.max_timeout),
+            });
+        }
+        let mut caps = [0u64; 2];
+        for (i, (field, cap)) in [
+            ("stdout_cap", req.stdout_cap),
+            ("stderr_cap", req.stderr_cap),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let cap = cap.unwrap_or(config.default_cap_bytes);
+            if cap > config.max_cap_bytes {
+                return Err(Error::AboveMaximum {
+                    field,
+                    requested: cap.to_string(),
+                    max: config.max_cap_bytes.to_string(),
+                });
+            }
+            caps[i] = cap;
+        }
+        let tail = req.tail_bytes.unwrap_or(config.default_tail_bytes);
+        if tail > config.max_tail_bytes {
+            return Err(Error::AboveMaximum {
+                field: "tail_bytes",
+                requested: tail.to_string(),
+                max: config.max_tail_bytes.to_string(),
+            });
+        }
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
+        let permit = Arc::clone(&inner.permits)
+            .try_acquire_owned()
+            .map_err(|_| Error::Busy {
+                limit: config.max_concurrent_runs,
+            })?;
+
+        let mut home_builder = tempfile::Builder::new();
+        home_builder.prefix("toolgate-home-");
+        let home = match &config.home_parent {
+            Some(parent) => home_builder.tempdir_in(parent),
+            None => home_builder.tempdir(),
+        }
+        .map_err(setup_err("create the private HOME"))?;
+
+        let (program, args): (&str, Vec<&str>) = match &req.command {
+            Command::Argv(argv) => (&argv[0], argv[1..].iter().map(String::as_str).collect()),
+            Command::Script(script) => (
+                inner.bash.to_str().unwrap_or("bash"),
+                vec!["--noprofile", "--norc", "-c", script.as_str()],
+            ),
+        };
+        let stdin = if req.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        };
+        let mut cmd = inner.command(program, &args, &req.env, home.path(), req.cwd, stdin);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+
+        let (tx, rx) = mpsc::channel(config.event_buffer);
+        let cancel = CancelHandle(Arc::new(watch::Sender::new(false)));
+        let run = Run {
+            events: rx,
+            cancel: cancel.clone(),
+        };
+        let started = Instant::now();
+        let started_at = SystemTime::now();
+        let mut child = match inner.spawn(&mut cmd) {
+            Ok(child) => child,
+            Err(err) => {
+                drop(cmd);
+                let exited = Exited {
+                    status: spawn_failed(program, &err),
+                    stdout: StreamSummary::default(),
+                    stderr: StreamSummary::default(),
+                    usage: Usage {
+                        wall_time: started.elapsed(),
+                        ..Usage::default()
+                    },
+                    finished_at: SystemTime::now(),
+                };
+                // The channel is fresh and has room for at least one event.
+                let _ = tx.try_send(Event::Exited(exited));
+                return Ok(run);
+            }
+        };
+        // The pre-exec hook owns the cwd fd; the child has its own copy now.
+        drop(cmd);
+        let pid = child.id() as i32;
+        let guard = ReapGuard { pid, reaped: false };
+        let _enter = handle.enter();
+        let pidfd = sys::watch_exit(pid).map_err(setup_err("watch the child with a pidfd"))?;
+        let stdout = take_reader(child.stdout.take()).map_err(setup_err("read stdout"))?;
+        let stderr = take_reader(child.stderr.take()).map_err(setup_err("read stderr"))?;
+        let stdin_feed = match (child.stdin.take(), req.stdin) {
+            (Some(pipe_in), Some(bytes)) => Some((
+                pipe::Sender::from_owned_fd(OwnedFd::from(pipe_in))
+                    .map_err(setup_err("write stdin"))?,
+                bytes,
+            )),
+            _ => None,
+        };
+        drop(child);
+
+        let sup = Supervisor {
+            pid,
+            pidfd,
+            guard,
+            mechanism: inner.plan.mechanism,
+            tx,
+            cancel: cancel.0.subscribe(),
+            shutdown: inner.shutdown.subscribe(),
+            timeout,
+            grace: config.kill_grace,
+            drain: config.drain_after_exit,
+            final_send_timeout: config.final_send_timeout,
+            kill_on_cap: req.kill_on_cap,
+            limits: [
+                StreamLimits { cap: caps[0], tail },
+                StreamLimits { cap: caps[1], tail },
+            ],
+            isolation: inner.isolation(),
+            started,
+            started_at,
+        };
+        handle.spawn(async move {
+            let _permit: OwnedSemaphorePermit = permit;
+            let _home = home;
+            Box::pin(sup.run(stdout, stderr, stdin_feed)).await;
+        });
+        Ok(run)
+    }
+
+    /// Stops admitting runs, cancels every run in flight (TERM, grace, KILL) and waits until each
+    /// has been reaped and has sent its final event (or given up on a stalled consumer).
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+        let all = u32::try_from(self.inner.config.max_concurrent_runs).unwrap_or(u32::MAX);
+        // Every run holds a permit until its supervisor is done.
+        if let Ok(permits) = self.inner.permits.acquire_many(all).await {
+            drop(permits);
+        }
+    }
+
+    /// Spawns `argv` with exactly the isolation and environment of a run but none of its
+    /// supervision (no pidfd, no pumps, no events). For benchmarks that need the raw cost.
+    pub fn spawn_baseline(&self, argv: &[&str], cwd: OwnedFd, stdout: Stdio) -> io::Result<Child> {
+        let home = std::env::temp_dir();
+        let mut cmd = self
+            .inner
+            .command(argv[0], &argv[1..], &[], &home, cwd, Stdio::null());
+        cmd.stdout(stdout).stderr(Stdio::null());
+        self.inner.spawn(&mut cmd)
+    }
+}
+
+impl Inner {
+    fn command(
+        &self,
+        program: &str,
+        args: &[&str],
+        env: &[(String, String)],
+        home: &Path,
+        cwd: OwnedFd,
+        stdin: Stdio,
+    ) -> std::process::Command {
+        let mut cmd = std::process::Command::new(program);
+        cmd.args(args)
+            .env_clear()
+            .env("PATH", &self.config.path)
+            .env("HOME", home)
+            .env("LANG", "C.UTF-8")
+            .env("TERM", "dumb")
+            .env("PAGER", "cat")
+            .env("GIT_PAGER", "cat")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("EDITOR", "true")
+            .env("CI", "1")
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(stdin);
+        let rl = &self.config.rlimits;
+        let mut rlimits = vec![(Resource::Core, 0)];
+        for (resource, value) in [
+            (Resource::Nofile, rl.nofile),
+            (Resource::Fsize, rl.fsize),
+            (Resource::Cpu, rl.cpu_seconds),
+            (Resource::As, rl.address_space),
+            (Resource::Nproc, rl.nproc),
+        ] {
+            if let Some(v) = value {
+                rlimits.push((resource, v));
+            }
+        }
+        let pid_ns = self.plan.mechanism == KillMechanism::PidNamespace;
+        sys::install_child_setup(
+            &mut cmd,
+            ChildSetup {
+                cwd,
+                mount_proc: pid_ns,
+                pid_max: self
+                    .plan
+                    .pid_limit
+                    .filter(|_| pid_ns)
+                    .map(|n| n.to_string().into_bytes()),
+                rlimits,
+            },
+        );
+        cmd
+    }
+
+    fn spawn(&self, cmd: &mut std::process::Command) -> io::Result<Child> {
+        match (&self.plan.mechanism, &self.own_pid_ns) {
+            (KillMechanism::PidNamespace, Some(ns)) => {
+                sys::spawn_in_new_pid_namespace(cmd, ns.as_fd())
+            }
+            _ => cmd.spawn(),
+        }
+    }
+
+    /// Spawns `true` with the current plan and checks it exits 0.
+    fn probe_spawn(&self) -> bool {
+        let Some(program) = find_on_path(&self.config.path, "true") else {
+            return false;
+        };
+        let Ok(cwd) = File::open("/") else {
+            return false;
+        };
+        let program = program.to_string_lossy().into_owned();
+        let home = std::env::temp_dir();
+        let mut cmd = self.command(&program, &[], &[], &home, cwd.into(), Stdio::null());
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        self.spawn(&mut cmd)
+            .and_then(|mut c| c.wait())
+            .is_ok_and(|s| s.success())
+    }
+
+    fn isolation(&self) -> Isolation {
+        let pid_ns = self.plan.mechanism == KillMechanism::PidNamespace;
+        Isolation {
+            kill_mechanism: self.plan.mechanism,
+            own_process_group: true,
+            no_new_privs: true,
+            landlock_abi: 0,
+            seccomp: false,
+            namespaces: if pid_ns {
+                vec!["pid", "mount"]
+            } else {
+                Vec::new()
+            },
+            pid_limit: self.plan.pid_limit,
+        }
+    }
+}
+
+fn take_reader(out: Option<impl Into<OwnedFd>>) -> io::Result<pipe::Receiver> {
+    let fd = out.ok_or_else(|| io::Error::other("pipe was not created"))?;
+    pipe::Receiver::from_owned_fd(fd.into())
+}
+
+fn spawn_failed(program: &str, err: &io::Error) -> Status {
+    let reason = match err.kind() {
+        io::ErrorKind::NotFound => format!("program not found: {program}"),
+        io::ErrorKind::PermissionDenied => format!("permission denied executing {program}"),
+        _ => format!("cannot start {program}: {err}"),
+    };
+    Status::SpawnFailed {
+        reason,
+        errno: err.raw_os_error().unwrap_or(0),
+    }
+}
+
+/// Kills and reaps the child if supervision is abandoned (runtime dropped mid-run), so no process
+/// or zombie outlives its run.
+struct ReapGuard {
+    pid: i32,
+    reaped: bool,
+}
+
+impl Drop for ReapGuard {
+    fn drop(&mut self) {
+        if !self.reaped {
+            signal_all(self.pid, Signal::KILL);
+            let _ = sys::wait4(self.pid, true);
+        }
+    }
+}
+
+/// Signals the child's process group and the child itself. With a PID namespace, SIGKILL to the
+/// child (its init) takes the whole namespace down; while the child is unreaped its pid (and so
+/// its group id) cannot be reused.
+fn signal_all(pid: i32, signal: Signal) {
+    if let Some(p) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process_group(p, signal);
+        let _ = rustix::process::kill_process(p, signal);
+    }
+}
+
+async fn flag(mut rx: watch::Receiver<bool>) {
+    if rx.wait_for(|set| *set).await.is_err() {
+        // The sender is gone, so the flag can never be raised.
+        pending::<()>().await;
+    }
+}
+
+enum Ending {
+    Timeout,
+    Cancel(CancelCause),
+}
+
+struct Supervisor {
+    pid: i32,
+    pidfd: AsyncFd<OwnedFd>,
+    guard: ReapGuard,
+    mechanism: KillMechanism,
+    tx: mpsc::Sender<Event>,
+    cancel: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
+    timeout: Duration,
+    grace: Duration,
+    drain: Duration,
+    final_send_timeout: Duration,
+    kill_on_cap: bool,
+    limits: [StreamLimits; 2],
+    isolation: Isolation,
+    started: Instant,
+    started_at: SystemTime,
+}
+
+impl Supervisor {
+    async fn run(
+        mut self,
+        stdout: pipe::Receiver,
+        stderr: pipe::Receiver,
+        stdin: Option<(pipe::Sender, Bytes)>,
+    ) {
+        let started = Event::Started(Started {
+            pid: self.pid as u32,
+            isolation: self.isolation.clone(),
+            started_at: self.started_at,
+        });
+        // A failed send means the receiver is gone; the lifecycle below sees that and cancels.
+        let _ = self.tx.send(started).await;
+
+        let cap_hit = Notify::new();
+        let (reaped_tx, reaped_rx) = watch::channel(false);
+        let drain = self.drain;
+        let stop = || {
+            let mut rx = reaped_rx.clone();
+            async move {
+                let _ = rx.wait_for(|r| *r).await;
+                tokio::time::sleep(drain).await;
+            }
+        };
+        let out = pump(
+            Stream::Stdout,
+            stdout,
+            self.limits[0],
+            self.tx.clone(),
+            &cap_hit,
+            stop(),
+        );
+        let err = pump(
+            Stream::Stderr,
+            stderr,
+            self.limits[1],
+            self.tx.clone(),
+            &cap_hit,
+            stop(),
+        );
+        let feed = async {
+            if let Some((mut sender, bytes)) = stdin {
+                let mut reaped = reaped_rx.clone();
+                tokio::select! {
+                    // EPIPE just means the child stopped reading; that is its business.
+                    _ = sender.write_all(&bytes) => {}
+                    _ = reaped.wait_for(|r| *r) => {}
+                }
+            }
+        };
+        let life = async {
+            let outcome = self.lifecycle(&cap_hit).await;
+            reaped_tx.send_replace(true);
+            outcome
+        };
+        let ((ending, killed, reaped), stdout, stderr, ()) = tokio::join!(life, out, err, feed);
+
+        let status = match ending {
+            Some(Ending::Timeout) => Status::TimedOut {
+                timeout: self.timeout,
+                killed,
+            },
+            Some(Ending::Cancel(cause)) => Status::Cancelled(cause),
+            None => match (reaped.exit_code(), reaped.signal()) {
+                (Some(code), _) => Status::Exited(code),
+                (None, Some((signal, core_dumped))) => Status::Signaled {
+                    signal,
+                    core_dumped,
+                },
+                (None, None) => Status::Exited(-1),
+            },
+        };
+        let exited = Event::Exited(Exited {
+            status,
+            stdout,
+            stderr,
+            usage: Usage {
+                wall_time: self.started.elapsed(),
+                user_cpu: reaped.user,
+                system_cpu: reaped.system,
+                peak_rss_bytes: reaped.max_rss,
+            },
+            finished_at: SystemTime::now(),
+        });
+        // A stalled consumer must not hold the run (and its admission slot) forever; during a
+        // shutdown it gets only the kill grace period.
+        let grace = self.grace;
+        let shutdown = flag(self.shutdown.clone());
+        tokio::select! {
+            biased;
+            _ = self.tx.send(exited) => {}
+            () = tokio::time::sleep(self.final_send_timeout) => {}
+            () = async { shutdown.await; tokio::time::sleep(grace).await } => {}
+        }
+    }
+
+    /// Waits for the child to exit, enforcing timeout and cancellation, and reaps it.
+    async fn lifecycle(&mut self, cap_hit: &Notify) -> (Option<Ending>, bool, Reaped) {
+        let deadline = tokio::time::Instant::from_std(self.started + self.timeout);
+        let ending = tokio::select! {
+            biased;
+            () = exited(&self.pidfd) => None,
+            () = tokio::time::sleep_until(deadline) => Some(Ending::Timeout),
+            () = cap_hit.notified(), if self.kill_on_cap => Some(Ending::Cancel(CancelCause::OutputCap)),
+            () = flag(self.cancel.clone()) => Some(Ending::Cancel(CancelCause::ClientCancelled)),
+            () = flag(self.shutdown.clone()) => Some(Ending::Cancel(CancelCause::Shutdown)),
+            () = self.tx.closed() => Some(Ending::Cancel(CancelCause::ClientDisconnected)),
+        };
+        let mut killed = false;
+        if let Some(ending) = &ending {
+            if matches!(ending, Ending::Cancel(CancelCause::OutputCap)) {
+                // The point of kill_on_cap is to stop the flood now, not after a grace period.
+                signal_all(self.pid, Signal::KILL);
+                killed = true;
+            } else {
+                signal_all(self.pid, Signal::TERM);
+                tokio::select! {
+                    biased;
+                    () = exited(&self.pidfd) => {}
+                    () = tokio::time::sleep(self.grace) => {
+                        signal_all(self.pid, Signal::KILL);
+                        killed = true;
+                    }
+                }
+            }
+            exited(&self.pidfd).await;
+        }
+        if self.mechanism == KillMechanism::ProcessGroup {
+            // Background members of the group would hold the pipes; the pid is still unreaped,
+            // so the group id cannot have been reused.
+            if let Some(p) = Pid::from_raw(self.pid) {
+                let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            }
+        }
+        let reaped = loop {
+            match sys::wait4(self.pid, true) {
+                Ok(Some(r)) => break r,
+                Ok(None) => continue,
+                Err(_) => {
+                    // Only ECHILD is possible here, which means someone else reaped it.
+                    break Reaped {
+                        status: 0,
+                        user: Duration::ZERO,
+                        system: Duration::ZERO,
+                        max_rss: 0,
+                    };
+                }
+            }
+        };
+        self.guard.reaped = true;
+        (ending, killed, reaped)
+    }
+}
+
+/// Resolves once the child has exited (its pidfd turns readable); it stays readable until reaped.
+async fn exited(pidfd: &AsyncFd<OwnedFd>) {
+    if pidfd.readable().await.is_err() {
+        pending::<()>().await;
+    }
+}

@@ -1,0 +1,255 @@
+//! What to run: the caller's request and its validated form.
+
+use std::os::fd::OwnedFd;
+use std::time::Duration;
+
+use bytes::Bytes;
+use toolgate_core::{Reason, ReasonedError};
+
+use crate::config::is_env_name;
+
+/// Request validation errors; all are the caller's to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// argv has no program.
+    #[error("argv is empty; give the program as argv[0]")]
+    EmptyArgv,
+    /// The script is empty or only whitespace.
+    #[error("script is empty")]
+    EmptyScript,
+    /// An argv element contains a NUL byte, which exec cannot pass.
+    #[error("argv[{index}] contains a NUL byte")]
+    NulInArgv {
+        /// Which element.
+        index: usize,
+    },
+    /// The script contains a NUL byte, which bash cannot receive through argv.
+    #[error("script contains a NUL byte at offset {offset}")]
+    NulInScript {
+        /// Byte offset of the first NUL.
+        offset: usize,
+    },
+    /// An environment name does not match `[A-Za-z_][A-Za-z0-9_]*`.
+    #[error("environment name `{name}` is invalid; names must match [A-Za-z_][A-Za-z0-9_]*")]
+    InvalidEnvName {
+        /// The rejected name.
+        name: String,
+    },
+    /// An environment value contains a NUL byte.
+    #[error("environment value of `{name}` contains a NUL byte")]
+    NulInEnvValue {
+        /// The variable.
+        name: String,
+    },
+    /// The same name appears twice.
+    #[error("environment name `{name}` is given more than once")]
+    DuplicateEnv {
+        /// The repeated name.
+        name: String,
+    },
+    /// A zero timeout can never run anything.
+    #[error("timeout must be positive; omit it for the executor default")]
+    ZeroTimeout,
+}
+
+impl ReasonedError for Error {
+    fn reason(&self) -> Reason {
+        Reason::InvalidRequest
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Error::NulInArgv { index } => vec![("field", format!("argv[{index}]"))],
+            Error::NulInScript { .. } | Error::EmptyScript => vec![("field", "script".to_owned())],
+            Error::EmptyArgv => vec![("field", "argv".to_owned())],
+            Error::InvalidEnvName { name }
+            | Error::NulInEnvValue { name }
+            | Error::DuplicateEnv { name } => {
+                vec![("field", "env".to_owned()), ("name", name.clone())]
+            }
+            Error::ZeroTimeout => vec![("field", "timeout".to_owned())],
+        }
+    }
+}
+
+/// The two command forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A program and its arguments, executed directly (no shell); argv\[0\] is looked up on the fixed PATH.
+    Argv(Vec<String>),
+    /// A script run by exactly `bash --noprofile --norc -c <script>`.
+    Script(String),
+}
+
+/// An unvalidated run request, as the adapter builds it from the wire.
+#[derive(Debug)]
+pub struct RunRequest {
+    /// What to run.
+    pub command: Command,
+    /// The working directory, already resolved and confined by the caller; the child `fchdir`s into it.
+    pub cwd: OwnedFd,
+    /// Environment additions (validated names; the runner's allowlist decides which are accepted).
+    pub env: Vec<(String, String)>,
+    /// Bytes written to the child's stdin through a pipe; `None` is `/dev/null`.
+    pub stdin: Option<Bytes>,
+    /// Wall-clock limit; `None` is the configured default.
+    pub timeout: Option<Duration>,
+    /// Bytes of stdout streamed live; `None` is the configured default.
+    pub stdout_cap: Option<u64>,
+    /// Bytes of stderr streamed live; `None` is the configured default.
+    pub stderr_cap: Option<u64>,
+    /// Bytes of each stream's end kept after its cap; `None` is the configured default.
+    pub tail_bytes: Option<usize>,
+    /// Kill the run as soon as a stream exceeds its cap.
+    pub kill_on_cap: bool,
+}
+
+impl RunRequest {
+    /// A request for `argv` in `cwd` with every option at its default.
+    pub fn argv<I, S>(argv: I, cwd: OwnedFd) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self::new(
+            Command::Argv(argv.into_iter().map(Into::into).collect()),
+            cwd,
+        )
+    }
+
+    /// A request for a bash script in `cwd` with every option at its default.
+    pub fn script(script: impl Into<String>, cwd: OwnedFd) -> Self {
+        Self::new(Command::Script(script.into()), cwd)
+    }
+
+    fn new(command: Command, cwd: OwnedFd) -> Self {
+        RunRequest {
+            command,
+            cwd,
+            env: Vec::new(),
+            stdin: None,
+            timeout: None,
+            stdout_cap: None,
+            stderr_cap: None,
+            tail_bytes: None,
+            kill_on_cap: false,
+        }
+    }
+}
+
+/// A request whose shape is valid; the runner still checks it against its configuration.
+#[derive(Debug)]
+pub struct RunSpec {
+    pub(crate) request: RunRequest,
+}
+
+impl RunSpec {
+    /// The command.
+    pub fn command(&self) -> &Command {
+        &self.request.command
+    }
+
+    /// The environment additions.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.request.env
+    }
+}
+
+impl TryFrom<RunRequest> for RunSpec {
+    type Error = Error;
+
+    fn try_from(request: RunRequest) -> Result<Self, Error> {
+        match &request.command {
+            Command::Argv(argv) => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return Err(Error::EmptyArgv);
+                }
+                if let Some(index) = argv.iter().position(|a| a.contains('\0')) {
+                    return Err(Error::NulInArgv { index });
+                }
+            }
+            Command::Script(script) => {
+                if let Some(offset) = script.find('\0') {
+                    return Err(Error::NulInScript { offset });
+                }
+                if script.trim().is_empty() {
+                    return Err(Error::EmptyScript);
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (name, value) in &request.env {
+            if !is_env_name(name) {
+                return Err(Error::InvalidEnvName { name: name.clone() });
+            }
+            if value.contains('\0') {
+                return Err(Error::NulInEnvValue { name: name.clone() });
+            }
+            if !seen.insert(name.as_str()) {
+                return Err(Error::DuplicateEnv { name: name.clone() });
+            }
+        }
+        if request.timeout.is_some_and(|t| t.is_zero()) {
+            return Err(Error::ZeroTimeout);
+        }
+        Ok(RunSpec { request })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cwd() -> OwnedFd {
+        std::fs::File::open("/").unwrap().into()
+    }
+
+    #[test]
+    fn nul_in_argv_is_invalid_request() {
+        let err = RunSpec::try_from(RunRequest::argv(["echo", "a\0b"], cwd())).unwrap_err();
+        assert!(matches!(err, Error::NulInArgv { index: 1 }));
+        assert_eq!(err.reason(), Reason::InvalidRequest);
+        assert_eq!(err.to_string(), "argv[1] contains a NUL byte");
+    }
+
+    #[test]
+    fn nul_in_script_and_empty_commands_are_rejected() {
+        assert!(matches!(
+            RunSpec::try_from(RunRequest::script("echo \0", cwd())),
+            Err(Error::NulInScript { offset: 5 })
+        ));
+        assert!(matches!(
+            RunSpec::try_from(RunRequest::script("  ", cwd())),
+            Err(Error::EmptyScript)
+        ));
+        assert!(matches!(
+            RunSpec::try_from(RunRequest::argv(Vec::<String>::new(), cwd())),
+            Err(Error::EmptyArgv)
+        ));
+    }
+
+    #[test]
+    fn env_names_values_and_duplicates_are_checked() {
+        let mut req = RunRequest::argv(["env"], cwd());
+        req.env = vec![("A-B".into(), "x".into())];
+        assert!(matches!(
+            RunSpec::try_from(req),
+            Err(Error::InvalidEnvName { .. })
+        ));
+        let mut req = RunRequest::argv(["env"], cwd());
+        req.env = vec![("A".into(), "x\0".into())];
+        assert!(matches!(
+            RunSpec::try_from(req),
+            Err(Error::NulInEnvValue { .. })
+        ));
+        let mut req = RunRequest::argv(["env"], cwd());
+        req.env = vec![("A".into(), "1".into()), ("A".into(), "2".into())];
+        assert!(matches!(
+            RunSpec::try_from(req),
+            Err(Error::DuplicateEnv { .. })
+        ));
+        let mut req = RunRequest::argv(["env"], cwd());
+        req.timeout = Some(Duration::ZERO);
+        assert!(matches!(RunSpec::try_from(req), Err(Error::ZeroTimeout)));
+    }
+}
