@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
-use toolgate_core::{Code, ERROR_DOMAIN, Reason, ReasonedError};
 use tonic_types::{ErrorDetails, StatusExt};
+use toolgate_core::{Code, ERROR_DOMAIN, Reason, ReasonedError};
 
 /// Maps the domain code onto tonic's.
 pub fn tonic_code(code: Code) -> tonic::Code {

@@ -204,7 +204,10 @@ impl std::str::FromStr for ToolKind {
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
                 let known: Vec<_> = ToolKind::ALL.iter().map(|k| k.as_str()).collect();
-                format!("unknown tool kind `{s}`; expected one of {}", known.join(", "))
+                format!(
+                    "unknown tool kind `{s}`; expected one of {}",
+                    known.join(", ")
+                )
             })
     }
 }
@@ -242,7 +245,9 @@ impl std::str::FromStr for Tier {
             "auto" => Ok(Tier::Auto),
             "ask" => Ok(Tier::Ask),
             "deny" => Ok(Tier::Deny),
-            other => Err(format!("unknown decision `{other}`; expected auto, ask or deny")),
+            other => Err(format!(
+                "unknown decision `{other}`; expected auto, ask or deny"
+            )),
         }
     }
 }
@@ -262,7 +267,11 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for r in Reason::ALL {
             assert!(seen.insert(r.as_str()), "duplicate {r}");
-            assert!(r.as_str().chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+            assert!(
+                r.as_str()
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c == '_')
+            );
         }
     }
 

@@ -45,8 +45,8 @@ pub struct Sources<'a> {
     pub file: Option<&'a Path>,
     /// Environment variables (typically `std::env::vars()`); only `TOOLGATE_*` are used.
     pub env: Vec<(String, String)>,
-    /// Flag overrides as dotted key and TOML-literal-or-string value.
-    pub overrides: Vec<(String, String)>,
+    /// Flag overrides as dotted key and typed value.
+    pub overrides: Vec<(String, Value)>,
 }
 
 /// The environment prefix.
@@ -76,15 +76,22 @@ where
         })?;
         merge(&mut table, file);
     }
+    // Only variables naming a top-level key of this service's config are layers; other
+    // `TOOLGATE_*` variables (`TOOLGATE_CONFIG`, a CLI's endpoint) belong to someone else.
+    // Typos below the top level still fail, because every section denies unknown fields.
+    let top_level: Vec<String> = table.keys().cloned().collect();
     for (key, value) in &sources.env {
         let Some(rest) = key.strip_prefix(ENV_PREFIX) else {
             continue;
         };
         let dotted = rest.to_ascii_lowercase().replace("__", ".");
-        set_dotted(&mut table, &dotted, value);
+        let first = dotted.split('.').next().unwrap_or_default();
+        if top_level.iter().any(|k| k == first) {
+            set_dotted(&mut table, &dotted, parse_literal(value));
+        }
     }
     for (key, value) in &sources.overrides {
-        set_dotted(&mut table, key, value);
+        set_dotted(&mut table, key, value.clone());
     }
     let de = Value::Table(table);
     serde_path_to_error::deserialize(de).map_err(|e| Error::Field {
@@ -93,10 +100,8 @@ where
     })
 }
 
-/// Sets `a.b.c = value`, parsing `value` as a TOML literal when it is one
-/// (numbers, booleans, arrays) and as a string otherwise.
-fn set_dotted(table: &mut Table, dotted: &str, raw: &str) {
-    let value = parse_literal(raw);
+/// Sets `a.b.c = value`.
+fn set_dotted(table: &mut Table, dotted: &str, value: Value) {
     let mut parts: Vec<&str> = dotted.split('.').collect();
     let last = parts.pop().unwrap_or_default();
     let mut cur = table;
@@ -115,10 +120,14 @@ fn set_dotted(table: &mut Table, dotted: &str, raw: &str) {
     cur.insert(last.to_owned(), value);
 }
 
+/// Parses an environment value as a TOML literal when it is one (numbers, booleans,
+/// arrays) and as a plain string otherwise.
 fn parse_literal(raw: &str) -> Value {
     let doc = format!("v = {raw}");
     match doc.parse::<Table>() {
-        Ok(mut t) => t.remove("v").unwrap_or_else(|| Value::String(raw.to_owned())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or_else(|| Value::String(raw.to_owned())),
         Err(_) => Value::String(raw.to_owned()),
     }
 }
@@ -182,7 +191,10 @@ mod tests {
     }
     impl Default for Inner {
         fn default() -> Self {
-            Inner { max: 1, name: "d".into() }
+            Inner {
+                max: 1,
+                name: "d".into(),
+            }
         }
     }
     #[derive(Debug, Serialize, Deserialize, PartialEq, Default)]
@@ -203,9 +215,10 @@ mod tests {
             env: vec![
                 ("TOOLGATE_INNER__MAX".into(), "7".into()),
                 ("TOOLGATE_LISTEN".into(), "env".into()),
+                ("TOOLGATE_CONFIG".into(), "/elsewhere.toml".into()),
                 ("HOME".into(), "/root".into()),
             ],
-            overrides: vec![("listen".into(), "flag".into())],
+            overrides: vec![("listen".into(), Value::String("flag".into()))],
         })
         .unwrap();
         assert_eq!(cfg.listen, "flag");
@@ -227,7 +240,7 @@ mod tests {
     #[test]
     fn unknown_field_is_named() {
         let err = load::<Cfg>(&Sources {
-            overrides: vec![("inner.bogus".into(), "1".into())],
+            overrides: vec![("inner.bogus".into(), Value::Integer(1))],
             ..Sources::default()
         })
         .unwrap_err();

@@ -1,0 +1,241 @@
+//! Executor configuration: defaults → TOML file → `TOOLGATE_` environment → flags.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toolgate_runtime::logging;
+
+/// The whole executor configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// gRPC listen address; port 0 picks a free port (the bound address is printed).
+    pub listen: String,
+    /// Log settings.
+    pub log: LogConfig,
+    /// The workspace this executor confines every call to.
+    pub workspace: WorkspaceSection,
+    /// Filesystem limits.
+    pub fs: FsLimits,
+    /// Process run limits.
+    pub process: ProcessSection,
+    /// How long in-flight calls may take to finish after a shutdown signal, in milliseconds.
+    pub shutdown_grace_ms: u64,
+    /// A stable id for this executor; empty uses the host name and pid.
+    pub executor_id: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:7070".into(),
+            log: LogConfig::default(),
+            workspace: WorkspaceSection::default(),
+            fs: FsLimits::default(),
+            process: ProcessSection::default(),
+            shutdown_grace_ms: 10_000,
+            executor_id: String::new(),
+        }
+    }
+}
+
+/// Log settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: logging::Format,
+    /// A `RUST_LOG`-style filter.
+    pub filter: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: logging::Format::Text,
+            filter: "info".into(),
+        }
+    }
+}
+
+/// The workspace.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorkspaceSection {
+    /// The workspace root directory (required).
+    pub root: PathBuf,
+    /// Absolute prefixes an orchestrator uses for the same root.
+    pub aliases: Vec<PathBuf>,
+    /// Globs with no access at all.
+    pub deny: Vec<String>,
+    /// Globs that are readable but not writable.
+    pub protected: Vec<String>,
+}
+
+impl Default for WorkspaceSection {
+    fn default() -> Self {
+        WorkspaceSection {
+            root: PathBuf::new(),
+            aliases: Vec::new(),
+            deny: Vec::new(),
+            protected: toolgate_fs::DEFAULT_PROTECTED
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+        }
+    }
+}
+
+/// Filesystem limits (see `toolgate_fs::Limits`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FsLimits {
+    /// Largest read cap.
+    pub max_read_bytes: u64,
+    /// Largest content a write or edit may produce.
+    pub max_write_bytes: u64,
+    /// Files up to this size get a whole-file sha256.
+    pub hash_limit_bytes: u64,
+    /// Largest listing entry cap.
+    pub max_list_entries: usize,
+    /// Largest search result cap.
+    pub max_search_results: usize,
+    /// Largest search time budget in milliseconds.
+    pub max_search_time_ms: u64,
+    /// Default search time budget in milliseconds.
+    pub default_search_time_ms: u64,
+}
+
+impl Default for FsLimits {
+    fn default() -> Self {
+        let l = toolgate_fs::Limits::default();
+        FsLimits {
+            max_read_bytes: l.max_read_bytes,
+            max_write_bytes: l.max_write_bytes,
+            hash_limit_bytes: l.hash_limit,
+            max_list_entries: l.max_list_entries,
+            max_search_results: l.max_search_results,
+            max_search_time_ms: l.max_search_time.as_millis() as u64,
+            default_search_time_ms: l.default_search_time.as_millis() as u64,
+        }
+    }
+}
+
+/// Process run limits (see `toolgate_process::Config`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProcessSection {
+    /// Timeout when a request sets none, in milliseconds.
+    pub default_timeout_ms: u64,
+    /// Largest timeout a request may ask for, in milliseconds.
+    pub max_timeout_ms: u64,
+    /// Grace between SIGTERM and SIGKILL, in milliseconds.
+    pub kill_grace_ms: u64,
+    /// Per-stream cap when a request sets none.
+    pub default_cap_bytes: u64,
+    /// Largest per-stream cap.
+    pub max_cap_bytes: u64,
+    /// Tail kept after a cap when a request sets none.
+    pub default_tail_bytes: usize,
+    /// Runs admitted at once; beyond it calls fail with RESOURCE_EXHAUSTED / BUSY.
+    pub max_concurrent_runs: usize,
+    /// Environment names callers may add (`PREFIX_*` allows a prefix, `*` allows any).
+    pub allowed_env: Vec<String>,
+    /// Use a PID namespace per run when the kernel allows.
+    pub pid_namespace: bool,
+}
+
+impl Default for ProcessSection {
+    fn default() -> Self {
+        let p = toolgate_process::Config::default();
+        ProcessSection {
+            default_timeout_ms: p.default_timeout.as_millis() as u64,
+            max_timeout_ms: p.max_timeout.as_millis() as u64,
+            kill_grace_ms: p.kill_grace.as_millis() as u64,
+            default_cap_bytes: p.default_cap_bytes,
+            max_cap_bytes: p.max_cap_bytes,
+            default_tail_bytes: p.default_tail_bytes,
+            max_concurrent_runs: p.max_concurrent_runs,
+            allowed_env: p.allowed_env.patterns(),
+            pid_namespace: p.use_pid_namespace,
+        }
+    }
+}
+
+impl Config {
+    /// The process crate's view of this configuration.
+    pub fn process_config(&self) -> Result<toolgate_process::Config, String> {
+        let s = &self.process;
+        let mut c = toolgate_process::Config {
+            default_timeout: Duration::from_millis(s.default_timeout_ms),
+            max_timeout: Duration::from_millis(s.max_timeout_ms),
+            kill_grace: Duration::from_millis(s.kill_grace_ms),
+            default_cap_bytes: s.default_cap_bytes,
+            max_cap_bytes: s.max_cap_bytes,
+            default_tail_bytes: s.default_tail_bytes,
+            max_concurrent_runs: s.max_concurrent_runs,
+            use_pid_namespace: s.pid_namespace,
+            ..toolgate_process::Config::default()
+        };
+        c.allowed_env =
+            toolgate_process::EnvAllow::from_patterns(s.allowed_env.iter().map(String::as_str))
+                .map_err(|e| format!("process.allowed_env: {e}"))?;
+        c.validate().map_err(|e| format!("process: {e}"))?;
+        Ok(c)
+    }
+
+    /// Checks cross-field rules once at startup; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.workspace.root.as_os_str().is_empty() {
+            return Err("workspace.root: required (pass --workspace DIR)".into());
+        }
+        if !self.workspace.root.is_dir() {
+            return Err(format!(
+                "workspace.root: {} is not a directory",
+                self.workspace.root.display()
+            ));
+        }
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            return Err(format!(
+                "listen: `{}` is not an ip:port address",
+                self.listen
+            ));
+        }
+        for a in &self.workspace.aliases {
+            if !a.is_absolute() {
+                return Err(format!(
+                    "workspace.aliases: `{}` is not absolute",
+                    a.display()
+                ));
+            }
+        }
+        if self.fs.max_read_bytes == 0 || self.fs.max_write_bytes == 0 {
+            return Err("fs.max_read_bytes / fs.max_write_bytes: must be positive".into());
+        }
+        if self.fs.default_search_time_ms > self.fs.max_search_time_ms {
+            return Err("fs.default_search_time_ms: exceeds fs.max_search_time_ms".into());
+        }
+        self.process_config()?;
+        Ok(())
+    }
+
+    /// The filesystem crate's view of this configuration.
+    pub fn workspace_config(&self) -> toolgate_fs::WorkspaceConfig {
+        let mut c = toolgate_fs::WorkspaceConfig::new(self.workspace.root.clone());
+        c.aliases.clone_from(&self.workspace.aliases);
+        c.deny.clone_from(&self.workspace.deny);
+        c.protected.clone_from(&self.workspace.protected);
+        let l = &mut c.limits;
+        l.max_read_bytes = self.fs.max_read_bytes;
+        l.max_write_bytes = self.fs.max_write_bytes;
+        l.hash_limit = self.fs.hash_limit_bytes;
+        l.max_list_entries = self.fs.max_list_entries;
+        l.default_list_entries = l.default_list_entries.min(l.max_list_entries);
+        l.max_search_results = self.fs.max_search_results;
+        l.default_search_results = l.default_search_results.min(l.max_search_results);
+        l.max_search_time = Duration::from_millis(self.fs.max_search_time_ms);
+        l.default_search_time = Duration::from_millis(self.fs.default_search_time_ms);
+        c
+    }
+}

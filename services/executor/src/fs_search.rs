@@ -1,0 +1,137 @@
+//! `SearchFiles` and `FindFiles`: the two walks, adapted to the wire.
+
+use tonic::{Response, Status};
+use toolgate_contracts::executor::v1 as pb;
+use toolgate_core::ToolKind;
+use toolgate_fs::{EntryKind, FindRequest, SearchRequest};
+
+use crate::fs_service::{FsService, entry_type, path_or_root, truncation};
+use crate::wire::{self, CallContext};
+
+/// Largest context a request may ask for; the workspace limit may be lower.
+const MAX_CONTEXT_LINES: u32 = 10;
+
+pub(crate) async fn search(
+    svc: &FsService,
+    r: pb::SearchFilesRequest,
+) -> Result<Response<pb::SearchFilesResponse>, Status> {
+    let ctx = CallContext::try_from(r.context)?;
+    if r.pattern.is_empty() {
+        return Err(toolgate_contracts::status::invalid(
+            "pattern",
+            "pattern must not be empty",
+        ));
+    }
+    if r.context_lines > MAX_CONTEXT_LINES {
+        return Err(toolgate_contracts::status::invalid(
+            "context_lines",
+            format!("context_lines must be at most {MAX_CONTEXT_LINES}"),
+        ));
+    }
+    let mut req = SearchRequest::new(path_or_root(r.path)?, r.pattern);
+    req.literal = r.literal;
+    req.case_insensitive = r.case_insensitive;
+    req.context_lines = r.context_lines as usize;
+    req.include = r.include_globs;
+    req.exclude = r.exclude_globs;
+    req.respect_gitignore = r.respect_gitignore;
+    req.include_hidden = r.include_hidden;
+    req.max_results = wire::cap(r.max_results as usize);
+    req.max_bytes = wire::cap(r.max_bytes as usize);
+    req.timeout = r
+        .timeout
+        .map(|d| wire::duration("timeout", d))
+        .transpose()?;
+    let out = svc
+        .blocking(ctx.span(ToolKind::FsSearch), move |ws| ws.search(&req))
+        .await?;
+
+    let mut matches = Vec::with_capacity(out.match_count);
+    for file in &out.files {
+        let mut pending_before = Vec::new();
+        for line in &file.lines {
+            let ctx_line = || pb::ContextLine {
+                line_number: line.line_number,
+                line: line.text.clone(),
+            };
+            if line.is_match {
+                matches.push(pb::SearchMatch {
+                    path: file.path.clone(),
+                    line_number: line.line_number,
+                    line: line.text.clone(),
+                    line_cut: line.cut,
+                    before: std::mem::take(&mut pending_before),
+                    after: Vec::new(),
+                });
+            } else if let Some(last) = matches.last_mut().filter(|m: &&mut pb::SearchMatch| {
+                m.path == file.path
+                    && line.line_number > m.line_number
+                    && line.line_number - m.line_number <= u64::from(r.context_lines)
+            }) {
+                last.after.push(ctx_line());
+            } else {
+                pending_before.push(ctx_line());
+            }
+        }
+    }
+    let (truncated, reason) = truncation(out.truncated);
+    Ok(Response::new(pb::SearchFilesResponse {
+        matches,
+        truncated,
+        truncation_reason: reason as i32,
+        files_searched: out.files_searched as u64,
+        files_matched: out.files.len() as u64,
+    }))
+}
+
+pub(crate) async fn find(
+    svc: &FsService,
+    r: pb::FindFilesRequest,
+) -> Result<Response<pb::FindFilesResponse>, Status> {
+    let ctx = CallContext::try_from(r.context)?;
+    if r.patterns.is_empty() {
+        return Err(toolgate_contracts::status::invalid(
+            "patterns",
+            "give at least one glob, for example `**/*.rs`",
+        ));
+    }
+    let want = match pb::EntryType::try_from(r.r#type) {
+        Ok(pb::EntryType::Unspecified) => pb::EntryType::File,
+        Ok(t) => t,
+        Err(_) => {
+            return Err(toolgate_contracts::status::invalid(
+                "type",
+                "unknown entry type",
+            ));
+        }
+    };
+    let req = FindRequest {
+        path: path_or_root(r.path)?,
+        patterns: r.patterns,
+        exclude: Vec::new(),
+        respect_gitignore: r.respect_gitignore,
+        include_hidden: r.include_hidden,
+        max_results: wire::cap(r.max_results as usize),
+        timeout: r
+            .timeout
+            .map(|d| wire::duration("timeout", d))
+            .transpose()?,
+    };
+    let out = svc
+        .blocking(ctx.span(ToolKind::FsFind), move |ws| ws.find(&req))
+        .await?;
+    let (truncated, reason) = truncation(out.truncated);
+    Ok(Response::new(pb::FindFilesResponse {
+        paths: out
+            .matches
+            .into_iter()
+            .filter(|f| {
+                entry_type(f.kind) == want
+                    || (want == pb::EntryType::File && f.kind == EntryKind::File)
+            })
+            .map(|f| f.path)
+            .collect(),
+        truncated,
+        truncation_reason: reason as i32,
+    }))
+}

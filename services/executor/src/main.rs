@@ -1,0 +1,61 @@
+//! `toolgate-executor`: parses configuration, installs logging and serves.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use toml::Value;
+use toolgate_executor::{Config, serve};
+use toolgate_runtime::{config, logging, shutdown};
+
+/// The toolgate executor: runs filesystem operations and processes confined to one workspace.
+#[derive(Debug, Parser)]
+#[command(name = "toolgate-executor", version)]
+struct Args {
+    /// A TOML config file.
+    #[arg(long, env = "TOOLGATE_CONFIG")]
+    config: Option<PathBuf>,
+    /// The workspace root (overrides `workspace.root`).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// gRPC listen address, `ip:port`; port 0 picks a free one (overrides `listen`).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Print the effective configuration with secrets redacted, then exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut overrides = Vec::new();
+    if let Some(w) = &args.workspace {
+        overrides.push((
+            "workspace.root".to_owned(),
+            Value::String(w.display().to_string()),
+        ));
+    }
+    if let Some(l) = &args.listen {
+        overrides.push(("listen".to_owned(), Value::String(l.clone())));
+    }
+    let cfg: Config = config::load(&config::Sources {
+        file: args.config.as_deref(),
+        env: std::env::vars().collect(),
+        overrides,
+    })?;
+    if args.print_config {
+        println!("{}", config::redacted(&cfg));
+        return Ok(());
+    }
+    if let Err(field) = cfg.validate() {
+        anyhow::bail!("invalid configuration: {field}");
+    }
+    logging::init(cfg.log.format, &cfg.log.filter);
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let shutdown = shutdown::on_signals()?;
+    serve(cfg, listener, shutdown).await?;
+    Ok(())
+}

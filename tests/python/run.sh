@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Generates Python stubs from proto/ with grpcio-tools and runs the Python client tests
+# against the real binaries built by cargo.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="$repo/target/python-venv"
+
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
+
+gen="$here/gen"
+rm -rf "$gen" && mkdir -p "$gen"
+"$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" \
+  --python_out="$gen" --grpc_python_out="$gen" \
+  $(cd "$repo/proto" && find toolgate -name '*.proto' | sort)
+
+export TOOLGATE_TEST_BIN_DIR="${TOOLGATE_TEST_BIN_DIR:-$repo/target/debug}"
+cd "$here"
+PYTHONPATH="$gen:$here" "$venv/bin/python" -m pytest -q "$here"

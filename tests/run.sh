@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole toolgate test suite: every Rust test (unit, storage on Postgres and SQLite,
+# end-to-end against the real binaries) and the Python client tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Storage and end-to-end tests need the machine's Postgres; start it if it is down.
+if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql)" main start
+  for _ in $(seq 1 50); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 0.2; done
+fi
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+
+cargo build --workspace --bins --locked
+cargo test --workspace --locked
+
+tests/python/run.sh
