@@ -1,1 +1,398 @@
 //! The durable approval ledger on Postgres and SQLite.
+//!
+//! [`Ledger`] is the service-facing trait; [`SqlLedger`] implements it on either
+//! backend with one body of SQL, so both run the same invariants:
+//!
+//! - an approval binds a request digest, session, principal and policy version;
+//! - a once-scope approval is consumed by exactly one call (compare-and-set);
+//! - expiry and leases are checked at use, and a sweep closes what nobody used;
+//! - every change appends to a sha256 hash chain that [`Ledger::verify`] recomputes;
+//! - secrets are redacted before anything is stored.
+//!
+//! Auto/deny decisions go through a group-commit writer: concurrent calls share one
+//! durable transaction instead of each paying for its own commit.
+
+mod canon;
+mod clock;
+mod db;
+mod error;
+mod migrate;
+mod model;
+mod notify;
+mod redact;
+mod store;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+pub use clock::{Clock, ManualClock};
+pub use error::{Error, Result};
+pub use migrate::SCHEMA_VERSION;
+pub use model::*;
+pub use redact::{REDACTED, RedactionConfig, Redactor};
+
+use db::Pool;
+use store::{Core, Settings};
+
+/// The approval ledger as the policy service uses it.
+///
+/// Object safe: the service holds an `Arc<dyn Ledger>`.
+pub trait Ledger: Send + Sync {
+    /// Records an auto or deny decision (group-committed); a repeated call id is a replay.
+    fn record_decision(&self, decision: NewDecision) -> BoxFuture<'_, Result<Recorded>>;
+
+    /// Records an ask decision: consumes a covering approval or parks the call on a pending one.
+    fn ask(&self, request: AskRequest) -> BoxFuture<'_, Result<AskOutcome>>;
+
+    /// Approves or denies a pending approval; a second decide gets [`Error::NotPending`].
+    fn decide(&self, id: ApprovalId, decide: Decide) -> BoxFuture<'_, Result<Approval>>;
+
+    /// Cancels a pending approval; it can never be approved afterwards.
+    fn cancel(
+        &self,
+        id: ApprovalId,
+        by: Principal,
+        reason: Option<String>,
+    ) -> BoxFuture<'_, Result<Approval>>;
+
+    /// One approval with its explanation.
+    fn get(&self, id: ApprovalId) -> BoxFuture<'_, Result<Approval>>;
+
+    /// Approvals matching `filter`, newest first, `limit` (1..=500) per page.
+    fn list(
+        &self,
+        filter: ApprovalFilter,
+        page: Option<PageToken>,
+        limit: u32,
+    ) -> BoxFuture<'_, Result<Page<Approval>>>;
+
+    /// Attaches an outcome to its decision; idempotent, a different second outcome conflicts.
+    fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<Outcome>>;
+
+    /// Everything recorded for a call id, for idempotent replay.
+    fn lookup_call(&self, call_id: CallId) -> BoxFuture<'_, Result<Option<CallRecord>>>;
+
+    /// One decision.
+    fn decision(&self, id: DecisionId) -> BoxFuture<'_, Result<Decision>>;
+
+    /// Expires overdue approvals and turns consumed-but-unreported calls into `unknown`.
+    fn sweep(&self) -> BoxFuture<'_, Result<SweepReport>>;
+
+    /// Approval changes after `after`, waiting up to `wait` when there are none yet.
+    ///
+    /// Returns the matching changes and the cursor to resume from (it advances past
+    /// changes the filter dropped).
+    fn changes(
+        &self,
+        after: Cursor,
+        filter: ApprovalFilter,
+        limit: u32,
+        wait: Duration,
+    ) -> BoxFuture<'_, Result<(Vec<Change>, Cursor)>>;
+
+    /// Waits until the approval leaves `pending` (or expires, or `timeout` passes) and returns it.
+    fn wait_for_decision(
+        &self,
+        id: ApprovalId,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Approval>>;
+
+    /// Recomputes the audit hash chain and checks every row against its latest event.
+    fn verify(&self) -> BoxFuture<'_, Result<VerifyReport>>;
+
+    /// Whether the database answers now (the service reports NOT_SERVING when it does not).
+    fn health(&self) -> BoxFuture<'_, Result<()>>;
+}
+
+/// How to open a ledger.
+#[derive(Debug, Clone)]
+pub struct LedgerConfig {
+    /// `postgres://…` or `sqlite://path` (`sqlite:path` too).
+    pub url: String,
+    /// Secrets to scrub before storing.
+    pub redaction: RedactionConfig,
+    /// How long a pending approval waits for a human.
+    pub pending_ttl: Duration,
+    /// How long an approved approval stays usable.
+    pub approval_ttl: Duration,
+    /// How long a consuming execution has to report its outcome.
+    pub lease: Duration,
+    /// Pool size.
+    pub max_connections: u32,
+    /// How long an operation keeps retrying while the database is unreachable.
+    pub retry_budget: Duration,
+    /// Apply migrations on open (otherwise only check the schema version).
+    pub migrate: bool,
+    /// Decisions per group commit, at most.
+    pub max_batch: usize,
+    /// The time source.
+    pub clock: Clock,
+}
+
+impl LedgerConfig {
+    /// Defaults for `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        LedgerConfig {
+            url: url.into(),
+            redaction: RedactionConfig::default(),
+            pending_ttl: Duration::from_secs(24 * 3600),
+            approval_ttl: Duration::from_secs(3600),
+            lease: Duration::from_secs(15 * 60),
+            max_connections: 16,
+            retry_budget: Duration::from_secs(5),
+            migrate: true,
+            max_batch: 512,
+            clock: Clock::system(),
+        }
+    }
+}
+
+enum Target {
+    Pg(PgConnectOptions),
+    Lite(SqliteConnectOptions),
+}
+
+fn target(url: &str) -> Result<Target> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let opts = PgConnectOptions::from_str(url)
+            .map_err(|e| Error::invalid("url", format!("bad postgres url: {e}")))?;
+        Ok(Target::Pg(opts))
+    } else if url.starts_with("sqlite:") {
+        let opts = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::invalid("url", format!("bad sqlite url: {e}")))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            // FULL: with WAL, NORMAL may lose the last commits on power loss.
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(Duration::from_secs(30));
+        Ok(Target::Lite(opts))
+    } else {
+        Err(Error::invalid(
+            "url",
+            "expected postgres://… or sqlite:path",
+        ))
+    }
+}
+
+async fn open_pool(target: &Target, max: u32) -> Result<Pool> {
+    Ok(match target {
+        Target::Pg(o) => Pool::Pg(
+            PgPoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(Duration::from_secs(3))
+                .connect_lazy_with(o.clone()),
+        ),
+        Target::Lite(o) => Pool::Lite(
+            SqlitePoolOptions::new()
+                .max_connections(max)
+                .acquire_timeout(Duration::from_secs(30))
+                .connect_with(o.clone())
+                .await?,
+        ),
+    })
+}
+
+/// Applies the embedded migrations to the database at `url` and returns the schema version.
+///
+/// Safe to run from several replicas at once; a database newer than this binary is refused.
+pub async fn migrate(url: &str) -> Result<i64> {
+    let t = target(url)?;
+    let pool = open_pool(&t, 2).await?;
+    let r = migrate::run(&pool).await;
+    pool.close().await;
+    r
+}
+
+struct Job {
+    decision: Decision,
+    reply: oneshot::Sender<Result<Recorded>>,
+}
+
+/// Aborts background tasks when the last handle goes.
+struct Tasks(Vec<JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// The SQL ledger (Postgres or SQLite). Cheap to clone.
+#[derive(Clone)]
+pub struct SqlLedger {
+    core: Arc<Core>,
+    writer: mpsc::Sender<Job>,
+    _tasks: Arc<Tasks>,
+}
+
+impl std::fmt::Debug for SqlLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SqlLedger")
+    }
+}
+
+impl SqlLedger {
+    /// Opens the ledger: connects, migrates (or checks the schema), starts the
+    /// group-commit writer and, on Postgres, the process's single LISTEN connection.
+    pub async fn connect(config: LedgerConfig) -> Result<Self> {
+        let redactor = Redactor::new(&config.redaction)?;
+        let t = target(&config.url)?;
+        let pool = open_pool(&t, config.max_connections.max(2)).await?;
+        let hub = notify::Hub::new();
+        let core = Arc::new(Core {
+            pool,
+            redactor,
+            settings: Settings {
+                pending_ttl: config.pending_ttl,
+                approval_ttl: config.approval_ttl,
+                lease: config.lease,
+                retry_budget: config.retry_budget,
+            },
+            clock: config.clock.clone(),
+            hub: hub.clone(),
+        });
+        if config.migrate {
+            core.retry(|| migrate::run(&core.pool)).await?;
+        } else {
+            core.retry(|| migrate::check(&core.pool)).await?;
+        }
+        let mut tasks = Vec::new();
+        if let Target::Pg(o) = &t {
+            tasks.push(notify::listen(o.clone(), hub).await?);
+        }
+        let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 8);
+        tasks.push(tokio::spawn(run_writer(
+            core.clone(),
+            rx,
+            config.max_batch.max(1),
+        )));
+        Ok(SqlLedger {
+            core,
+            writer: tx,
+            _tasks: Arc::new(Tasks(tasks)),
+        })
+    }
+
+    /// Closes the pool; in-flight operations fail with [`Error::Unavailable`].
+    pub async fn close(&self) {
+        self.core.pool.close().await;
+    }
+
+    async fn record(&self, nd: NewDecision) -> Result<Recorded> {
+        if nd.tier == toolgate_core::Tier::Ask {
+            return Err(Error::invalid(
+                "tier",
+                "ask-tier decisions are recorded by ask, which also binds the approval",
+            ));
+        }
+        let decision = self.core.prepare_decision(nd, self.core.clock.now())?;
+        let (reply, rx) = oneshot::channel();
+        self.writer
+            .send(Job { decision, reply })
+            .await
+            .map_err(|_| Error::Unavailable("ledger writer stopped".into()))?;
+        rx.await
+            .map_err(|_| Error::Unavailable("ledger writer stopped".into()))?
+    }
+}
+
+/// Group commit: take whatever queued up while the previous batch was committing.
+async fn run_writer(core: Arc<Core>, mut rx: mpsc::Receiver<Job>, max_batch: usize) {
+    let mut jobs = Vec::with_capacity(max_batch);
+    while rx.recv_many(&mut jobs, max_batch).await > 0 {
+        let (decisions, replies): (Vec<_>, Vec<_>) =
+            jobs.drain(..).map(|j| (j.decision, j.reply)).unzip();
+        let results = core.write_decisions(&decisions).await;
+        for (reply, r) in replies.into_iter().zip(results) {
+            // The caller may have gone away; its decision is durable regardless.
+            let _ = reply.send(r);
+        }
+    }
+}
+
+impl Ledger for SqlLedger {
+    fn record_decision(&self, decision: NewDecision) -> BoxFuture<'_, Result<Recorded>> {
+        Box::pin(self.record(decision))
+    }
+
+    fn ask(&self, request: AskRequest) -> BoxFuture<'_, Result<AskOutcome>> {
+        Box::pin(self.core.ask(request))
+    }
+
+    fn decide(&self, id: ApprovalId, decide: Decide) -> BoxFuture<'_, Result<Approval>> {
+        Box::pin(async move { self.core.decide(&id, &decide).await })
+    }
+
+    fn cancel(
+        &self,
+        id: ApprovalId,
+        by: Principal,
+        reason: Option<String>,
+    ) -> BoxFuture<'_, Result<Approval>> {
+        Box::pin(async move { self.core.cancel(&id, &by, reason.as_deref()).await })
+    }
+
+    fn get(&self, id: ApprovalId) -> BoxFuture<'_, Result<Approval>> {
+        Box::pin(async move { self.core.get(&id).await })
+    }
+
+    fn list(
+        &self,
+        filter: ApprovalFilter,
+        page: Option<PageToken>,
+        limit: u32,
+    ) -> BoxFuture<'_, Result<Page<Approval>>> {
+        Box::pin(async move { self.core.list(&filter, page.as_ref(), limit).await })
+    }
+
+    fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<Outcome>> {
+        Box::pin(async move { self.core.record_outcome(&outcome).await })
+    }
+
+    fn lookup_call(&self, call_id: CallId) -> BoxFuture<'_, Result<Option<CallRecord>>> {
+        Box::pin(async move { self.core.lookup_call(&call_id).await })
+    }
+
+    fn decision(&self, id: DecisionId) -> BoxFuture<'_, Result<Decision>> {
+        Box::pin(async move { self.core.decision(&id).await })
+    }
+
+    fn sweep(&self) -> BoxFuture<'_, Result<SweepReport>> {
+        Box::pin(self.core.sweep())
+    }
+
+    fn changes(
+        &self,
+        after: Cursor,
+        filter: ApprovalFilter,
+        limit: u32,
+        wait: Duration,
+    ) -> BoxFuture<'_, Result<(Vec<Change>, Cursor)>> {
+        Box::pin(async move { self.core.changes(after, &filter, limit, wait).await })
+    }
+
+    fn wait_for_decision(
+        &self,
+        id: ApprovalId,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<Approval>> {
+        Box::pin(async move { self.core.wait_for_decision(&id, timeout).await })
+    }
+
+    fn verify(&self) -> BoxFuture<'_, Result<VerifyReport>> {
+        Box::pin(self.core.verify())
+    }
+
+    fn health(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(self.core.health())
+    }
+}

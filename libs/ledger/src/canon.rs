@@ -1,0 +1,219 @@
+//! Canonical bytes of audit events and the sha256 chain over them.
+//!
+//! The encoding is a private, length-prefixed format rather than JSON so that it
+//! stays byte-for-byte stable whatever serde features other crates enable.
+
+use sha2::{Digest as _, Sha256};
+
+use crate::model::{Approval, Decision, Outcome};
+
+/// The hash that precedes the first event.
+pub(crate) const GENESIS: [u8; 32] = [0; 32];
+
+/// One field value.
+pub(crate) enum F<'a> {
+    S(&'a str),
+    I(i64),
+    N,
+}
+
+impl<'a> From<&'a str> for F<'a> {
+    fn from(s: &'a str) -> Self {
+        F::S(s)
+    }
+}
+
+impl<'a> From<Option<&'a str>> for F<'a> {
+    fn from(s: Option<&'a str>) -> Self {
+        s.map_or(F::N, F::S)
+    }
+}
+
+impl From<i64> for F<'_> {
+    fn from(v: i64) -> Self {
+        F::I(v)
+    }
+}
+
+impl From<Option<i64>> for F<'_> {
+    fn from(v: Option<i64>) -> Self {
+        v.map_or(F::N, F::I)
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_be_bytes());
+    out.extend_from_slice(b);
+}
+
+/// Encodes an event: its kind, its subject id and the full row it describes.
+pub(crate) fn encode(kind: &str, subject: &str, fields: &[(&str, F<'_>)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"TGE1");
+    put_bytes(&mut out, kind.as_bytes());
+    put_bytes(&mut out, subject.as_bytes());
+    for (k, v) in fields {
+        put_bytes(&mut out, k.as_bytes());
+        match v {
+            F::S(s) => {
+                out.push(b's');
+                put_bytes(&mut out, s.as_bytes());
+            }
+            F::I(i) => {
+                out.push(b'i');
+                out.extend_from_slice(&i.to_be_bytes());
+            }
+            F::N => out.push(b'n'),
+        }
+    }
+    out
+}
+
+/// The chain link: sha256(prev || seq as 8 big-endian bytes || payload).
+///
+/// The Postgres backend computes the same in SQL (`sha256(prev || int8send(seq) || payload)`).
+pub(crate) fn link(prev: &[u8], seq: u64, payload: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(prev);
+    h.update(seq.to_be_bytes());
+    h.update(payload);
+    h.finalize().into()
+}
+
+fn ts(t: Option<crate::model::Timestamp>) -> F<'static> {
+    t.map_or(F::N, |t| F::I(t.as_micros()))
+}
+
+/// The canonical event for a decision row.
+pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
+    let rules = d
+        .rule_ids
+        .iter()
+        .map(|r| r.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let digest = d.digest.to_hex();
+    encode(
+        kind,
+        d.id.as_str(),
+        &[
+            ("call_id", d.call_id.as_str().into()),
+            ("session_id", d.session_id.as_str().into()),
+            ("principal", d.principal.as_str().into()),
+            ("tool", d.tool.as_str().into()),
+            ("request_digest", digest.as_str().into()),
+            ("request_json", d.request_json.as_str().into()),
+            ("tier", d.tier.as_str().into()),
+            ("rule_ids", rules.as_str().into()),
+            ("policy_version", d.policy_version.as_str().into()),
+            ("trace_id", d.trace_id.as_ref().map(|t| t.as_str()).into()),
+            (
+                "approval_id",
+                d.approval_id.as_ref().map(|a| a.as_str()).into(),
+            ),
+            ("created_at", d.created_at.as_micros().into()),
+            ("allowed_at", ts(d.allowed_at)),
+        ],
+    )
+}
+
+/// The canonical event for an approval row (its full current state).
+pub(crate) fn approval(kind: &str, a: &Approval) -> Vec<u8> {
+    let digest = a.digest.to_hex();
+    encode(
+        kind,
+        a.id.as_str(),
+        &[
+            ("call_id", a.call_id.as_str().into()),
+            ("session_id", a.session_id.as_str().into()),
+            ("principal", a.principal.as_str().into()),
+            ("tool", a.tool.as_str().into()),
+            ("request_digest", digest.as_str().into()),
+            ("policy_version", a.policy_version.as_str().into()),
+            ("request_json", a.request_json.as_str().into()),
+            ("explanation_json", a.explanation_json.as_str().into()),
+            ("state", a.state.as_str().into()),
+            ("scope", a.scope.as_str().into()),
+            ("created_at", a.created_at.as_micros().into()),
+            ("expires_at", a.expires_at.as_micros().into()),
+            (
+                "decided_by",
+                a.decided_by.as_ref().map(|p| p.as_str()).into(),
+            ),
+            ("decided_at", ts(a.decided_at)),
+            ("reason", a.reason.as_deref().into()),
+            ("message", a.message.as_deref().into()),
+            (
+                "consumed_by_call",
+                a.consumed_by_call.as_ref().map(|c| c.as_str()).into(),
+            ),
+            (
+                "consumed_by_executor",
+                a.consumed_by_executor.as_deref().into(),
+            ),
+            ("consumed_at", ts(a.consumed_at)),
+            ("lease_token", a.lease_token.map(|t| t.get()).into()),
+            ("lease_expires_at", ts(a.lease_expires_at)),
+            ("closed_at", ts(a.closed_at)),
+            ("trace_id", a.trace_id.as_ref().map(|t| t.as_str()).into()),
+        ],
+    )
+}
+
+/// Outcome events need a subject distinct from their decision's.
+pub(crate) fn outcome_subject(o: &Outcome) -> String {
+    format!("outcome/{}", o.decision_id)
+}
+
+/// The canonical event for an outcome row.
+pub(crate) fn outcome(kind: &str, o: &Outcome) -> Vec<u8> {
+    let (exit_kind, exit_value) = o.exit.to_parts();
+    encode(
+        kind,
+        &outcome_subject(o),
+        &[
+            (
+                "approval_id",
+                o.approval_id.as_ref().map(|a| a.as_str()).into(),
+            ),
+            ("executor_pod", o.executor.pod.as_str().into()),
+            ("executor_node", o.executor.node.as_str().into()),
+            ("executor_namespace", o.executor.namespace.as_str().into()),
+            ("executor_image", o.executor.image.as_str().into()),
+            ("started_at", o.started_at.as_micros().into()),
+            ("finished_at", o.finished_at.as_micros().into()),
+            ("exit_kind", exit_kind.into()),
+            ("exit_value", exit_value.into()),
+            ("stdout_bytes", (o.stdout_bytes as i64).into()),
+            ("stderr_bytes", (o.stderr_bytes as i64).into()),
+            ("stdout_truncated", i64::from(o.stdout_truncated).into()),
+            ("stderr_truncated", i64::from(o.stderr_truncated).into()),
+            ("error", o.error.as_deref().into()),
+            ("recorded_at", o.recorded_at.as_micros().into()),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_is_unambiguous() {
+        // Moving a byte between adjacent fields must change the encoding.
+        let a = encode("k", "s", &[("a", F::S("xy")), ("b", F::S("z"))]);
+        let b = encode("k", "s", &[("a", F::S("x")), ("b", F::S("yz"))]);
+        assert_ne!(a, b);
+        let n = encode("k", "s", &[("a", F::N)]);
+        let e = encode("k", "s", &[("a", F::S(""))]);
+        assert_ne!(n, e);
+    }
+
+    #[test]
+    fn link_depends_on_every_input() {
+        let base = link(&GENESIS, 1, b"p");
+        assert_ne!(base, link(&GENESIS, 2, b"p"));
+        assert_ne!(base, link(&GENESIS, 1, b"q"));
+        assert_ne!(base, link(&[1; 32], 1, b"p"));
+    }
+}

@@ -1,0 +1,327 @@
+//! The thin seam between the ledger logic and the two sqlx drivers.
+//!
+//! The ledger's SQL is written once with `$N` placeholders (both drivers accept them)
+//! and plain BIGINT/TEXT/BYTEA columns, so one implementation of every invariant runs
+//! on both backends. Only the audit append and notifications differ per backend.
+
+use sqlx::postgres::{PgArguments, PgPool, PgRow};
+use sqlx::sqlite::{SqliteArguments, SqlitePool, SqliteRow};
+use sqlx::{AssertSqlSafe, Decode, Postgres, Row as _, Sqlite, Transaction, Type};
+
+use crate::canon;
+use crate::error::{Error, Result};
+
+/// The channel every replica LISTENs on.
+pub(crate) const CHANNEL: &str = "toolgate_ledger";
+
+/// A bind argument with an explicit type, so that NULLs are typed for Postgres.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    Int(Option<i64>),
+    Text(Option<String>),
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_owned()))
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+impl From<&String> for Arg {
+    fn from(v: &String) -> Self {
+        Arg::Text(Some(v.clone()))
+    }
+}
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_owned))
+    }
+}
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v)
+    }
+}
+
+/// Builds a `Vec<Arg>` from heterogeneous values.
+macro_rules! args {
+    ($($v:expr),* $(,)?) => { vec![$($crate::db::Arg::from($v)),*] };
+}
+pub(crate) use args;
+
+fn pg_query(sql: &str, args: Vec<Arg>) -> sqlx::query::Query<'static, Postgres, PgArguments> {
+    let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
+    for a in args {
+        q = match a {
+            Arg::Int(v) => q.bind(v),
+            Arg::Text(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+fn lite_query(sql: &str, args: Vec<Arg>) -> sqlx::query::Query<'static, Sqlite, SqliteArguments> {
+    let mut q = sqlx::query(AssertSqlSafe(sql.to_owned()));
+    for a in args {
+        q = match a {
+            Arg::Int(v) => q.bind(v),
+            Arg::Text(v) => q.bind(v),
+        };
+    }
+    q
+}
+
+/// A result row from either backend.
+pub(crate) enum Row {
+    Pg(PgRow),
+    Lite(SqliteRow),
+}
+
+impl Row {
+    pub(crate) fn get<T>(&self, i: usize) -> Result<T>
+    where
+        T: for<'r> Decode<'r, Postgres>
+            + Type<Postgres>
+            + for<'r> Decode<'r, Sqlite>
+            + Type<Sqlite>,
+    {
+        Ok(match self {
+            Row::Pg(r) => r.try_get(i)?,
+            Row::Lite(r) => r.try_get(i)?,
+        })
+    }
+}
+
+/// A connection pool on either backend.
+#[derive(Clone)]
+pub(crate) enum Pool {
+    Pg(PgPool),
+    Lite(SqlitePool),
+}
+
+impl Pool {
+    /// Starts a write transaction; SQLite takes its write lock up front so that
+    /// read-then-write sequences cannot deadlock or see stale data.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        Ok(match self {
+            Pool::Pg(p) => Tx {
+                inner: TxInner::Pg(p.begin().await?),
+                touched: Vec::new(),
+            },
+            Pool::Lite(p) => Tx {
+                inner: TxInner::Lite(p.begin_with("BEGIN IMMEDIATE").await?),
+                touched: Vec::new(),
+            },
+        })
+    }
+
+    pub(crate) async fn fetch_all(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<Row>> {
+        Ok(match self {
+            Pool::Pg(p) => pg_query(sql, args)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(Row::Pg)
+                .collect(),
+            Pool::Lite(p) => lite_query(sql, args)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(Row::Lite)
+                .collect(),
+        })
+    }
+
+    pub(crate) async fn fetch_opt(&self, sql: &str, args: Vec<Arg>) -> Result<Option<Row>> {
+        Ok(match self {
+            Pool::Pg(p) => pg_query(sql, args).fetch_optional(p).await?.map(Row::Pg),
+            Pool::Lite(p) => lite_query(sql, args)
+                .fetch_optional(p)
+                .await?
+                .map(Row::Lite),
+        })
+    }
+
+    pub(crate) async fn close(&self) {
+        match self {
+            Pool::Pg(p) => p.close().await,
+            Pool::Lite(p) => p.close().await,
+        }
+    }
+}
+
+enum TxInner {
+    Pg(Transaction<'static, Postgres>),
+    Lite(Transaction<'static, Sqlite>),
+}
+
+/// One audit event waiting to be appended.
+pub(crate) struct Event {
+    pub(crate) kind: String,
+    pub(crate) subject: String,
+    pub(crate) payload: Vec<u8>,
+}
+
+/// A write transaction that also collects audit events and touched approvals.
+pub(crate) struct Tx {
+    inner: TxInner,
+    touched: Vec<String>,
+}
+
+impl Tx {
+    pub(crate) async fn exec(&mut self, sql: &str, args: Vec<Arg>) -> Result<u64> {
+        Ok(match &mut self.inner {
+            TxInner::Pg(t) => pg_query(sql, args).execute(&mut **t).await?.rows_affected(),
+            TxInner::Lite(t) => lite_query(sql, args)
+                .execute(&mut **t)
+                .await?
+                .rows_affected(),
+        })
+    }
+
+    pub(crate) async fn fetch_all(&mut self, sql: &str, args: Vec<Arg>) -> Result<Vec<Row>> {
+        Ok(match &mut self.inner {
+            TxInner::Pg(t) => pg_query(sql, args)
+                .fetch_all(&mut **t)
+                .await?
+                .into_iter()
+                .map(Row::Pg)
+                .collect(),
+            TxInner::Lite(t) => lite_query(sql, args)
+                .fetch_all(&mut **t)
+                .await?
+                .into_iter()
+                .map(Row::Lite)
+                .collect(),
+        })
+    }
+
+    pub(crate) async fn fetch_opt(&mut self, sql: &str, args: Vec<Arg>) -> Result<Option<Row>> {
+        Ok(match &mut self.inner {
+            TxInner::Pg(t) => pg_query(sql, args)
+                .fetch_optional(&mut **t)
+                .await?
+                .map(Row::Pg),
+            TxInner::Lite(t) => lite_query(sql, args)
+                .fetch_optional(&mut **t)
+                .await?
+                .map(Row::Lite),
+        })
+    }
+
+    /// Remembers that an approval changed, so waiters are woken after commit.
+    pub(crate) fn touch(&mut self, approval_id: &str) {
+        if !self.touched.iter().any(|t| t == approval_id) {
+            self.touched.push(approval_id.to_owned());
+        }
+    }
+
+    /// Appends events to the hash chain, then commits; returns the approvals touched.
+    ///
+    /// The append is always the last write of a transaction: it locks the single
+    /// chain head row, and taking that lock last keeps the time other writers wait
+    /// on it short and rules out lock-order deadlocks with the business rows.
+    pub(crate) async fn commit(mut self, events: Vec<Event>) -> Result<Vec<String>> {
+        match &mut self.inner {
+            TxInner::Pg(t) => {
+                if !events.is_empty() {
+                    let (kinds, subjects, payloads) = split(events);
+                    sqlx::query("SELECT tg_append($1::text[], $2::text[], $3::bytea[])")
+                        .bind(kinds)
+                        .bind(subjects)
+                        .bind(payloads)
+                        .execute(&mut **t)
+                        .await?;
+                }
+                for id in &self.touched {
+                    sqlx::query("SELECT pg_notify($1, $2)")
+                        .bind(CHANNEL)
+                        .bind(id)
+                        .execute(&mut **t)
+                        .await?;
+                }
+            }
+            TxInner::Lite(t) => {
+                if !events.is_empty() {
+                    lite_append(t, events).await?;
+                }
+            }
+        }
+        match self.inner {
+            TxInner::Pg(t) => t.commit().await?,
+            TxInner::Lite(t) => t.commit().await?,
+        }
+        Ok(self.touched)
+    }
+
+    /// Commits without events (a transaction that only read, or changed nothing).
+    pub(crate) async fn rollback(self) -> Result<()> {
+        match self.inner {
+            TxInner::Pg(t) => t.rollback().await?,
+            TxInner::Lite(t) => t.rollback().await?,
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn split(events: Vec<Event>) -> (Vec<String>, Vec<String>, Vec<Vec<u8>>) {
+    let mut kinds = Vec::with_capacity(events.len());
+    let mut subjects = Vec::with_capacity(events.len());
+    let mut payloads = Vec::with_capacity(events.len());
+    for e in events {
+        kinds.push(e.kind);
+        subjects.push(e.subject);
+        payloads.push(e.payload);
+    }
+    (kinds, subjects, payloads)
+}
+
+/// SQLite has one writer (the transaction began IMMEDIATE), so the chain is extended in Rust.
+async fn lite_append(t: &mut Transaction<'static, Sqlite>, events: Vec<Event>) -> Result<()> {
+    let row = sqlx::query("SELECT seq, hash FROM tg_audit_head WHERE id = 1")
+        .fetch_one(&mut **t)
+        .await?;
+    let mut seq: i64 = row.try_get(0)?;
+    let mut prev: Vec<u8> = row.try_get(1)?;
+    for e in events {
+        seq += 1;
+        let hash = canon::link(&prev, seq as u64, &e.payload);
+        sqlx::query(
+            "INSERT INTO tg_audit (seq, kind, subject, payload, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(seq)
+        .bind(e.kind)
+        .bind(e.subject)
+        .bind(e.payload)
+        .bind(prev)
+        .bind(hash.to_vec())
+        .execute(&mut **t)
+        .await?;
+        prev = hash.to_vec();
+    }
+    sqlx::query("UPDATE tg_audit_head SET seq = $1, hash = $2 WHERE id = 1")
+        .bind(seq)
+        .bind(prev)
+        .execute(&mut **t)
+        .await?;
+    Ok(())
+}
+
+/// Lets `Error` mention an unexpected row count.
+pub(crate) fn expect_row(row: Option<Row>, what: &str) -> Result<Row> {
+    row.ok_or_else(|| Error::Database(format!("{what} returned no row")))
+}

@@ -1,0 +1,226 @@
+//! The one error type of the ledger: every database failure is translated here.
+
+use toolgate_core::{Reason, ReasonedError};
+
+use crate::model::ApprovalState;
+
+/// Why a ledger operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An input field is malformed.
+    #[error("invalid {field}: {problem}")]
+    Invalid {
+        /// The offending field.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A secret pattern in the configuration does not compile.
+    #[error("invalid secret pattern `{pattern}`: {problem}")]
+    InvalidPattern {
+        /// The pattern as configured.
+        pattern: String,
+        /// The compiler's complaint.
+        problem: String,
+    },
+    /// No approval with that id.
+    #[error("approval {id} not found; list approvals to see valid ids")]
+    ApprovalNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// No decision with that id.
+    #[error("decision {id} not found")]
+    DecisionNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// The approval is not in a state that allows the transition.
+    #[error("approval {id} is {state}, not pending; it cannot be {action}")]
+    NotPending {
+        /// The approval.
+        id: String,
+        /// Its current state.
+        state: ApprovalState,
+        /// The refused transition (`approved`, `denied`, `cancelled`).
+        action: &'static str,
+    },
+    /// The approval expired before it was used or decided.
+    #[error("approval {id} expired; repeat the call to request a new approval")]
+    Expired {
+        /// The approval.
+        id: String,
+    },
+    /// An approver tried to decide a request they made themselves.
+    #[error("principal {principal} requested approval {id} and cannot decide it")]
+    SelfDecision {
+        /// The approval.
+        id: String,
+        /// The principal who both asked and tried to decide.
+        principal: String,
+    },
+    /// A call id already belongs to a different request.
+    #[error(
+        "call_id {call_id} was already used for a different request (digest {existing}); use a fresh call_id"
+    )]
+    CallIdReused {
+        /// The reused call id.
+        call_id: String,
+        /// The digest recorded for it first.
+        existing: String,
+    },
+    /// A second, different outcome for the same decision.
+    #[error("decision {decision_id} already has a different outcome recorded")]
+    OutcomeConflict {
+        /// The decision.
+        decision_id: String,
+    },
+    /// The consume lease ran out: the execution is `unknown` and its report is refused.
+    #[error(
+        "lease on approval {id} expired; the execution is recorded as unknown and needs a new approval"
+    )]
+    LeaseExpired {
+        /// The approval.
+        id: String,
+    },
+    /// The lease token does not fence this consumption.
+    #[error(
+        "lease token does not match the consumption of approval {id}; this executor's report is stale"
+    )]
+    StaleLease {
+        /// The approval.
+        id: String,
+    },
+    /// The decision never allowed execution, so no outcome can exist for it.
+    #[error("decision {decision_id} did not allow execution ({why}); no outcome can be recorded")]
+    NotRunnable {
+        /// The decision.
+        decision_id: String,
+        /// Why it was not runnable.
+        why: String,
+    },
+    /// The database schema was written by a newer toolgate.
+    #[error(
+        "ledger schema version {found} is newer than this binary supports ({supported}); run a newer toolgate"
+    )]
+    SchemaTooNew {
+        /// The version found in the database.
+        found: i64,
+        /// The newest version this binary knows.
+        supported: i64,
+    },
+    /// A row conflicts with one already stored.
+    #[error("ledger already holds {what}")]
+    AlreadyExists {
+        /// What collided.
+        what: String,
+    },
+    /// The database cannot be reached (after retries).
+    #[error("ledger database unavailable: {0}")]
+    Unavailable(String),
+    /// The database rejected an operation unexpectedly.
+    #[error("ledger database error: {0}")]
+    Database(String),
+    /// A stored row cannot be decoded.
+    #[error("ledger row is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl Error {
+    pub(crate) fn invalid(field: &'static str, problem: impl Into<String>) -> Self {
+        Error::Invalid {
+            field,
+            problem: problem.into(),
+        }
+    }
+
+    /// Whether retrying the same operation later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Unavailable(_))
+    }
+}
+
+impl ReasonedError for Error {
+    fn reason(&self) -> Reason {
+        match self {
+            Error::Invalid { .. } | Error::NotRunnable { .. } => Reason::InvalidRequest,
+            Error::InvalidPattern { .. } => Reason::InvalidPattern,
+            Error::ApprovalNotFound { .. } => Reason::ApprovalNotFound,
+            Error::DecisionNotFound { .. } => Reason::NotFound,
+            Error::NotPending { .. } | Error::LeaseExpired { .. } | Error::StaleLease { .. } => {
+                Reason::ApprovalNotPending
+            }
+            Error::Expired { .. } => Reason::ApprovalExpired,
+            Error::SelfDecision { .. } => Reason::RoleNotPermitted,
+            Error::CallIdReused { .. } | Error::AlreadyExists { .. } => Reason::AlreadyExists,
+            Error::OutcomeConflict { .. } => Reason::OutcomeConflict,
+            Error::Unavailable(_) => Reason::LedgerUnavailable,
+            Error::SchemaTooNew { .. } | Error::Database(_) | Error::Corrupt(_) => Reason::Internal,
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Error::Invalid { field, .. } => vec![("field", (*field).to_owned())],
+            Error::ApprovalNotFound { id }
+            | Error::Expired { id }
+            | Error::LeaseExpired { id }
+            | Error::StaleLease { id }
+            | Error::SelfDecision { id, .. } => vec![("approval_id", id.clone())],
+            Error::NotPending { id, state, .. } => {
+                vec![
+                    ("approval_id", id.clone()),
+                    ("state", state.as_str().to_owned()),
+                ]
+            }
+            Error::DecisionNotFound { id } => vec![("decision_id", id.clone())],
+            Error::OutcomeConflict { decision_id } | Error::NotRunnable { decision_id, .. } => {
+                vec![("decision_id", decision_id.clone())]
+            }
+            Error::CallIdReused { call_id, .. } => vec![("call_id", call_id.clone())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Translates a driver error; `sqlx::Error` never leaves this crate.
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        use sqlx::error::ErrorKind;
+        match &e {
+            sqlx::Error::Database(db) => match db.kind() {
+                ErrorKind::UniqueViolation => Error::AlreadyExists {
+                    what: db.constraint().map_or_else(
+                        || db.message().to_owned(),
+                        |c| format!("a row violating {c}"),
+                    ),
+                },
+                _ => {
+                    // Postgres class 57 (operator intervention: shutdown) and 08
+                    // (connection exception) mean the server went away, not that
+                    // the statement was wrong.
+                    let code = db.code().unwrap_or_default();
+                    if code.starts_with("57") || code.starts_with("08") {
+                        Error::Unavailable(db.message().to_owned())
+                    } else {
+                        Error::Database(db.message().to_owned())
+                    }
+                }
+            },
+            sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::WorkerCrashed
+            | sqlx::Error::Protocol(_) => Error::Unavailable(e.to_string()),
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::ColumnNotFound(_)
+            | sqlx::Error::ColumnIndexOutOfBounds { .. }
+            | sqlx::Error::Decode(_) => Error::Corrupt(e.to_string()),
+            _ => Error::Database(e.to_string()),
+        }
+    }
+}
+
+/// Shorthand for ledger results.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

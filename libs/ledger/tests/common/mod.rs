@@ -1,0 +1,225 @@
+//! Test harness: a fresh Postgres database or SQLite file per test, dropped afterwards.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+
+use futures::FutureExt;
+use sha2::{Digest, Sha256};
+use sqlx::{AssertSqlSafe, Connection};
+use toolgate_core::{Tier, ToolKind};
+use toolgate_ledger::*;
+
+pub const CANARY: &str = "CANARY-7f3a9c1e-secret";
+
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+fn with_db(url: &str, db: &str) -> String {
+    let (base, _) = url.rsplit_once('/').expect("database url has a path");
+    format!("{base}/{db}")
+}
+
+fn unique_name() -> String {
+    let mut b = [0u8; 8];
+    getrandom::fill(&mut b).unwrap();
+    format!("tg_ledger_test_{}", hex::encode(b))
+}
+
+/// One test's database.
+pub struct Ctx {
+    pub url: String,
+    pub clock: Clock,
+    pub time: ManualClock,
+    pub pg: bool,
+}
+
+impl Ctx {
+    pub fn config(&self) -> LedgerConfig {
+        let mut c = LedgerConfig::new(self.url.clone());
+        c.clock = self.clock.clone();
+        c.redaction.secrets = vec![CANARY.to_owned()];
+        c.max_connections = 8;
+        c
+    }
+
+    pub async fn ledger(&self) -> SqlLedger {
+        SqlLedger::connect(self.config())
+            .await
+            .expect("ledger opens")
+    }
+
+    /// Runs raw SQL as an attacker with database access would.
+    pub async fn raw(&self, sql: &str) {
+        if self.pg {
+            let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+            sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        } else {
+            let mut c = sqlx::SqliteConnection::connect(&self.url).await.unwrap();
+            sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        }
+    }
+
+    /// Every stored byte, as text, for leak checks.
+    pub async fn dump(&self) -> String {
+        if self.pg {
+            let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+            let mut out = String::new();
+            for q in [
+                "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_decisions t",
+                "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_approvals t",
+                "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_outcomes t",
+                "SELECT coalesce(string_agg(kind || subject || encode(payload, 'escape'), ''), '') FROM tg_audit",
+            ] {
+                let s: String = sqlx::query_scalar(q).fetch_one(&mut c).await.unwrap();
+                out.push_str(&s);
+            }
+            out
+        } else {
+            let path = self.url.trim_start_matches("sqlite://");
+            let mut bytes = std::fs::read(path).unwrap();
+            if let Ok(wal) = std::fs::read(format!("{path}-wal")) {
+                bytes.extend(wal);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    }
+}
+
+/// Runs `body` against a fresh Postgres database, dropping it afterwards even on failure.
+pub async fn on_postgres<F, Fut>(body: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let admin = admin_url();
+    let name = unique_name();
+    let mut c = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("postgres reachable");
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut c)
+        .await
+        .unwrap();
+    let (clock, time) = Clock::manual(Timestamp::from_micros(1_700_000_000_000_000));
+    let ctx = Ctx {
+        url: with_db(&admin, &name),
+        clock,
+        time,
+        pg: true,
+    };
+    let r = AssertUnwindSafe(body(ctx)).catch_unwind().await;
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut c)
+    .await
+    .unwrap();
+    if let Err(p) = r {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// Runs `body` against a fresh SQLite file in a temporary directory.
+pub async fn on_sqlite<F, Fut>(body: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let dir = tempfile::tempdir().unwrap();
+    let (clock, time) = Clock::manual(Timestamp::from_micros(1_700_000_000_000_000));
+    let ctx = Ctx {
+        url: format!("sqlite://{}", dir.path().join("ledger.db").display()),
+        clock,
+        time,
+        pg: false,
+    };
+    body(ctx).await;
+}
+
+pub fn digest(s: &str) -> RequestDigest {
+    RequestDigest::from_bytes(Sha256::digest(s.as_bytes()).into())
+}
+
+pub fn new_decision(call: &str, session: &str, request: &str, tier: Tier) -> NewDecision {
+    NewDecision {
+        call_id: CallId::try_from(call).unwrap(),
+        session_id: SessionId::try_from(session).unwrap(),
+        principal: Principal::try_from("agent:a").unwrap(),
+        tool: ToolKind::ProcessRun,
+        digest: digest(request),
+        request_json: format!(r#"{{"argv":{request:?}}}"#),
+        tier,
+        rule_ids: vec![RuleId::try_from("r.shell").unwrap()],
+        policy_version: PolicyVersion::try_from("v1").unwrap(),
+        trace_id: Some(TraceId::try_from("4bf92f3577b34da6a3ce929d0e0e4736").unwrap()),
+    }
+}
+
+pub fn ask(call: &str, session: &str, request: &str) -> AskRequest {
+    AskRequest {
+        decision: new_decision(call, session, request, Tier::Ask),
+        explanation_json: format!(r#"{{"commands":[{request:?}]}}"#),
+        executor: "executor-0".to_owned(),
+        pending_ttl: None,
+        lease: None,
+    }
+}
+
+pub fn approver(name: &str) -> Principal {
+    Principal::try_from(format!("approver:{name}")).unwrap()
+}
+
+pub fn approve(name: &str) -> Decide {
+    Decide {
+        approver: approver(name),
+        verdict: Verdict::Approve {
+            widen_to_session: false,
+        },
+        reason: Some("looks fine".into()),
+        message: None,
+        ttl: None,
+    }
+}
+
+pub fn deny(name: &str, message: &str) -> Decide {
+    Decide {
+        approver: approver(name),
+        verdict: Verdict::Deny,
+        reason: None,
+        message: Some(message.to_owned()),
+        ttl: None,
+    }
+}
+
+pub fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
+    NewOutcome {
+        decision_id: d.id.clone(),
+        lease_token: lease,
+        executor: ExecutorIdentity {
+            pod: "executor-0".into(),
+            node: "node-a".into(),
+            namespace: "toolgate".into(),
+            image: "toolgate/executor:dev".into(),
+        },
+        started_at: Timestamp::from_micros(1),
+        finished_at: Timestamp::from_micros(2),
+        exit: ExitStatus::Exited(0),
+        stdout_bytes: 10,
+        stderr_bytes: 0,
+        stdout_truncated: false,
+        stderr_truncated: false,
+        error: None,
+    }
+}
+
+pub const MINUTE: Duration = Duration::from_secs(60);

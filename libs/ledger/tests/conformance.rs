@@ -1,0 +1,870 @@
+//! One conformance suite, instantiated for Postgres and for SQLite.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use toolgate_core::{Reason, ReasonedError, Tier};
+use toolgate_ledger::*;
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::common::on_postgres(super::$name).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::common::on_sqlite(super::$name).await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    ap08_fifty_concurrent_consumers_exactly_one_runs,
+    ap01_ap03_ap04_ap06_ap09_binding_covers_only_its_digest_session_and_policy,
+    expiry_is_checked_at_use,
+    concurrent_double_decide_one_wins_and_cancel_is_final,
+    ap15_dedupe_by_digest_and_call_id,
+    ap12_ap14_lease_expiry_makes_unknown_and_fences_stale_reports,
+    env07_canary_never_stored,
+    hash_chain_verifies_and_detects_tampering,
+    list_filters_and_paginates,
+    watch_cursor_resumes_after_reconnect,
+    waiter_wakes_on_decision,
+    decisions_group_commit_and_replay,
+    outcomes_are_idempotent_per_decision,
+    session_scope_is_explicit_and_reusable,
+    newer_schema_is_refused_and_migrate_is_repeatable,
+    self_approval_is_refused,
+);
+
+async fn ap08_fifty_concurrent_consumers_exactly_one_runs(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    let first = l.ask(ask("c0", "s1", "ls")).await.unwrap();
+    assert_eq!(first.verdict, AskVerdict::Pending);
+    l.decide(first.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap();
+
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            l.ask(ask(&format!("c{}", i + 1), "s1", "ls")).await
+        }));
+    }
+    let mut allowed = 0;
+    for t in tasks {
+        let out = t.await.unwrap().unwrap();
+        match out.verdict {
+            AskVerdict::Allowed { lease } => {
+                assert!(lease.is_some(), "once-scope consumption carries a lease");
+                assert_eq!(out.approval.id, first.approval.id);
+                allowed += 1;
+            }
+            AskVerdict::Pending => assert_ne!(out.approval.id, first.approval.id),
+            other => panic!("unexpected verdict {other:?}"),
+        }
+    }
+    assert_eq!(allowed, 1, "exactly one consumer may run");
+    let a = l.get(first.approval.id.clone()).await.unwrap();
+    assert_eq!(a.state, ApprovalState::Consumed);
+    // The 49 losers share one new pending approval.
+    let pending = l
+        .list(
+            ApprovalFilter {
+                state: Some(ApprovalState::Pending),
+                ..Default::default()
+            },
+            None,
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(pending.items.len(), 1);
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
+
+async fn grant(l: &SqlLedger, call: &str, session: &str, request: &str) -> ApprovalId {
+    let out = l.ask(ask(call, session, request)).await.unwrap();
+    assert_eq!(out.verdict, AskVerdict::Pending);
+    l.decide(out.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap();
+    out.approval.id
+}
+
+async fn ap01_ap03_ap04_ap06_ap09_binding_covers_only_its_digest_session_and_policy(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    // AP-01: `rm /tmp/a` approved does not cover `rm -rf /tmp/a`.
+    let id = grant(&l, "g1", "A", "rm /tmp/a").await;
+    let other = l.ask(ask("t1", "A", "rm -rf /tmp/a")).await.unwrap();
+    assert_eq!(other.verdict, AskVerdict::Pending);
+    assert_ne!(other.approval.id, id);
+    // AP-03: session A's approval does not cover session B.
+    let id = grant(&l, "g2", "A", "echo ok").await;
+    let other = l.ask(ask("t2", "B", "echo ok")).await.unwrap();
+    assert_eq!(other.verdict, AskVerdict::Pending);
+    assert_ne!(other.approval.id, id);
+    // AP-04 / AP-06 / AP-09: env, script content and sandbox are digest inputs.
+    for (granted, then) in [
+        ("make test|env=local", "make test|env=remote"),
+        ("python3 run.py|sha=S1", "python3 run.py|sha=S2"),
+        ("ls|sandbox=workspace-write", "ls|sandbox=none"),
+    ] {
+        let id = grant(
+            &l,
+            &format!("g-{granted}").replace(['|', ' ', '='], "_"),
+            "A",
+            granted,
+        )
+        .await;
+        let other = l
+            .ask(ask(
+                &format!("t-{then}").replace(['|', ' ', '='], "_"),
+                "A",
+                then,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            other.verdict,
+            AskVerdict::Pending,
+            "{then} must not be covered"
+        );
+        assert_ne!(other.approval.id, id);
+    }
+    // A new policy version does not inherit approvals either.
+    let id = grant(&l, "g9", "A", "make build").await;
+    let mut req = ask("t9", "A", "make build");
+    req.decision.policy_version = PolicyVersion::try_from("v2").unwrap();
+    let out = l.ask(req).await.unwrap();
+    assert_eq!(out.verdict, AskVerdict::Pending);
+    assert_ne!(out.approval.id, id);
+    // The exact request is covered.
+    let ok = l.ask(ask("t10", "A", "make build")).await.unwrap();
+    assert!(matches!(ok.verdict, AskVerdict::Allowed { .. }));
+    assert_eq!(ok.approval.id, id);
+}
+
+async fn expiry_is_checked_at_use(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let id = grant(&l, "g1", "s", "deploy").await;
+    let a = l.get(id.clone()).await.unwrap();
+    // Past the approval's use-by time; no sweeper has run.
+    ctx.time.advance(Duration::from_secs(3601));
+    assert!(a.expires_at < ctx.time.now());
+    let out = l.ask(ask("t1", "s", "deploy")).await.unwrap();
+    assert_eq!(out.verdict, AskVerdict::Pending);
+    assert_ne!(out.approval.id, id);
+    assert_eq!(l.get(id).await.unwrap().state, ApprovalState::Expired);
+
+    // A pending approval past its decide-by time cannot be approved.
+    ctx.time.advance(Duration::from_secs(25 * 3600));
+    let err = l
+        .decide(out.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Expired { .. }), "{err}");
+    assert_eq!(err.reason(), Reason::ApprovalExpired);
+    assert_eq!(
+        l.get(out.approval.id).await.unwrap().state,
+        ApprovalState::Expired
+    );
+}
+
+async fn concurrent_double_decide_one_wins_and_cancel_is_final(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    for round in 0..5 {
+        let out = l
+            .ask(ask(&format!("c{round}"), "s", &format!("cmd {round}")))
+            .await
+            .unwrap();
+        let (a, b) = (l.clone(), l.clone());
+        let (ia, ib) = (out.approval.id.clone(), out.approval.id.clone());
+        let ra = tokio::spawn(async move { a.decide(ia, approve("alice")).await });
+        let rb = tokio::spawn(async move { b.decide(ib, deny("bob", "no")).await });
+        let (ra, rb) = (ra.await.unwrap(), rb.await.unwrap());
+        assert!(
+            ra.is_ok() ^ rb.is_ok(),
+            "exactly one decide wins: {ra:?} {rb:?}"
+        );
+        let err = ra.err().or(rb.err()).unwrap();
+        assert!(matches!(err, Error::NotPending { .. }), "{err}");
+        assert_eq!(err.reason(), Reason::ApprovalNotPending);
+        assert_eq!(err.reason().code(), toolgate_core::Code::FailedPrecondition);
+    }
+    let out = l.ask(ask("cx", "s", "cancel me")).await.unwrap();
+    let c = l
+        .cancel(
+            out.approval.id.clone(),
+            approver("agent"),
+            Some("not needed".into()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(c.state, ApprovalState::Cancelled);
+    let err = l
+        .decide(out.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NotPending {
+                state: ApprovalState::Cancelled,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = l
+        .cancel(out.approval.id, approver("x"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotPending { .. }));
+    let missing = ApprovalId::try_from("apr_missing").unwrap();
+    assert!(matches!(
+        l.decide(missing, approve("bob")).await.unwrap_err(),
+        Error::ApprovalNotFound { .. }
+    ));
+}
+
+async fn ap15_dedupe_by_digest_and_call_id(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let a = l.ask(ask("c1", "s", "rm -rf build")).await.unwrap();
+    let b = l.ask(ask("c2", "s", "rm -rf build")).await.unwrap();
+    assert_eq!(
+        a.approval.id, b.approval.id,
+        "identical pending requests share one approval"
+    );
+    // AP-15: the same call id across a timeout gets the same approval and one decision row.
+    let again = l.ask(ask("c1", "s", "rm -rf build")).await.unwrap();
+    assert_eq!(again.approval.id, a.approval.id);
+    assert_eq!(again.decision.id, a.decision.id);
+    assert_eq!(again.verdict, AskVerdict::Pending);
+    // Another session does not share it.
+    let c = l.ask(ask("c3", "t", "rm -rf build")).await.unwrap();
+    assert_ne!(c.approval.id, a.approval.id);
+    // A call id reused for a different request is refused.
+    let err = l.ask(ask("c1", "s", "something else")).await.unwrap_err();
+    assert!(matches!(err, Error::CallIdReused { .. }), "{err}");
+    // Resuming the same call after approval runs it once, and never again.
+    l.decide(a.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap();
+    let run = l.ask(ask("c1", "s", "rm -rf build")).await.unwrap();
+    assert!(matches!(
+        run.verdict,
+        AskVerdict::Allowed { lease: Some(_) }
+    ));
+    let replay = l.ask(ask("c1", "s", "rm -rf build")).await.unwrap();
+    assert_eq!(replay.verdict, AskVerdict::AlreadyRan);
+    // c2 shared the approval but c1 consumed it: c2 needs a new one.
+    let c2 = l.ask(ask("c2", "s", "rm -rf build")).await.unwrap();
+    assert_eq!(c2.verdict, AskVerdict::Pending);
+    assert_ne!(c2.approval.id, a.approval.id);
+    assert_eq!(c2.decision.id, b.decision.id);
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
+
+async fn ap12_ap14_lease_expiry_makes_unknown_and_fences_stale_reports(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    grant(&l, "g", "s", "make deploy").await;
+    let run = l.ask(ask("run1", "s", "make deploy")).await.unwrap();
+    let AskVerdict::Allowed { lease: Some(lease) } = run.verdict else {
+        panic!("expected a consumption, got {:?}", run.verdict)
+    };
+    // AP-12: the executor dies; after the lease the run is unknown, never re-runnable.
+    ctx.time.advance(Duration::from_secs(16 * 60));
+    let swept = l.sweep().await.unwrap();
+    assert_eq!(swept.unknown, 1);
+    assert_eq!(
+        l.get(run.approval.id.clone()).await.unwrap().state,
+        ApprovalState::Unknown
+    );
+    let replay = l.ask(ask("run1", "s", "make deploy")).await.unwrap();
+    assert_eq!(replay.verdict, AskVerdict::AlreadyRan);
+    let again = l.ask(ask("run2", "s", "make deploy")).await.unwrap();
+    assert_eq!(again.verdict, AskVerdict::Pending, "needs a human again");
+    // AP-14: the stale worker's late completion is refused by the fence.
+    let err = l
+        .record_outcome(outcome(&run.decision, Some(lease.token)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
+
+    // A wrong token is refused; the right one completes the approval.
+    l.decide(again.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap();
+    let run2 = l.ask(ask("run2", "s", "make deploy")).await.unwrap();
+    let AskVerdict::Allowed {
+        lease: Some(lease2),
+    } = run2.verdict
+    else {
+        panic!("expected a consumption, got {:?}", run2.verdict)
+    };
+    let err = l
+        .record_outcome(outcome(
+            &run2.decision,
+            Some(LeaseToken::from_raw(lease2.token.get() ^ 1)),
+        ))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::StaleLease { .. }), "{err}");
+    l.record_outcome(outcome(&run2.decision, Some(lease2.token)))
+        .await
+        .unwrap();
+    assert_eq!(
+        l.get(run2.approval.id.clone()).await.unwrap().state,
+        ApprovalState::Completed
+    );
+
+    // Lease expiry is also enforced at report time without a sweep.
+    let g = grant(&l, "g3", "s", "make other").await;
+    let run3 = l.ask(ask("run3", "s", "make other")).await.unwrap();
+    let AskVerdict::Allowed {
+        lease: Some(lease3),
+    } = run3.verdict
+    else {
+        panic!()
+    };
+    ctx.time.advance(Duration::from_secs(16 * 60));
+    let err = l
+        .record_outcome(outcome(&run3.decision, Some(lease3.token)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
+    assert_eq!(l.get(g).await.unwrap().state, ApprovalState::Unknown);
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
+
+async fn env07_canary_never_stored(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let mut req = ask("c1", "s", "cat token.txt");
+    req.decision.request_json =
+        format!(r#"{{"argv":["cat","token.txt"],"env":{{"TOKEN":"{CANARY}"}}}}"#);
+    req.explanation_json =
+        format!(r#"{{"output_preview":"{CANARY}","aws":"AKIAABCDEFGHIJKLMNOP"}}"#);
+    let out = l.ask(req).await.unwrap();
+    assert!(!out.approval.request_json.contains(CANARY));
+    assert!(out.approval.request_json.contains(REDACTED));
+    let mut d = approve("bob");
+    d.reason = Some(format!("saw {CANARY}"));
+    d.message = Some(format!("do not print {CANARY}"));
+    l.decide(out.approval.id.clone(), d).await.unwrap();
+    let run = l.ask(ask("c2", "s", "cat token.txt")).await;
+    // c2's request JSON differs only in free text; the digest is what binds.
+    let run = run.unwrap();
+    let AskVerdict::Allowed { lease } = run.verdict else {
+        panic!("{:?}", run.verdict)
+    };
+    let mut o = outcome(&run.decision, lease.map(|l| l.token));
+    o.error = Some(format!("printed {CANARY}"));
+    l.record_outcome(o).await.unwrap();
+    let mut auto = new_decision("c3", "s", "echo", Tier::Auto);
+    auto.request_json = format!(r#"{{"argv":["echo","{CANARY}"]}}"#);
+    l.record_decision(auto).await.unwrap();
+    // A secret inside an identifier is refused rather than stored.
+    let mut bad = new_decision("c4", "s", "echo", Tier::Auto);
+    bad.session_id = SessionId::try_from(CANARY).unwrap();
+    assert!(matches!(
+        l.record_decision(bad).await.unwrap_err(),
+        Error::Invalid { .. }
+    ));
+
+    let dump = ctx.dump().await;
+    assert!(!dump.contains(CANARY), "canary found in stored rows");
+    assert!(!dump.contains("AKIAABCDEFGHIJKLMNOP"));
+    assert!(dump.contains(REDACTED));
+}
+
+async fn hash_chain_verifies_and_detects_tampering(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let id = grant(&l, "g", "s", "ls -la").await;
+    let run = l.ask(ask("r", "s", "ls -la")).await.unwrap();
+    let AskVerdict::Allowed { lease } = run.verdict else {
+        panic!()
+    };
+    l.record_outcome(outcome(&run.decision, lease.map(|l| l.token)))
+        .await
+        .unwrap();
+    l.record_decision(new_decision("auto1", "s", "pwd", Tier::Auto))
+        .await
+        .unwrap();
+    let ok = l.verify().await.unwrap();
+    assert!(ok.broken.is_none(), "{ok:?}");
+    assert!(ok.events >= 6);
+
+    // The audit table refuses updates outright.
+    let refused = if ctx.pg {
+        let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(&ctx.url)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE tg_audit SET kind = 'x' WHERE seq = 1")
+            .execute(&mut c)
+            .await
+            .is_err()
+    } else {
+        let mut c = <sqlx::SqliteConnection as sqlx::Connection>::connect(&ctx.url)
+            .await
+            .unwrap();
+        sqlx::query("UPDATE tg_audit SET kind = 'x' WHERE seq = 1")
+            .execute(&mut c)
+            .await
+            .is_err()
+    };
+    assert!(refused, "audit events are append-only");
+
+    // Hand-editing a business row breaks verification.
+    ctx.raw(&format!(
+        "UPDATE tg_approvals SET reason = 'edited' WHERE id = '{id}'"
+    ))
+    .await;
+    let r = l.verify().await.unwrap();
+    let b = r.broken.expect("edited approval detected");
+    assert!(b.problem.contains(id.as_str()), "{b:?}");
+    ctx.raw(&format!(
+        "UPDATE tg_approvals SET reason = 'looks fine' WHERE id = '{id}'"
+    ))
+    .await;
+    assert!(l.verify().await.unwrap().broken.is_none());
+
+    ctx.raw("UPDATE tg_decisions SET request_json = '{}' WHERE call_id = 'auto1'")
+        .await;
+    assert!(l.verify().await.unwrap().broken.is_some());
+    ctx.raw(r#"UPDATE tg_decisions SET request_json = '{"argv":"pwd"}' WHERE call_id = 'auto1'"#)
+        .await;
+    assert!(l.verify().await.unwrap().broken.is_none());
+
+    ctx.raw("UPDATE tg_outcomes SET stdout_bytes = 0").await;
+    assert!(l.verify().await.unwrap().broken.is_some());
+    ctx.raw("UPDATE tg_outcomes SET stdout_bytes = 10").await;
+    assert!(l.verify().await.unwrap().broken.is_none());
+
+    // Editing an event (by someone able to drop the trigger) breaks the chain at that event.
+    if ctx.pg {
+        ctx.raw("ALTER TABLE tg_audit DISABLE TRIGGER tg_audit_append_only")
+            .await;
+        ctx.raw("UPDATE tg_audit SET payload = payload || '\\x00'::bytea WHERE seq = 3")
+            .await;
+    } else {
+        ctx.raw("DROP TRIGGER tg_audit_no_update").await;
+        ctx.raw("UPDATE tg_audit SET payload = payload || x'00' WHERE seq = 3")
+            .await;
+    }
+    let b = l
+        .verify()
+        .await
+        .unwrap()
+        .broken
+        .expect("edited event detected");
+    assert_eq!(b.seq, Some(3), "{b:?}");
+}
+
+async fn list_filters_and_paginates(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        ctx.time.advance(Duration::from_millis(1));
+        let out = l
+            .ask(ask(
+                &format!("c{i}"),
+                &format!("s{}", i % 2),
+                &format!("cmd {i}"),
+            ))
+            .await
+            .unwrap();
+        ids.push(out.approval.id);
+    }
+    l.decide(ids[0].clone(), approve("bob")).await.unwrap();
+    let mut seen = Vec::new();
+    let mut page = None;
+    loop {
+        let p = l.list(ApprovalFilter::default(), page, 3).await.unwrap();
+        assert!(p.items.len() <= 3);
+        seen.extend(p.items.into_iter().map(|a| a.id));
+        match p.next {
+            Some(t) => page = Some(PageToken::try_from(t.as_str().to_owned()).unwrap()),
+            None => break,
+        }
+    }
+    let mut expected = ids.clone();
+    expected.reverse();
+    assert_eq!(seen, expected, "newest first, each exactly once");
+    let s0 = l
+        .list(
+            ApprovalFilter {
+                session_id: Some(SessionId::try_from("s0").unwrap()),
+                ..Default::default()
+            },
+            None,
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(s0.items.len(), 4);
+    let approved = l
+        .list(
+            ApprovalFilter {
+                state: Some(ApprovalState::Approved),
+                principal: Some(Principal::try_from("agent:a").unwrap()),
+                ..Default::default()
+            },
+            None,
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        approved.items.iter().map(|a| &a.id).collect::<Vec<_>>(),
+        vec![&ids[0]]
+    );
+    assert!(PageToken::try_from("garbage".to_owned()).is_err());
+}
+
+async fn watch_cursor_resumes_after_reconnect(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    let a = l.ask(ask("c1", "s", "one")).await.unwrap();
+    let (changes, cursor) = l
+        .changes(
+            Cursor::default(),
+            ApprovalFilter::default(),
+            100,
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].kind, "approval.created");
+    // "Reconnect": resume from the cursor, seeing only what happened since.
+    l.decide(a.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap();
+    l.record_decision(new_decision("auto", "s", "pwd", Tier::Auto))
+        .await
+        .unwrap();
+    let (changes, cursor2) = l
+        .changes(cursor, ApprovalFilter::default(), 100, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        changes.iter().map(|c| c.kind.as_str()).collect::<Vec<_>>(),
+        ["approval.approved"]
+    );
+    assert!(cursor2 > cursor);
+    // A long poll wakes when a change lands.
+    let w = l.clone();
+    let waiter = tokio::spawn(async move {
+        w.changes(
+            cursor2,
+            ApprovalFilter::default(),
+            100,
+            Duration::from_secs(20),
+        )
+        .await
+    });
+    let b = l.ask(ask("c2", "s", "two")).await.unwrap();
+    let (changes, _) = waiter.await.unwrap().unwrap();
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].approval.id, b.approval.id);
+    // Filters apply, and the cursor still advances past filtered changes.
+    let (none, c3) = l
+        .changes(
+            cursor2,
+            ApprovalFilter {
+                session_id: Some(SessionId::try_from("other").unwrap()),
+                ..Default::default()
+            },
+            100,
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+    assert!(c3 > cursor2);
+}
+
+async fn waiter_wakes_on_decision(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    let a = l.ask(ask("c1", "s", "wait for me")).await.unwrap();
+    let w = l.clone();
+    let id = a.approval.id.clone();
+    let waiter =
+        tokio::spawn(async move { w.wait_for_decision(id, Duration::from_secs(30)).await });
+    l.decide(a.approval.id.clone(), deny("bob", "use a dry run"))
+        .await
+        .unwrap();
+    let got = waiter.await.unwrap().unwrap();
+    assert_eq!(got.state, ApprovalState::Denied);
+    assert_eq!(got.message.as_deref(), Some("use a dry run"));
+    let again = l.ask(ask("c1", "s", "wait for me")).await.unwrap();
+    assert_eq!(again.verdict, AskVerdict::Denied);
+    // A timeout returns the still-pending approval.
+    let b = l.ask(ask("c2", "s", "nobody decides")).await.unwrap();
+    let got = l
+        .wait_for_decision(b.approval.id, Duration::from_millis(50))
+        .await
+        .unwrap();
+    assert_eq!(got.state, ApprovalState::Pending);
+}
+
+async fn decisions_group_commit_and_replay(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    let mut tasks = Vec::new();
+    for i in 0..200 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            l.record_decision(new_decision(
+                &format!("d{i}"),
+                "s",
+                &format!("cmd {i}"),
+                Tier::Auto,
+            ))
+            .await
+        }));
+    }
+    for t in tasks {
+        let r = t.await.unwrap().unwrap();
+        assert!(!r.replayed);
+        assert_eq!(r.decision.tier, Tier::Auto);
+    }
+    // A replayed call id is reported as such, with its outcome once recorded.
+    let first = l
+        .lookup_call(CallId::try_from("d7").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    l.record_outcome(outcome(&first.decision, None))
+        .await
+        .unwrap();
+    let replay = l
+        .record_decision(new_decision("d7", "s", "cmd 7", Tier::Auto))
+        .await
+        .unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.decision.id, first.decision.id);
+    assert!(replay.outcome.is_some());
+    // A replay inside a concurrent batch is sorted out row by row.
+    let mut tasks = Vec::new();
+    for i in 195..205 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            l.record_decision(new_decision(
+                &format!("d{i}"),
+                "s",
+                &format!("cmd {i}"),
+                Tier::Auto,
+            ))
+            .await
+        }));
+    }
+    let replayed = futures_count(tasks).await;
+    assert_eq!(replayed, 5);
+    let err = l
+        .record_decision(new_decision("d8", "s", "different", Tier::Auto))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::CallIdReused { .. }));
+    let deny = l
+        .record_decision(new_decision("x1", "s", "rm -rf /", Tier::Deny))
+        .await
+        .unwrap();
+    let err = l
+        .record_outcome(outcome(&deny.decision, None))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NotRunnable { .. }), "{err}");
+    assert!(
+        l.record_decision(new_decision("x2", "s", "y", Tier::Ask))
+            .await
+            .is_err()
+    );
+    let v = l.verify().await.unwrap();
+    assert!(v.broken.is_none(), "{v:?}");
+    assert!(v.events >= 206);
+}
+
+async fn futures_count(tasks: Vec<tokio::task::JoinHandle<Result<Recorded>>>) -> usize {
+    let mut n = 0;
+    for t in tasks {
+        if t.await.unwrap().unwrap().replayed {
+            n += 1;
+        }
+    }
+    n
+}
+
+async fn outcomes_are_idempotent_per_decision(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let r = l
+        .record_decision(new_decision("c1", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    let o1 = l.record_outcome(outcome(&r.decision, None)).await.unwrap();
+    ctx.time.advance(Duration::from_secs(1));
+    let o2 = l.record_outcome(outcome(&r.decision, None)).await.unwrap();
+    assert_eq!(o1, o2, "the same report twice is one outcome");
+    let mut different = outcome(&r.decision, None);
+    different.exit = ExitStatus::Exited(1);
+    let err = l.record_outcome(different).await.unwrap_err();
+    assert!(matches!(err, Error::OutcomeConflict { .. }), "{err}");
+    assert_eq!(err.reason(), Reason::OutcomeConflict);
+    let rec = l
+        .lookup_call(CallId::try_from("c1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.outcome, Some(o1));
+    assert!(
+        l.lookup_call(CallId::try_from("nope").unwrap())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let missing = DecisionId::try_from("dec_missing").unwrap();
+    let mut o = outcome(&r.decision, None);
+    o.decision_id = missing;
+    assert!(matches!(
+        l.record_outcome(o).await.unwrap_err(),
+        Error::DecisionNotFound { .. }
+    ));
+}
+
+async fn session_scope_is_explicit_and_reusable(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let out = l.ask(ask("c1", "s", "npm test")).await.unwrap();
+    let mut d = approve("bob");
+    d.verdict = Verdict::Approve {
+        widen_to_session: true,
+    };
+    let a = l.decide(out.approval.id.clone(), d).await.unwrap();
+    assert_eq!(a.scope, Scope::Session);
+    for i in 2..5 {
+        let r = l.ask(ask(&format!("c{i}"), "s", "npm test")).await.unwrap();
+        assert_eq!(r.verdict, AskVerdict::Allowed { lease: None });
+        assert_eq!(r.approval.id, a.id);
+        l.record_outcome(outcome(&r.decision, None)).await.unwrap();
+    }
+    let other = l.ask(ask("c9", "t", "npm test")).await.unwrap();
+    assert_eq!(other.verdict, AskVerdict::Pending);
+    ctx.time.advance(Duration::from_secs(3601));
+    let late = l.ask(ask("c10", "s", "npm test")).await.unwrap();
+    assert_eq!(late.verdict, AskVerdict::Pending);
+    // Default approvals are once-scope.
+    let once = grant(&l, "g", "s", "npm publish").await;
+    assert_eq!(l.get(once).await.unwrap().scope, Scope::Once);
+}
+
+async fn newer_schema_is_refused_and_migrate_is_repeatable(ctx: Ctx) {
+    // Concurrent replicas migrating at once.
+    let (a, b) = tokio::join!(migrate(&ctx.url), migrate(&ctx.url));
+    assert_eq!(a.unwrap(), SCHEMA_VERSION);
+    assert_eq!(b.unwrap(), SCHEMA_VERSION);
+    let l = ctx.ledger().await;
+    l.health().await.unwrap();
+    l.close().await;
+    ctx.raw("INSERT INTO tg_schema (version, name, applied_at) VALUES (99, 'future', 0)")
+        .await;
+    let err = SqlLedger::connect(ctx.config()).await.unwrap_err();
+    assert!(
+        matches!(err, Error::SchemaTooNew { found: 99, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("newer"));
+    assert!(matches!(
+        migrate(&ctx.url).await.unwrap_err(),
+        Error::SchemaTooNew { .. }
+    ));
+}
+
+async fn self_approval_is_refused(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let out = l.ask(ask("c1", "s", "sudo thing")).await.unwrap();
+    let d = Decide {
+        approver: Principal::try_from("agent:a").unwrap(),
+        ..approve("x")
+    };
+    let err = l.decide(out.approval.id.clone(), d).await.unwrap_err();
+    assert!(matches!(err, Error::SelfDecision { .. }), "{err}");
+    assert_eq!(
+        l.get(out.approval.id).await.unwrap().state,
+        ApprovalState::Pending
+    );
+}
+
+// ------------------------------------------------------------------ Postgres only
+
+/// Replica A waits; replica B, a separate ledger on the same database, decides.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_wakeup_crosses_replicas() {
+    on_postgres(|ctx| async move {
+        let a = Arc::new(ctx.ledger().await);
+        let b = ctx.ledger().await;
+        let out = a.ask(ask("c1", "s", "cross")).await.unwrap();
+        let wa = a.clone();
+        let id = out.approval.id.clone();
+        let waiter =
+            tokio::spawn(async move { wa.wait_for_decision(id, Duration::from_secs(30)).await });
+        // Let the waiter register (it reads the approval after registering), then decide on B.
+        let mut rx_ok = false;
+        for _ in 0..200 {
+            tokio::task::yield_now().await;
+            if waiter.is_finished() {
+                break;
+            }
+            rx_ok = true;
+        }
+        assert!(rx_ok);
+        b.decide(out.approval.id.clone(), approve("bob"))
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("replica A woke")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.state, ApprovalState::Approved);
+        // B's change also reaches A's watch feed.
+        let (changes, _) = a
+            .changes(
+                Cursor::default(),
+                ApprovalFilter::default(),
+                10,
+                Duration::ZERO,
+            )
+            .await
+            .unwrap();
+        assert_eq!(changes.len(), 2);
+    })
+    .await;
+}
+
+/// Pending approvals survive the service going away (a new ledger instance sees them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_pending_survives_restart() {
+    on_postgres(|ctx| async move {
+        let l = ctx.ledger().await;
+        let out = l.ask(ask("c1", "s", "survive")).await.unwrap();
+        drop(l);
+        let l2 = ctx.ledger().await;
+        l2.decide(out.approval.id.clone(), approve("bob"))
+            .await
+            .unwrap();
+        let run = l2.ask(ask("c1", "s", "survive")).await.unwrap();
+        assert!(matches!(run.verdict, AskVerdict::Allowed { .. }));
+    })
+    .await;
+}
