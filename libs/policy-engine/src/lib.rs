@@ -1,1 +1,28 @@
 //! Policy documents, shell-aware classification and request digests.
+//!
+//! [`Policy`] is the decision point's brain: load a TOML document ([`Policy::from_toml`],
+//! [`Policy::load`], or [`Policy::builtin_default`]), then [`Policy::classify`] a
+//! [`ToolCall`] in a [`CallContext`]. [`request_digest`] is the canonical hash approvals are
+//! bound to; [`render`] prints decisions for `toolgate check`; [`PolicyFile`] reloads a file
+//! on change while keeping the last good version in force.
+
+pub mod baseline;
+pub mod call;
+pub mod digest;
+pub mod document;
+pub mod engine;
+pub mod paths;
+pub mod reload;
+pub mod render;
+pub mod shell;
+
+pub use call::{CallContext, ToolCall};
+pub use digest::request_digest;
+pub use document::Error;
+pub use engine::{
+    CommandExplanation, DEFAULT_POLICY_TOML, Decision, PathExplanation, Policy, RuleMatch,
+    RuleSource, RuleSummary,
+};
+pub use paths::Access;
+pub use reload::{PolicyFile, Watcher};
+pub use render::{ValidationReport, to_json, to_text, validate};

@@ -1,0 +1,1156 @@
+//! The built-in baseline: argv-level knowledge of dangerous programs, flags and wrappers.
+//!
+//! Every check here looks at one command's argv after bash quote removal (the shell module
+//! produces it). Findings are static [`BaselineRule`]s so a classification allocates nothing
+//! for them. A user policy is evaluated next to the baseline and the worst tier wins, so a
+//! user `auto` can never weaken a baseline `ask` or `deny`.
+
+use toolgate_core::Tier;
+
+use crate::paths::Access;
+
+/// A built-in rule: its id (always `baseline.*`), tier and the reason shown to the model.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BaselineRule {
+    /// Stable id, prefixed `baseline.`.
+    pub id: &'static str,
+    /// The tier the rule imposes.
+    pub tier: Tier,
+    /// Why, phrased for the model or the approver.
+    pub reason: &'static str,
+}
+
+macro_rules! rules {
+    ($($name:ident = $id:literal, $tier:ident, $reason:literal;)+) => {
+        $(
+            #[doc = concat!("Built-in rule `", $id, "`.")]
+            pub static $name: BaselineRule = BaselineRule { id: $id, tier: Tier::$tier, reason: $reason };
+        )+
+        /// Every built-in rule, for `GetPolicy` summaries.
+        pub static ALL: &[&BaselineRule] = &[$(&$name),+];
+    };
+}
+
+rules! {
+    MKFS = "baseline.mkfs", Deny, "formatting or wiping a file system or device is never allowed";
+    DD_DEVICE = "baseline.dd-device", Deny, "dd writing to a device is never allowed";
+    FORK_BOMB = "baseline.fork-bomb", Deny, "a self-replicating function (fork bomb) is never allowed";
+    PRIVILEGE = "baseline.privilege-escalation", Deny, "sudo, doas, su, pkexec and similar privilege escalation are never allowed";
+    FETCH_EXEC = "baseline.fetch-and-execute", Deny, "downloading code and feeding it to an interpreter is never allowed; download to a file and ask for review instead";
+    SYSTEM_WRITE = "baseline.system-path-write", Deny, "writing to system paths, devices, credentials or shell start-up files is never allowed";
+    SECRET_READ = "baseline.secret-read", Deny, "reading credentials or password databases is never allowed";
+    RM_ROOT = "baseline.rm-root", Deny, "recursive deletion of /, ~ or with --no-preserve-root is never allowed";
+    GIT_INTERNALS_WRITE = "baseline.git-internals-write", Deny, "writing inside .git (config, hooks) can run code later and is never allowed; use git commands";
+    AGENT_CONFIG_WRITE = "baseline.agent-config-write", Deny, "writing agent configuration (.claude) is never allowed";
+    TOOL_CONFIG_WRITE = "baseline.tool-config-write", Ask, "editor, CI and direnv configuration can run code automatically; a human must approve";
+    RM_RECURSIVE = "baseline.rm-recursive-or-forced", Ask, "recursive or forced deletion needs approval";
+    FORCE_PUSH = "baseline.git-force-push", Ask, "force pushes and remote deletions rewrite shared history and need approval";
+    HISTORY_REWRITE = "baseline.git-history-rewrite", Ask, "rebase, reset --hard, filter-branch, commit --amend and clean -f rewrite or discard history and need approval";
+    PERMISSIONS = "baseline.permission-change", Ask, "changing ownership or permissions needs approval";
+    PACKAGE_INSTALL = "baseline.package-install", Ask, "installing packages runs third-party code and needs approval";
+    NETWORK = "baseline.network-client", Ask, "network clients can exfiltrate data or fetch code and need approval";
+    UNSAFE_FLAG = "baseline.exec-or-write-flag", Ask, "this flag makes an otherwise read-only program write files or run programs";
+    MAKE = "baseline.make", Ask, "make evaluates the Makefile (even with -n, $(shell ...) runs) and needs approval";
+    DYNAMIC_PROGRAM = "baseline.dynamic-program", Ask, "the program name depends on runtime expansion, so what runs cannot be known before it runs";
+    DYNAMIC_ARGS = "baseline.dynamic-arguments", Ask, "arguments depend on runtime expansion (variables, substitutions, globs, braces), so the exact command cannot be checked";
+    PATH_PROGRAM = "baseline.path-qualified-program", Ask, "a program given by a path may not be the system program of that name";
+    LOADER = "baseline.loader-or-proc-root", Ask, "running a program through the dynamic loader or /proc/*/root hides what runs";
+    SHELL_STDIN = "baseline.interpreter-stdin", Ask, "an interpreter reading its program from stdin or a heredoc needs approval";
+    SCRIPT_FILE = "baseline.script-file", Ask, "running a script file executes contents that were not reviewed";
+    SENSITIVE_ENV = "baseline.sensitive-variable", Ask, "this variable changes which code programs load or run (BASH_ENV, LD_PRELOAD, PATH, GIT_*, PAGER...)";
+    XARGS = "baseline.xargs", Ask, "xargs builds arguments from input at runtime";
+    UNPARSED = "baseline.unparsed", Ask, "the script could not be parsed as bash, so it cannot be analysed";
+    BUDGET = "baseline.analysis-budget", Ask, "the script exceeds the analysis budget, so it was not fully analysed";
+    UNKNOWN_PATH = "baseline.unknown-path", Ask, "a path depends on an unknown working directory or runtime expansion";
+    OUTSIDE_READ = "baseline.outside-workspace-read", Ask, "reading outside the workspace needs approval";
+    OUTSIDE_WRITE = "baseline.outside-workspace-write", Ask, "writing outside the workspace needs approval";
+    RECURSIVE_FUNCTION = "baseline.recursive-function", Ask, "a recursive shell function needs approval";
+    SAFE = "baseline.read-only", Auto, "a known read-only program used with read-only flags";
+}
+
+/// Programs that only read and may run without approval when their flags check out.
+const SAFE_PROGRAMS: &[&str] = &[
+    ":",
+    "[",
+    "awk",
+    "b2sum",
+    "base64",
+    "basename",
+    "cat",
+    "cd",
+    "cksum",
+    "cmp",
+    "column",
+    "comm",
+    "cut",
+    "date",
+    "df",
+    "diff",
+    "dirname",
+    "du",
+    "echo",
+    "egrep",
+    "expand",
+    "false",
+    "fgrep",
+    "file",
+    "find",
+    "fmt",
+    "fold",
+    "gawk",
+    "git",
+    "grep",
+    "head",
+    "hexdump",
+    "id",
+    "jq",
+    "join",
+    "ls",
+    "man",
+    "mawk",
+    "md5sum",
+    "nl",
+    "od",
+    "paste",
+    "printf",
+    "pwd",
+    "readlink",
+    "realpath",
+    "rev",
+    "rg",
+    "sed",
+    "seq",
+    "sha1sum",
+    "sha224sum",
+    "sha256sum",
+    "sha384sum",
+    "sha512sum",
+    "shasum",
+    "sort",
+    "stat",
+    "strings",
+    "tac",
+    "tail",
+    "test",
+    "tr",
+    "tree",
+    "true",
+    "type",
+    "uname",
+    "unexpand",
+    "uniq",
+    "wc",
+    "which",
+    "whoami",
+    "xxd",
+];
+
+const NETWORK_CLIENTS: &[&str] = &[
+    "curl",
+    "wget",
+    "nc",
+    "ncat",
+    "netcat",
+    "socat",
+    "ssh",
+    "scp",
+    "sftp",
+    "rsync",
+    "ftp",
+    "tftp",
+    "telnet",
+    "aria2c",
+    "http",
+    "https",
+    "xh",
+    "ping",
+    "ping6",
+    "dig",
+    "nslookup",
+    "host",
+    "whois",
+    "traceroute",
+    "mtr",
+    "nmap",
+    "lynx",
+    "links",
+    "w3m",
+    "fetch",
+];
+
+/// Network clients whose output is remote content (for fetch-and-execute detection).
+pub(crate) fn is_fetcher(name: &str) -> bool {
+    matches!(
+        name,
+        "curl"
+            | "wget"
+            | "nc"
+            | "ncat"
+            | "netcat"
+            | "socat"
+            | "ssh"
+            | "aria2c"
+            | "http"
+            | "https"
+            | "xh"
+            | "lynx"
+            | "links"
+            | "w3m"
+            | "fetch"
+            | "tftp"
+            | "ftp"
+    )
+}
+
+/// Shells whose `-c` string is bash-like enough to analyse with the bash grammar.
+pub(crate) fn is_shell(name: &str) -> bool {
+    matches!(
+        name,
+        "sh" | "bash" | "dash" | "zsh" | "ksh" | "mksh" | "ash" | "yash" | "rbash"
+    )
+}
+
+/// Programs that execute code they read (shells and language interpreters).
+pub(crate) fn is_interpreter(name: &str) -> bool {
+    is_shell(name)
+        || ["python", "pypy", "perl", "ruby", "php", "lua", "node"]
+            .iter()
+            .any(|p| name.starts_with(p))
+        || matches!(
+            name,
+            "fish"
+                | "csh"
+                | "tcsh"
+                | "nodejs"
+                | "deno"
+                | "bun"
+                | "Rscript"
+                | "R"
+                | "tclsh"
+                | "wish"
+                | "osascript"
+                | "pwsh"
+                | "powershell"
+                | "jshell"
+                | "groovy"
+                | "julia"
+                | "guile"
+                | "racket"
+                | "sbcl"
+                | "erl"
+                | "elixir"
+                | "irb"
+                | "busybox"
+        )
+}
+
+/// Whether an interpreter invocation takes its program from stdin (no script operand and no
+/// inline-code flag), as in `curl x | python3`.
+pub(crate) fn reads_program_from_stdin(name: &str, args: &[String]) -> bool {
+    let mut positional = Vec::new();
+    let mut iter = args.iter();
+    while let Some(a) = iter.next() {
+        if a == "--" {
+            positional.extend(iter.by_ref());
+            break;
+        }
+        if a == "-" || !a.starts_with('-') {
+            positional.push(a);
+            // The first operand is the script; the rest are its arguments.
+            break;
+        }
+        let inline = if is_shell(name) {
+            a.starts_with('-') && !a.starts_with("--") && a[1..].contains('c')
+        } else {
+            matches!(
+                a.as_str(),
+                "-c" | "-e" | "-E" | "-m" | "-p" | "-r" | "--eval" | "--print" | "--command"
+            ) || (name.starts_with("perl") && (a.starts_with("-e") || a.starts_with("-E")))
+        };
+        if inline {
+            return false;
+        }
+        if is_shell(name) && a.starts_with('-') && a[1..].contains('s') && !a.starts_with("--") {
+            return true;
+        }
+    }
+    match positional.first() {
+        None => true,
+        Some(p) => p.as_str() == "-" || p.as_str() == "/dev/stdin",
+    }
+}
+
+/// Variables that change which code a program loads or runs.
+pub(crate) fn is_sensitive_variable(name: &str) -> bool {
+    name.starts_with("GIT_")
+        || name.starts_with("LD_")
+        || name.starts_with("DYLD_")
+        || name.starts_with("BASH_FUNC_")
+        || matches!(
+            name,
+            "BASH_ENV"
+                | "ENV"
+                | "PATH"
+                | "PAGER"
+                | "MANPAGER"
+                | "SYSTEMD_PAGER"
+                | "EDITOR"
+                | "VISUAL"
+                | "BROWSER"
+                | "PYTHONPATH"
+                | "PYTHONSTARTUP"
+                | "PYTHONHOME"
+                | "PYTHONUSERBASE"
+                | "NODE_OPTIONS"
+                | "NODE_PATH"
+                | "PROMPT_COMMAND"
+                | "PS1"
+                | "PS2"
+                | "PS3"
+                | "PS4"
+                | "IFS"
+                | "SHELLOPTS"
+                | "BASHOPTS"
+                | "CDPATH"
+                | "PERL5LIB"
+                | "PERL5OPT"
+                | "PERLLIB"
+                | "RUBYOPT"
+                | "RUBYLIB"
+                | "LESSOPEN"
+                | "LESSCLOSE"
+                | "SSH_ASKPASS"
+                | "SUDO_ASKPASS"
+                | "HOME"
+                | "ZDOTDIR"
+                | "XDG_CONFIG_HOME"
+                | "EXINIT"
+                | "VIMINIT"
+                | "GCONV_PATH"
+                | "HOSTALIASES"
+                | "RUSTC_WRAPPER"
+                | "CARGO_BUILD_RUSTC_WRAPPER"
+                | "NPM_CONFIG_PREFIX"
+        )
+}
+
+/// Splits `args` at `--`: option-looking words before it, and whether a word is an option.
+fn options(args: &[String]) -> impl Iterator<Item = &str> {
+    args.iter()
+        .map(String::as_str)
+        .take_while(|a| *a != "--")
+        .filter(|a| a.starts_with('-') && a.len() > 1)
+}
+
+/// Whether a short flag `c` appears alone or in a cluster (`-rf`).
+fn has_short(args: &[String], c: char) -> bool {
+    options(args).any(|a| {
+        !a.starts_with("--")
+            && a[1..].chars().all(|x| x.is_ascii_alphanumeric())
+            && a[1..].contains(c)
+    })
+}
+
+/// Whether a long flag appears, bare or as `--flag=value`.
+fn has_long(args: &[String], flag: &str) -> bool {
+    options(args).any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+}
+
+/// Operands (non-option words; everything after `--`).
+pub(crate) fn operands(args: &[String]) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut after = false;
+    for a in args {
+        if !after && a == "--" {
+            after = true;
+        } else if after || !a.starts_with('-') || a == "-" {
+            out.push(a.as_str());
+        }
+    }
+    out
+}
+
+/// git global options that take a separate value.
+const GIT_VALUE_OPTS: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--exec-path",
+    "--super-prefix",
+    "--list-cmds",
+    "--attr-source",
+];
+
+/// Splits a git argv (without `git`) into global options, the subcommand and its arguments.
+pub(crate) fn git_split(args: &[String]) -> (Vec<&str>, Option<&str>, &[String]) {
+    let mut globals = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if !a.starts_with('-') {
+            return (globals, Some(a), &args[i + 1..]);
+        }
+        globals.push(a);
+        if GIT_VALUE_OPTS.contains(&a) {
+            if let Some(v) = args.get(i + 1) {
+                globals.push(v.as_str());
+            }
+            i += 1;
+        }
+        i += 1;
+    }
+    (globals, None, &[])
+}
+
+/// The words a command pattern's subcommand list is compared with.
+pub(crate) fn subcommand_words(name: &str, args: &[String]) -> Vec<String> {
+    if name == "git" {
+        let (_, sub, rest) = git_split(args);
+        sub.into_iter()
+            .map(str::to_owned)
+            .chain(operands(rest).into_iter().map(str::to_owned))
+            .collect()
+    } else {
+        operands(args).into_iter().map(str::to_owned).collect()
+    }
+}
+
+/// The working directory `git -C dir` switches to, if given.
+pub(crate) fn git_chdir(args: &[String]) -> Vec<&str> {
+    let (globals, _, _) = git_split(args);
+    globals
+        .windows(2)
+        .filter(|w| w[0] == "-C")
+        .map(|w| w[1])
+        .collect()
+}
+
+/// What classifying one command's argv found.
+#[derive(Debug, Default)]
+pub(crate) struct ArgvFindings {
+    /// Built-in rules that matched.
+    pub rules: Vec<&'static BaselineRule>,
+    /// Whether the command is on the read-only allowlist with only read-only flags.
+    pub safe: bool,
+    /// Paths the command's operands name, as spelled (resolved later against the cwd).
+    pub paths: Vec<(String, Access)>,
+}
+
+/// Classifies one command by its program `name` (a basename) and arguments.
+pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
+    let mut f = ArgvFindings::default();
+    let mut unsafe_flag = false;
+    let ops = operands(args);
+    match name {
+        n if n.starts_with("mkfs")
+            || matches!(
+                n,
+                "mke2fs"
+                    | "mkswap"
+                    | "wipefs"
+                    | "sfdisk"
+                    | "fdisk"
+                    | "parted"
+                    | "blkdiscard"
+                    | "shred"
+            ) =>
+        {
+            f.rules.push(&MKFS);
+        }
+        "sudo" | "doas" | "su" | "pkexec" | "run0" | "runuser" | "sudoedit" | "setpriv"
+        | "chroot" | "nsenter" | "unshare" => {
+            f.rules.push(&PRIVILEGE);
+        }
+        "dd" => {
+            for a in args {
+                if let Some(v) = a.strip_prefix("of=") {
+                    let p = crate::paths::normalise(v);
+                    if p.starts_with("/dev/")
+                        && crate::paths::baseline_rule(&p, Access::Write).is_some()
+                    {
+                        f.rules.push(&DD_DEVICE);
+                    }
+                    f.paths.push((v.to_owned(), Access::Write));
+                } else if let Some(v) = a.strip_prefix("if=") {
+                    f.paths.push((v.to_owned(), Access::Read));
+                }
+            }
+        }
+        "rm" | "rmdir" | "unlink" => {
+            let recursive =
+                has_short(args, 'r') || has_short(args, 'R') || has_long(args, "--recursive");
+            let forced = has_short(args, 'f') || has_long(args, "--force");
+            if recursive || forced {
+                f.rules.push(&RM_RECURSIVE);
+            }
+            let root_target = ops.iter().any(|o| {
+                let p = crate::paths::normalise(o);
+                p == "/" || p == "~" || p == "/*" || p == "~/*" || p == "/home" || p == "/root"
+            });
+            if has_long(args, "--no-preserve-root") || ((recursive || forced) && root_target) {
+                f.rules.push(&RM_ROOT);
+            }
+            f.paths
+                .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
+        }
+        "chmod" | "chown" | "chgrp" | "chattr" | "setfacl" | "chcon" => {
+            f.rules.push(&PERMISSIONS);
+            let has_reference = args.iter().any(|a| a.starts_with("--reference"));
+            let skip = usize::from(!has_reference);
+            f.paths.extend(
+                ops.iter()
+                    .skip(skip)
+                    .map(|o| ((*o).to_owned(), Access::Write)),
+            );
+        }
+        "make" | "gmake" | "bmake" | "cmake" | "ninja" | "just" | "rake" => {
+            f.rules.push(&MAKE);
+        }
+        "xargs" => f.rules.push(&XARGS),
+        "git" => git(args, &mut f, &mut unsafe_flag),
+        "find" => {
+            const BAD: &[&str] = &[
+                "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
+                "-fls",
+            ];
+            unsafe_flag |= args.iter().any(|a| BAD.contains(&a.as_str()));
+            for a in args
+                .iter()
+                .take_while(|a| !a.starts_with('-') && *a != "!" && *a != "(")
+            {
+                f.paths.push((a.clone(), Access::Read));
+            }
+        }
+        "rg" => {
+            unsafe_flag |= has_long(args, "--pre")
+                || has_long(args, "--hostname-bin")
+                || has_long(args, "--search-zip")
+                || has_short(args, 'z');
+            // The first operand is the pattern unless one came from -e/-f.
+            let skip = usize::from(
+                !(has_short(args, 'e')
+                    || has_short(args, 'f')
+                    || has_long(args, "--regexp")
+                    || has_long(args, "--file")),
+            );
+            f.paths.extend(
+                ops.iter()
+                    .skip(skip)
+                    .map(|o| ((*o).to_owned(), Access::Read)),
+            );
+        }
+        "grep" | "egrep" | "fgrep" => {
+            let skip = usize::from(
+                !(has_short(args, 'e')
+                    || has_short(args, 'f')
+                    || has_long(args, "--regexp")
+                    || has_long(args, "--file")),
+            );
+            f.paths.extend(
+                ops.iter()
+                    .skip(skip)
+                    .map(|o| ((*o).to_owned(), Access::Read)),
+            );
+        }
+        "sed" => {
+            let (bad, scripts_from_flags) = sed_flags(args);
+            unsafe_flag |= bad;
+            let skip = usize::from(!scripts_from_flags);
+            if !scripts_from_flags {
+                unsafe_flag |= ops.first().is_none_or(|s| !sed_script_is_safe(s));
+            }
+            f.paths.extend(
+                ops.iter()
+                    .skip(skip)
+                    .map(|o| ((*o).to_owned(), Access::Read)),
+            );
+        }
+        "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => {
+            let from_file = has_short(args, 'f')
+                || has_long(args, "--file")
+                || has_long(args, "--exec")
+                || has_long(args, "--load")
+                || has_short(args, 'l');
+            unsafe_flag |= from_file || ops.first().is_none_or(|p| !awk_program_is_safe(p));
+            f.paths.extend(
+                ops.iter()
+                    .skip(1)
+                    .filter(|o| !o.contains('='))
+                    .map(|o| ((*o).to_owned(), Access::Read)),
+            );
+        }
+        "sort" => {
+            unsafe_flag |= has_short(args, 'o')
+                || has_long(args, "--output")
+                || has_long(args, "--compress-program");
+            f.paths
+                .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Read)));
+        }
+        "man" => {
+            unsafe_flag |= has_short(args, 'H')
+                || has_long(args, "--html")
+                || has_short(args, 'P')
+                || has_long(args, "--pager")
+                || has_long(args, "--preprocessor")
+                || has_short(args, 'p')
+                || has_short(args, 'l');
+        }
+        "tree" => unsafe_flag |= has_short(args, 'o') || has_short(args, 'R'),
+        "date" => {
+            unsafe_flag |= has_short(args, 's') || has_long(args, "--set") || has_short(args, 'f')
+        }
+        "uniq" | "xxd" => {
+            unsafe_flag |= ops.len() > 1 || has_short(args, 'r');
+            f.paths
+                .extend(ops.iter().take(1).map(|o| ((*o).to_owned(), Access::Read)));
+        }
+        "printf" => unsafe_flag |= args.first().is_some_and(|a| a == "-v"),
+        "cat" | "head" | "tail" | "wc" | "nl" | "od" | "hexdump" | "strings" | "md5sum"
+        | "sha1sum" | "sha224sum" | "sha256sum" | "sha384sum" | "sha512sum" | "shasum"
+        | "b2sum" | "cksum" | "base64" | "tac" | "rev" | "cut" | "paste" | "fold" | "fmt"
+        | "expand" | "unexpand" | "column" | "diff" | "cmp" | "comm" | "join" | "file" | "stat"
+        | "ls" | "du" | "less" | "more" | "jq" | "readlink" | "realpath" | "source" | "." => {
+            let skip = usize::from(name == "jq");
+            f.paths.extend(
+                ops.iter()
+                    .skip(skip)
+                    .filter(|o| **o != "-")
+                    .map(|o| ((*o).to_owned(), Access::Read)),
+            );
+            if matches!(name, "source" | ".") {
+                f.rules.push(&SCRIPT_FILE);
+            }
+        }
+        "touch" | "mkdir" | "truncate" | "tee" | "mv" | "mktemp" => {
+            f.paths
+                .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
+        }
+        "cp" | "ln" | "install" | "rsync" | "scp" => {
+            if let Some((last, rest)) = ops.split_last() {
+                f.paths
+                    .extend(rest.iter().map(|o| ((*o).to_owned(), Access::Read)));
+                f.paths.push(((*last).to_owned(), Access::Write));
+            }
+        }
+        "history" if (has_short(args, 'w') || has_short(args, 'a')) => {
+            f.paths
+                .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
+        }
+        _ => {}
+    }
+    if NETWORK_CLIENTS.contains(&name) {
+        f.rules.push(&NETWORK);
+    }
+    if is_package_install(name, args, &ops) {
+        f.rules.push(&PACKAGE_INSTALL);
+    }
+    if unsafe_flag {
+        f.rules.push(&UNSAFE_FLAG);
+    }
+    f.safe = SAFE_PROGRAMS.contains(&name) && f.rules.is_empty() && git_is_read_only(name, args);
+    f
+}
+
+fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
+    let (globals, sub, rest) = git_split(args);
+    let mut g = globals.iter();
+    while let Some(o) = g.next() {
+        match *o {
+            "-c" | "--config-env" | "--exec-path" | "--git-dir" | "--work-tree" | "-p"
+            | "--paginate" | "--super-prefix" => *unsafe_flag = true,
+            "-C" | "--namespace" | "--list-cmds" | "--attr-source" => {
+                g.next();
+            }
+            other
+                if other.starts_with("--config-env=")
+                    || other.starts_with("--exec-path=")
+                    || other.starts_with("--git-dir=")
+                    || other.starts_with("--work-tree=") =>
+            {
+                *unsafe_flag = true
+            }
+            _ => {}
+        }
+    }
+    if args.iter().any(|a| a.contains("ext::")) {
+        *unsafe_flag = true;
+    }
+    *unsafe_flag |= has_long(rest, "--output")
+        || has_long(rest, "--upload-pack")
+        || has_long(rest, "--receive-pack")
+        || has_long(rest, "--exec")
+        || has_long(rest, "--ext-diff")
+        || has_long(rest, "--open-files-in-pager")
+        || has_long(rest, "--config")
+        || has_long(rest, "--template")
+        || (sub == Some("ls-remote") && has_short(rest, 'u'))
+        || (sub == Some("grep") && has_short(rest, 'O'));
+    let rest_ops = operands(rest);
+    match sub {
+        Some("push")
+            if (has_long(rest, "--force")
+                || has_short(rest, 'f')
+                || has_long(rest, "--force-with-lease")
+                || has_long(rest, "--force-if-includes")
+                || has_long(rest, "--mirror")
+                || has_long(rest, "--delete")
+                || has_short(rest, 'd')
+                || has_long(rest, "--prune")
+                || rest_ops
+                    .iter()
+                    .any(|o| o.starts_with('+') || o.starts_with(':'))) =>
+        {
+            f.rules.push(&FORCE_PUSH);
+        }
+        Some("rebase" | "filter-branch" | "filter-repo" | "replace") => {
+            f.rules.push(&HISTORY_REWRITE)
+        }
+        Some("reset")
+            if has_long(rest, "--hard")
+                || has_long(rest, "--merge")
+                || has_long(rest, "--keep") =>
+        {
+            f.rules.push(&HISTORY_REWRITE)
+        }
+        Some("commit") if has_long(rest, "--amend") => f.rules.push(&HISTORY_REWRITE),
+        Some("clean") if has_short(rest, 'f') || has_long(rest, "--force") => {
+            f.rules.push(&HISTORY_REWRITE)
+        }
+        Some("checkout" | "switch") if has_short(rest, 'f') || has_long(rest, "--force") => {
+            f.rules.push(&HISTORY_REWRITE)
+        }
+        Some("update-ref") if has_short(rest, 'd') => f.rules.push(&HISTORY_REWRITE),
+        Some("reflog")
+            if rest_ops
+                .first()
+                .is_some_and(|s| matches!(*s, "expire" | "delete")) =>
+        {
+            f.rules.push(&HISTORY_REWRITE)
+        }
+        Some("stash")
+            if rest_ops
+                .first()
+                .is_some_and(|s| matches!(*s, "drop" | "clear")) =>
+        {
+            f.rules.push(&HISTORY_REWRITE)
+        }
+        _ => {}
+    }
+}
+
+/// For git, only listing and inspection subcommands are on the allowlist.
+fn git_is_read_only(name: &str, args: &[String]) -> bool {
+    if name != "git" {
+        return true;
+    }
+    let (_, sub, rest) = git_split(args);
+    let ops = operands(rest);
+    match sub {
+        Some(
+            "log" | "show" | "diff" | "status" | "blame" | "shortlog" | "describe" | "rev-parse"
+            | "ls-files" | "ls-tree" | "cat-file" | "grep" | "rev-list" | "whatchanged"
+            | "merge-base" | "name-rev" | "count-objects" | "check-ignore" | "version" | "help",
+        ) => true,
+        Some("branch") => {
+            ops.is_empty()
+                && ![
+                    "-d",
+                    "-D",
+                    "-m",
+                    "-M",
+                    "-c",
+                    "-C",
+                    "-f",
+                    "-u",
+                    "--delete",
+                    "--move",
+                    "--copy",
+                    "--force",
+                    "--set-upstream-to",
+                    "--unset-upstream",
+                    "--edit-description",
+                ]
+                .iter()
+                .any(|o| {
+                    rest.iter()
+                        .any(|a| a == o || a.starts_with(&format!("{o}=")))
+                })
+        }
+        Some("tag") => ops.is_empty() || has_short(rest, 'l') || has_long(rest, "--list"),
+        Some("remote") => ops.is_empty(),
+        Some("stash") => ops.first().is_some_and(|s| matches!(*s, "list" | "show")),
+        Some("reflog") => ops.first().is_none_or(|s| *s == "show"),
+        _ => false,
+    }
+}
+
+fn is_package_install(name: &str, args: &[String], ops: &[&str]) -> bool {
+    let first = ops.first().copied().unwrap_or("");
+    let second = ops.get(1).copied().unwrap_or("");
+    match name {
+        "npx" | "pnpx" | "bunx" | "uvx" | "pipx" => true,
+        "pip" | "pip3" => matches!(first, "install" | "download" | "wheel"),
+        n if n.starts_with("pip3.") => first == "install",
+        n if n.starts_with("python") => {
+            args.windows(2)
+                .any(|w| w[0] == "-m" && (w[1] == "pip" || w[1] == "ensurepip"))
+                && ops.contains(&"install")
+        }
+        "uv" => {
+            matches!(first, "add" | "sync")
+                || (first == "pip" && second == "install")
+                || (first == "tool" && matches!(second, "install" | "run"))
+        }
+        "npm" | "pnpm" | "bun" | "yarn" => {
+            (name == "yarn" && ops.is_empty())
+                || matches!(
+                    first,
+                    "install"
+                        | "i"
+                        | "ci"
+                        | "add"
+                        | "exec"
+                        | "x"
+                        | "dlx"
+                        | "update"
+                        | "upgrade"
+                        | "up"
+                        | "link"
+                        | "create"
+                        | "init"
+                )
+        }
+        "cargo" => matches!(first, "install" | "add" | "binstall"),
+        "go" => matches!(first, "install" | "get"),
+        "gem" | "brew" | "snap" | "flatpak" | "conda" | "mamba" | "micromamba" | "poetry"
+        | "composer" | "pipenv" => {
+            matches!(
+                first,
+                "install" | "add" | "require" | "create" | "upgrade" | "update" | "tap"
+            )
+        }
+        "apt" | "apt-get" | "aptitude" | "dnf" | "yum" | "zypper" | "apk" | "dpkg" | "rpm" => {
+            matches!(
+                first,
+                "install"
+                    | "add"
+                    | "upgrade"
+                    | "dist-upgrade"
+                    | "full-upgrade"
+                    | "remove"
+                    | "purge"
+                    | "del"
+                    | "update"
+                    | "reinstall"
+            ) || has_short(args, 'i')
+        }
+        "pacman" | "yay" | "paru" => args
+            .iter()
+            .any(|a| a.starts_with("-S") || a.starts_with("-U") || a.starts_with("-R")),
+        _ => false,
+    }
+}
+
+/// Returns (any unsafe sed flag, whether scripts came from -e/-f/--expression).
+fn sed_flags(args: &[String]) -> (bool, bool) {
+    let mut bad = false;
+    let mut from_flags = false;
+    let mut iter = args.iter();
+    while let Some(a) = iter.next() {
+        let a = a.as_str();
+        if a == "--" {
+            break;
+        }
+        if a == "-e" || a == "--expression" {
+            from_flags = true;
+            match iter.next() {
+                Some(s) if sed_script_is_safe(s) => {}
+                _ => bad = true,
+            }
+        } else if let Some(s) = a.strip_prefix("--expression=") {
+            from_flags = true;
+            bad |= !sed_script_is_safe(s);
+        } else if a == "-f" || a.starts_with("--file") {
+            // The script lives in a file nobody reviewed.
+            from_flags = true;
+            bad = true;
+        } else if a.starts_with("--in-place") || a.starts_with("--follow-symlinks") {
+            bad = true;
+        } else if a.starts_with('-') && !a.starts_with("--") && a.len() > 1 {
+            let cluster = &a[1..];
+            if cluster.contains('i') || cluster.contains('f') {
+                bad = true;
+            }
+            if let Some(pos) = cluster.find('e') {
+                from_flags = true;
+                let attached = &cluster[pos + 1..];
+                let script = if attached.is_empty() {
+                    iter.next().map(String::as_str)
+                } else {
+                    Some(attached)
+                };
+                bad |= script.is_none_or(|s| !sed_script_is_safe(s));
+            }
+        }
+    }
+    (bad, from_flags)
+}
+
+/// Whether a sed script uses only commands that neither write files nor run programs.
+///
+/// A small parser over sed's grammar: addresses, then a command letter; `s` and `y` have
+/// delimited arguments whose flags are checked; `w`, `W`, `r`, `R` and `e` are refused, as is
+/// anything this parser does not recognise.
+pub(crate) fn sed_script_is_safe(script: &str) -> bool {
+    let b: Vec<char> = script.chars().collect();
+    let mut i = 0;
+    let skip_ws = |i: &mut usize| {
+        while *i < b.len() && (b[*i].is_whitespace() || b[*i] == ';') {
+            *i += 1;
+        }
+    };
+    // Skips a delimited section starting after the opening delimiter; returns false if unterminated.
+    let delimited = |i: &mut usize, d: char| -> bool {
+        while *i < b.len() {
+            if b[*i] == '\\' {
+                *i += 2;
+                continue;
+            }
+            if b[*i] == d {
+                *i += 1;
+                return true;
+            }
+            *i += 1;
+        }
+        false
+    };
+    loop {
+        skip_ws(&mut i);
+        if i >= b.len() {
+            return true;
+        }
+        // Addresses: numbers, $, /re/, \cREc, with , ~ + and ! modifiers.
+        loop {
+            match b.get(i) {
+                Some(c) if c.is_ascii_digit() || matches!(c, '$' | ',' | '~' | '+' | '!' | ' ') => {
+                    i += 1
+                }
+                Some('/') => {
+                    i += 1;
+                    if !delimited(&mut i, '/') {
+                        return false;
+                    }
+                    while matches!(b.get(i), Some('I' | 'M')) {
+                        i += 1;
+                    }
+                }
+                Some('\\') => {
+                    let Some(&d) = b.get(i + 1) else { return false };
+                    i += 2;
+                    if !delimited(&mut i, d) {
+                        return false;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let Some(&cmd) = b.get(i) else { return true };
+        i += 1;
+        match cmd {
+            '{' | '}' | '=' | 'd' | 'D' | 'g' | 'G' | 'h' | 'H' | 'l' | 'n' | 'N' | 'p' | 'P'
+            | 'x' | 'z' | 'F' => {}
+            'q' | 'Q' | 'L' => {
+                while b.get(i).is_some_and(|c| c.is_ascii_digit() || *c == ' ') {
+                    i += 1;
+                }
+            }
+            ':' | 'b' | 't' | 'T' => {
+                while b.get(i).is_some_and(|c| *c != ';' && *c != '\n') {
+                    i += 1;
+                }
+            }
+            '#' => {
+                while b.get(i).is_some_and(|c| *c != '\n') {
+                    i += 1;
+                }
+            }
+            'a' | 'i' | 'c' => {
+                // Text to the end of the line (with backslash continuations).
+                while i < b.len() && b[i] != '\n' {
+                    if b[i] == '\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            's' | 'y' => {
+                let Some(&d) = b.get(i) else { return false };
+                if d == '\n' || d == '\\' {
+                    return false;
+                }
+                i += 1;
+                if !delimited(&mut i, d) || !delimited(&mut i, d) {
+                    return false;
+                }
+                if cmd == 's' {
+                    while let Some(&c) = b.get(i) {
+                        match c {
+                            'g' | 'p' | 'i' | 'I' | 'm' | 'M' => i += 1,
+                            c if c.is_ascii_digit() => i += 1,
+                            // `e` executes the pattern space, `w` writes a file.
+                            'e' | 'w' | 'W' => return false,
+                            _ => break,
+                        }
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Whether an awk program avoids `system()`, pipes, `getline` from commands and output
+/// redirection. Comparisons with `>` are refused too: telling them from redirection needs a
+/// full awk parser, and approval is the safe answer when unsure.
+pub(crate) fn awk_program_is_safe(program: &str) -> bool {
+    !(program.contains("system")
+        || program.contains('|')
+        || program.contains('>')
+        || program.contains("getline")
+        || program.contains("@load")
+        || program.contains("ENVIRON"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn ids(s: &str) -> Vec<&'static str> {
+        let a = argv(s);
+        classify_argv(&a[0], &a[1..])
+            .rules
+            .iter()
+            .map(|r| r.id)
+            .collect()
+    }
+
+    fn safe(s: &str) -> bool {
+        let a = argv(s);
+        classify_argv(&a[0], &a[1..]).safe
+    }
+
+    #[test]
+    fn rm_flag_spellings_all_ask() {
+        for c in [
+            "rm -rf x",
+            "rm -fr x",
+            "rm -r -f x",
+            "rm --recursive x",
+            "rm -R x",
+            "rm -f x",
+            "rm --force x",
+            "rm -vrf x",
+        ] {
+            assert!(ids(c).contains(&"baseline.rm-recursive-or-forced"), "{c}");
+        }
+        assert!(ids("rm x").is_empty());
+    }
+
+    #[test]
+    fn rm_of_root_or_home_is_denied() {
+        for c in [
+            "rm -rf /",
+            "rm -rf /*",
+            "rm -rf ~",
+            "rm -r ~/",
+            "rm --no-preserve-root -rf /",
+            "rm -fr //",
+        ] {
+            assert!(ids(c).contains(&"baseline.rm-root"), "{c}");
+        }
+        assert!(!ids("rm -rf build").contains(&"baseline.rm-root"));
+    }
+
+    #[test]
+    fn sed_scripts() {
+        for ok in [
+            "1,5p",
+            "s/a/b/g",
+            "/x/d",
+            "$!N;P;D",
+            "y/abc/xyz/",
+            "1~2p",
+            "s|a|b|2",
+        ] {
+            assert!(sed_script_is_safe(ok), "{ok}");
+        }
+        for bad in [
+            "w /tmp/o",
+            "1,1w/tmp/o",
+            "r/etc/passwd",
+            "e",
+            "s/x/id/e",
+            "1p; s/x/id/e",
+            "s/a/b/w /tmp/o",
+            "$ W /tmp/o",
+            "1e id",
+            "R x",
+        ] {
+            assert!(!sed_script_is_safe(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn git_subcommands_and_global_options() {
+        assert!(safe("git log -p -1"));
+        assert!(safe("git status"));
+        assert!(safe("git -C sub diff HEAD"));
+        assert!(!safe("git -p status"));
+        assert!(!safe("git push"));
+        assert!(ids("git push --force origin main").contains(&"baseline.git-force-push"));
+        assert!(ids("git push origin +main").contains(&"baseline.git-force-push"));
+        assert!(ids("git push --force-with-lease").contains(&"baseline.git-force-push"));
+        assert!(ids("git reset --hard HEAD~1").contains(&"baseline.git-history-rewrite"));
+        assert!(ids("git commit --amend").contains(&"baseline.git-history-rewrite"));
+        assert!(!ids("git reset HEAD~1").contains(&"baseline.git-history-rewrite"));
+        assert_eq!(
+            git_chdir(&argv("-C /path/to/repo push origin main")),
+            vec!["/path/to/repo"]
+        );
+    }
+
+    #[test]
+    fn interpreters_reading_stdin() {
+        assert!(reads_program_from_stdin("sh", &[]));
+        assert!(reads_program_from_stdin("bash", &argv("-s -- x")));
+        assert!(reads_program_from_stdin("python3", &argv("-u")));
+        assert!(reads_program_from_stdin("python3", &argv("-")));
+        assert!(!reads_program_from_stdin("python3", &argv("script.py")));
+        assert!(!reads_program_from_stdin("python3", &argv("-m json.tool")));
+        assert!(!reads_program_from_stdin("bash", &argv("-c true")));
+        assert!(!reads_program_from_stdin("perl", &argv("-e 1")));
+    }
+
+    #[test]
+    fn package_installs_ask() {
+        for c in [
+            "pip install x",
+            "npm i left-pad",
+            "cargo install ripgrep",
+            "apt-get install -y x",
+            "python3 -m pip install x",
+            "npx cowsay",
+            "yarn",
+        ] {
+            assert!(ids(c).contains(&"baseline.package-install"), "{c}");
+        }
+        assert!(!ids("cargo build").contains(&"baseline.package-install"));
+    }
+}

@@ -1,0 +1,218 @@
+//! The request digest approvals are bound to.
+//!
+//! `request_digest` is the lowercase hex sha256 of a canonical JSON object: keys sorted
+//! bytewise, no whitespace, serde_json's compact string escaping. It holds `"v":1`, `"tool"`,
+//! `"session_id"`, `"principal"`, `"policy_version"` and every [`ToolCall`] field that is set,
+//! under the field's name; `None`, empty lists and maps and `false` are left out. POLICY.md
+//! states the same rules for clients in other languages.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::call::ToolCall;
+
+/// Version of the canonical form; bumped if the field set or encoding ever changes.
+pub const DIGEST_VERSION: u64 = 1;
+
+/// The lowercase hex sha256 of the canonical form of `call` for this session, principal and
+/// policy version.
+pub fn request_digest(
+    call: &ToolCall,
+    session_id: &str,
+    principal: &str,
+    policy_version: &str,
+) -> String {
+    let json = canonical_json(call, session_id, principal, policy_version);
+    hex::encode(Sha256::digest(json.as_bytes()))
+}
+
+/// The canonical JSON text whose sha256 is the digest (exposed for debugging and docs).
+pub fn canonical_json(
+    call: &ToolCall,
+    session_id: &str,
+    principal: &str,
+    policy_version: &str,
+) -> String {
+    let mut fields: Vec<(&str, Value)> = vec![
+        ("v", Value::from(DIGEST_VERSION)),
+        ("tool", Value::from(call.tool.as_str())),
+        ("session_id", Value::from(session_id)),
+        ("principal", Value::from(principal)),
+        ("policy_version", Value::from(policy_version)),
+    ];
+    let mut opt_str = |k: &'static str, v: &Option<String>| {
+        if let Some(v) = v {
+            fields.push((k, Value::from(v.as_str())));
+        }
+    };
+    opt_str("path", &call.path);
+    opt_str("content_sha256", &call.content_sha256);
+    opt_str("edit_old_sha256", &call.edit_old_sha256);
+    opt_str("edit_new_sha256", &call.edit_new_sha256);
+    opt_str("pattern", &call.pattern);
+    opt_str("script", &call.script);
+    opt_str("cwd", &call.cwd);
+    opt_str("stdin_sha256", &call.stdin_sha256);
+    opt_str("sandbox_profile", &call.sandbox_profile);
+    let mut opt_num = |k: &'static str, v: Option<u64>| {
+        if let Some(v) = v {
+            fields.push((k, Value::from(v)));
+        }
+    };
+    opt_num("content_size", call.content_size);
+    opt_num(
+        "expected_occurrences",
+        call.expected_occurrences.map(u64::from),
+    );
+    opt_num("timeout_ms", call.timeout_ms);
+    opt_num("stdout_cap_bytes", call.stdout_cap_bytes);
+    opt_num("stderr_cap_bytes", call.stderr_cap_bytes);
+    if call.recursive {
+        fields.push(("recursive", Value::Bool(true)));
+    }
+    if call.kill_on_cap {
+        fields.push(("kill_on_cap", Value::Bool(true)));
+    }
+    if !call.globs.is_empty() {
+        fields.push(("globs", Value::from(call.globs.clone())));
+    }
+    if let Some(argv) = &call.argv {
+        fields.push(("argv", Value::from(argv.clone())));
+    }
+    if !call.env.is_empty() {
+        let env = call
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+            .collect();
+        fields.push(("env", Value::Object(env)));
+    }
+    fields.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let mut out = String::new();
+    out.push('{');
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_value(&Value::from(*k), &mut out);
+        out.push(':');
+        write_value(v, &mut out);
+    }
+    out.push('}');
+    out
+}
+
+/// Writes `v` compactly with object keys sorted bytewise, whatever map order serde_json uses.
+pub(crate) fn write_value(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::from(k.as_str()).to_string());
+                out.push(':');
+                write_value(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use toolgate_core::ToolKind;
+
+    use super::*;
+
+    fn run_call() -> ToolCall {
+        let mut env = BTreeMap::new();
+        env.insert("Z".to_owned(), "1".to_owned());
+        env.insert("A".to_owned(), "x\"y".to_owned());
+        ToolCall {
+            argv: Some(vec!["ls".to_owned(), "-la".to_owned(), "é\n".to_owned()]),
+            cwd: Some("src".to_owned()),
+            env,
+            timeout_ms: Some(5000),
+            kill_on_cap: true,
+            sandbox_profile: Some("workspace-write".to_owned()),
+            ..ToolCall::new(ToolKind::ProcessRun)
+        }
+    }
+
+    #[test]
+    fn canonical_json_is_sorted_and_compact() {
+        let json = canonical_json(&run_call(), "s1", "alice", "abc");
+        assert_eq!(
+            json,
+            r#"{"argv":["ls","-la","é\n"],"cwd":"src","env":{"A":"x\"y","Z":"1"},"kill_on_cap":true,"policy_version":"abc","principal":"alice","sandbox_profile":"workspace-write","session_id":"s1","timeout_ms":5000,"tool":"process.run","v":1}"#
+        );
+    }
+
+    #[test]
+    fn digest_matches_an_independent_computation() {
+        // Computed with python3:
+        //   import json, hashlib
+        //   d = {"v":1,"tool":"process.run","session_id":"s1","principal":"alice","policy_version":"abc",
+        //        "argv":["ls","-la","é\n"],"cwd":"src","env":{"Z":"1","A":"x\"y"},"timeout_ms":5000,
+        //        "kill_on_cap":True,"sandbox_profile":"workspace-write"}
+        //   s = json.dumps(d, sort_keys=True, separators=(",",":"), ensure_ascii=False)
+        //   print(hashlib.sha256(s.encode()).hexdigest())
+        assert_eq!(
+            request_digest(&run_call(), "s1", "alice", "abc"),
+            EXPECTED_RUN
+        );
+        // Same for {"v":1,"tool":"fs.write","session_id":"s","principal":"p","policy_version":"v",
+        //           "path":"src/a.rs","content_sha256":"00ff","content_size":3}
+        let write = ToolCall {
+            content_sha256: Some("00ff".to_owned()),
+            content_size: Some(3),
+            ..ToolCall::fs(ToolKind::FsWrite, "src/a.rs")
+        };
+        assert_eq!(request_digest(&write, "s", "p", "v"), EXPECTED_WRITE);
+    }
+
+    const EXPECTED_RUN: &str = "361e3c7801c1948ae6d1c6ffba918c2d3eb5dc6710bb10d36fdec03297e3f90b";
+    const EXPECTED_WRITE: &str = "4b3dfa412055b0fbbdd114a975a8fa1aa6bc9c4a5db632f9817bc73ce28c328a";
+
+    #[test]
+    fn every_security_field_changes_the_digest() {
+        let base = run_call();
+        let d = |c: &ToolCall| request_digest(c, "s1", "alice", "abc");
+        let mut variants = vec![];
+        let mut c = base.clone();
+        c.cwd = Some("other".to_owned());
+        variants.push(c);
+        let mut c = base.clone();
+        c.sandbox_profile = None;
+        variants.push(c);
+        let mut c = base.clone();
+        c.env.insert("B".to_owned(), "2".to_owned());
+        variants.push(c);
+        let mut c = base.clone();
+        c.stdin_sha256 = Some("aa".to_owned());
+        variants.push(c);
+        for v in &variants {
+            assert_ne!(d(v), d(&base));
+        }
+        assert_ne!(request_digest(&base, "s2", "alice", "abc"), d(&base));
+        assert_ne!(request_digest(&base, "s1", "bob", "abc"), d(&base));
+        assert_ne!(request_digest(&base, "s1", "alice", "abd"), d(&base));
+    }
+}

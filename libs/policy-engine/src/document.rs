@@ -1,0 +1,594 @@
+//! Policy documents: the TOML format, its validation and compilation into rules.
+//!
+//! The format is described in `POLICY.md` and `policy.schema.json`. Every error carries the
+//! line (and where known the column) it refers to, so `toolgate policy validate` can point at
+//! the exact spot.
+
+use std::collections::{BTreeMap, HashSet};
+
+use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+use toml::Spanned;
+use toolgate_core::{Reason, ReasonedError, Tier, ToolKind};
+
+/// Why a policy document was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML or has fields of the wrong shape.
+    #[error("line {line}, column {column}: {message}")]
+    Syntax {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's message.
+        message: String,
+    },
+    /// A rule is invalid or can never match anything.
+    #[error("line {line}: rule `{rule}`: {message}")]
+    Rule {
+        /// 1-based line of the rule or the offending field.
+        line: usize,
+        /// The rule id (empty if it has none).
+        rule: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A document-level setting or example is invalid.
+    #[error("line {line}: {message}")]
+    Invalid {
+        /// 1-based line.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// An `[[example]]` got a different decision than it expects.
+    #[error(
+        "line {line}: example {index} expects {expected} but the policy decides {got}: {message}"
+    )]
+    Example {
+        /// 1-based line of the example.
+        line: usize,
+        /// 1-based position among the examples.
+        index: usize,
+        /// The decision the example states.
+        expected: Tier,
+        /// The decision the policy made.
+        got: Tier,
+        /// The decision's explanation.
+        message: String,
+    },
+}
+
+impl ReasonedError for Error {
+    fn reason(&self) -> Reason {
+        Reason::InvalidPolicy
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Error::Read { path, .. } => vec![("path", path.clone())],
+            Error::Syntax { line, .. }
+            | Error::Invalid { line, .. }
+            | Error::Rule { line, .. }
+            | Error::Example { line, .. } => {
+                vec![("line", line.to_string())]
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDocument {
+    default: Option<Spanned<String>>,
+    safe_commands: Option<bool>,
+    #[serde(default)]
+    rule: Vec<Spanned<RawRule>>,
+    #[serde(default)]
+    example: Vec<Spanned<RawExample>>,
+}
+
+type List = Option<Spanned<Vec<Spanned<String>>>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    id: Spanned<String>,
+    decision: Spanned<String>,
+    reason: Spanned<String>,
+    tools: List,
+    paths: List,
+    commands: List,
+    except: List,
+    flags: List,
+    not_flags: List,
+    sessions: List,
+    principals: List,
+    labels: Option<Spanned<BTreeMap<String, String>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawExample {
+    pub tool: Option<Spanned<String>>,
+    pub script: Option<String>,
+    pub argv: Option<Vec<String>>,
+    pub path: Option<String>,
+    pub cwd: Option<String>,
+    pub session: Option<String>,
+    pub principal: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    pub decision: Spanned<String>,
+}
+
+/// A program matcher plus an expected subcommand prefix (`git push`, `terraform *`).
+#[derive(Debug, Clone)]
+pub(crate) struct CommandPattern {
+    pub program: ProgramMatch,
+    pub subcommands: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum ProgramMatch {
+    Exact(String),
+    Glob(String, GlobMatcher),
+}
+
+impl CommandPattern {
+    fn parse(text: &str) -> Result<Self, String> {
+        let mut tokens = text.split_whitespace();
+        let program = tokens.next().ok_or("empty command pattern")?;
+        if program.contains('/') {
+            return Err(format!(
+                "command pattern `{text}`: name the program (`{}`), not a path; paths are matched by basename",
+                program.rsplit('/').next().unwrap_or(program)
+            ));
+        }
+        let program = if program.contains(['*', '?', '[']) {
+            let glob = Glob::new(program).map_err(|e| format!("command pattern `{text}`: {e}"))?;
+            ProgramMatch::Glob(program.to_owned(), glob.compile_matcher())
+        } else {
+            ProgramMatch::Exact(program.to_owned())
+        };
+        let rest: Vec<&str> = tokens.collect();
+        let mut subcommands = Vec::new();
+        for (i, t) in rest.iter().enumerate() {
+            if *t == "*" {
+                if i + 1 != rest.len() {
+                    return Err(format!(
+                        "command pattern `{text}`: `*` may only end a pattern"
+                    ));
+                }
+            } else if t.starts_with('-') {
+                return Err(format!(
+                    "command pattern `{text}`: put flags like `{t}` in `flags` or `not_flags`"
+                ));
+            } else {
+                subcommands.push((*t).to_owned());
+            }
+        }
+        Ok(CommandPattern {
+            program,
+            subcommands,
+        })
+    }
+
+    /// Whether `name args...` is matched.
+    pub fn matches(&self, name: &str, args: &[String]) -> bool {
+        let program_ok = match &self.program {
+            ProgramMatch::Exact(p) => p == name,
+            ProgramMatch::Glob(_, g) => g.is_match(name),
+        };
+        if !program_ok {
+            return false;
+        }
+        if self.subcommands.is_empty() {
+            return true;
+        }
+        let words = crate::baseline::subcommand_words(name, args);
+        words.len() >= self.subcommands.len()
+            && words.iter().zip(&self.subcommands).all(|(w, s)| w == s)
+    }
+}
+
+/// A compiled user rule.
+#[derive(Debug)]
+pub(crate) struct Rule {
+    pub id: String,
+    pub tier: Tier,
+    pub reason: String,
+    pub line: usize,
+    /// `None`: every tool kind.
+    pub tools: Option<Vec<ToolKind>>,
+    pub path_globs: Vec<String>,
+    pub paths: Option<GlobSet>,
+    pub commands: Vec<CommandPattern>,
+    pub except: Vec<CommandPattern>,
+    pub flags: Vec<String>,
+    pub not_flags: Vec<String>,
+    pub sessions: Option<HashSet<String>>,
+    pub principals: Option<HashSet<String>>,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Rule {
+    /// Whether the rule applies to tool kind `k`.
+    pub fn applies_to(&self, k: ToolKind) -> bool {
+        self.tools.as_ref().is_none_or(|t| t.contains(&k))
+    }
+
+    /// Whether the session, principal and label selectors accept `ctx`.
+    pub fn context_matches(&self, ctx: &crate::CallContext) -> bool {
+        self.sessions
+            .as_ref()
+            .is_none_or(|s| s.contains(&ctx.session_id))
+            && self
+                .principals
+                .as_ref()
+                .is_none_or(|p| p.contains(&ctx.principal))
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| ctx.labels.get(k) == Some(v))
+    }
+
+    /// Whether one command layer matches the command selectors (not the path selector).
+    pub fn command_matches(&self, name: &str, args: &[String]) -> bool {
+        self.commands.iter().any(|p| p.matches(name, args))
+            && !self.except.iter().any(|p| p.matches(name, args))
+            && (self.flags.is_empty() || self.flags.iter().any(|f| has_flag(args, f)))
+            && !self.not_flags.iter().any(|f| has_flag(args, f))
+    }
+}
+
+/// Whether `flag` appears among the options of `args` (before `--`). A one-letter flag
+/// (`-f`) also matches inside a cluster (`-fd`); a long one also matches `--flag=value`.
+pub(crate) fn has_flag(args: &[String], flag: &str) -> bool {
+    let short = flag.len() == 2 && flag.starts_with('-') && flag != "--";
+    args.iter().take_while(|a| *a != "--").any(|a| {
+        a == flag
+            || (flag.starts_with("--") && a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+            || (short
+                && a.starts_with('-')
+                && !a.starts_with("--")
+                && a[1..].chars().all(|c| c.is_ascii_alphanumeric())
+                && a[1..].contains(&flag[1..]))
+    })
+}
+
+/// A parsed document before the engine indexes it.
+pub(crate) struct Parsed {
+    pub default: Tier,
+    pub safe_commands: bool,
+    pub rules: Vec<Rule>,
+    pub examples: Vec<(usize, RawExample)>,
+    pub version: String,
+}
+
+/// 1-based (line, column) of a byte offset.
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Parses and validates a document, computing its version.
+pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
+    let raw: RawDocument = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+        Error::Syntax {
+            line,
+            column,
+            message: e.message().trim_end_matches('\n').to_owned(),
+        }
+    })?;
+    let line = |s: std::ops::Range<usize>| line_col(text, s.start).0;
+    let default = match &raw.default {
+        None => Tier::Ask,
+        Some(d) => d.get_ref().parse().map_err(|m| Error::Invalid {
+            line: line(d.span()),
+            message: format!("default: {m}"),
+        })?,
+    };
+    let mut seen = HashSet::new();
+    let mut rules = Vec::with_capacity(raw.rule.len());
+    for r in raw.rule {
+        let rule_line = line(r.span());
+        let r = r.into_inner();
+        let id = r.id.get_ref().trim().to_owned();
+        let err = |span: std::ops::Range<usize>, message: String| Error::Rule {
+            line: line(span),
+            rule: id.clone(),
+            message,
+        };
+        if id.is_empty() {
+            return Err(err(r.id.span(), "`id` must not be empty".to_owned()));
+        }
+        if id.starts_with("baseline.") || id == "default" {
+            return Err(err(
+                r.id.span(),
+                "ids starting with `baseline.` and the id `default` are reserved".to_owned(),
+            ));
+        }
+        if !seen.insert(id.clone()) {
+            return Err(err(r.id.span(), "duplicate rule id".to_owned()));
+        }
+        let tier: Tier = r
+            .decision
+            .get_ref()
+            .parse()
+            .map_err(|m: String| err(r.decision.span(), m))?;
+        if r.reason.get_ref().trim().is_empty() {
+            return Err(err(
+                r.reason.span(),
+                "`reason` must say why, for the model and the approver".to_owned(),
+            ));
+        }
+        let nonempty = |l: &List, field: &str| -> Result<Option<Vec<Spanned<String>>>, Error> {
+            match l {
+                None => Ok(None),
+                Some(v) if v.get_ref().is_empty() => Err(err(
+                    v.span(),
+                    format!(
+                        "`{field}` is empty, so the rule could never match; remove it or list values"
+                    ),
+                )),
+                Some(v) => Ok(Some(v.get_ref().clone())),
+            }
+        };
+        let tools = match nonempty(&r.tools, "tools")? {
+            None => None,
+            Some(list) => Some(
+                list.iter()
+                    .map(|t| {
+                        t.get_ref()
+                            .parse::<ToolKind>()
+                            .map_err(|m| err(t.span(), m))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        let mut path_globs = Vec::new();
+        let paths = match nonempty(&r.paths, "paths")? {
+            None => None,
+            Some(list) => {
+                let mut b = GlobSetBuilder::new();
+                for g in &list {
+                    b.add(compile_glob(g.get_ref()).map_err(|m| err(g.span(), m))?);
+                    path_globs.push(g.get_ref().clone());
+                }
+                Some(
+                    b.build()
+                        .map_err(|e| err(rule_line_span(&r.paths), e.to_string()))?,
+                )
+            }
+        };
+        let patterns = |l: &List, field: &str| -> Result<Vec<CommandPattern>, Error> {
+            nonempty(l, field)?
+                .unwrap_or_default()
+                .iter()
+                .map(|p| CommandPattern::parse(p.get_ref()).map_err(|m| err(p.span(), m)))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let commands = patterns(&r.commands, "commands")?;
+        let except = patterns(&r.except, "except")?;
+        let flags: Vec<String> = nonempty(&r.flags, "flags")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(Spanned::into_inner)
+            .collect();
+        let not_flags: Vec<String> = nonempty(&r.not_flags, "not_flags")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(Spanned::into_inner)
+            .collect();
+        if commands.is_empty() {
+            for (field, present) in [
+                ("except", r.except.is_some()),
+                ("flags", r.flags.is_some()),
+                ("not_flags", r.not_flags.is_some()),
+            ] {
+                if present {
+                    return Err(Error::Rule {
+                        line: rule_line,
+                        rule: id.clone(),
+                        message: format!(
+                            "`{field}` only refines `commands`, and the rule has none"
+                        ),
+                    });
+                }
+            }
+        } else if tools
+            .as_ref()
+            .is_some_and(|t| !t.contains(&ToolKind::ProcessRun))
+        {
+            return Err(Error::Rule {
+                line: rule_line,
+                rule: id.clone(),
+                message:
+                    "`commands` only match process.run calls, but `tools` excludes process.run"
+                        .to_owned(),
+            });
+        }
+        for f in flags.iter().chain(&not_flags) {
+            if !f.starts_with('-') || f == "-" || f == "--" {
+                return Err(Error::Rule {
+                    line: rule_line,
+                    rule: id.clone(),
+                    message: format!("flag `{f}` must start with `-` or `--`"),
+                });
+            }
+        }
+        let set = |l: &List, field: &str| -> Result<Option<HashSet<String>>, Error> {
+            Ok(nonempty(l, field)?.map(|v| v.into_iter().map(Spanned::into_inner).collect()))
+        };
+        let sessions = set(&r.sessions, "sessions")?;
+        let principals = set(&r.principals, "principals")?;
+        let labels = match r.labels {
+            None => BTreeMap::new(),
+            Some(l) if l.get_ref().is_empty() => {
+                return Err(err(
+                    l.span(),
+                    "`labels` is empty, so the rule could never match; remove it or add labels"
+                        .to_owned(),
+                ));
+            }
+            Some(l) => l.into_inner(),
+        };
+        rules.push(Rule {
+            id,
+            tier,
+            reason: r.reason.into_inner().trim().to_owned(),
+            line: rule_line,
+            tools,
+            path_globs,
+            paths,
+            commands,
+            except,
+            flags,
+            not_flags,
+            sessions,
+            principals,
+            labels,
+        });
+    }
+    let examples = raw
+        .example
+        .into_iter()
+        .map(|e| (line(e.span()), e.into_inner()))
+        .collect();
+    Ok(Parsed {
+        default,
+        safe_commands: raw.safe_commands.unwrap_or(true),
+        rules,
+        examples,
+        version: version(text)?,
+    })
+}
+
+fn rule_line_span(l: &List) -> std::ops::Range<usize> {
+    l.as_ref().map_or(0..0, Spanned::span)
+}
+
+/// Compiles a path glob: `*` stays within one component, `**/` also matches at the root.
+pub(crate) fn compile_glob(g: &str) -> Result<Glob, String> {
+    if g.trim().is_empty() {
+        return Err("empty path glob".to_owned());
+    }
+    if let Some(rest) = g.strip_prefix("./") {
+        return Err(format!(
+            "path glob `{g}`: paths are workspace-relative without `./`; write `{rest}`"
+        ));
+    }
+    GlobBuilder::new(g)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| format!("invalid path glob `{g}`: {e}"))
+}
+
+/// sha256 hex of the canonical JSON form of the parsed document.
+///
+/// Reformatting, comments, key order and quoting style do not change the version; any change
+/// of meaning does.
+pub(crate) fn version(text: &str) -> Result<String, Error> {
+    use sha2::{Digest, Sha256};
+    let value: serde_json::Value = toml::from_str(text).map_err(|e| {
+        let (line, column) = e.span().map_or((1, 1), |s| line_col(text, s.start));
+        Error::Syntax {
+            line,
+            column,
+            message: e.message().to_owned(),
+        }
+    })?;
+    let mut canonical = String::new();
+    crate::digest::write_value(&value, &mut canonical);
+    Ok(hex::encode(Sha256::digest(canonical.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        match parse(text) {
+            Ok(_) => panic!("accepted: {text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn errors_carry_line_numbers() {
+        let e = err(
+            "default = \"ask\"\n\n[[rule]]\nid = \"x\"\ndecision = \"auto\"\nreason = \"r\"\ntools = [\"fs.delete\"]\n",
+        );
+        assert!(
+            e.starts_with("line 7: rule `x`: unknown tool kind `fs.delete`"),
+            "{e}"
+        );
+        let e = err("[[rule]]\nid = \"x\"\ndecision = \"maybe\"\nreason = \"r\"\n");
+        assert!(
+            e.starts_with("line 3: rule `x`: unknown decision `maybe`"),
+            "{e}"
+        );
+        let e =
+            err("[[rule]]\nid = \"x\"\ndecision = \"ask\"\nreason = \"r\"\npaths = [\"a/[\"]\n");
+        assert!(e.starts_with("line 5: rule `x`: invalid path glob"), "{e}");
+        let e = err("[[rule]]\nid = \"x\"\ndecision = \"ask\"\nreason = \"r\"\ncommands = []\n");
+        assert!(e.contains("could never match"), "{e}");
+        let e = err(
+            "[[rule]]\nid = \"x\"\ndecision = \"ask\"\nreason = \"r\"\ncommands = [\"git\"]\ntools = [\"fs.read\"]\n",
+        );
+        assert!(e.contains("excludes process.run"), "{e}");
+        let e = err("[[rule]]\nid = \"x\"\ndecisoin = \"ask\"\n");
+        assert!(e.starts_with("line 3, column 1:"), "{e}");
+        let e = err(
+            "[[rule]]\nid = \"x\"\ndecision = \"ask\"\nreason = \"r\"\n[[rule]]\nid = \"x\"\ndecision = \"ask\"\nreason = \"r\"\n",
+        );
+        assert!(e.starts_with("line 6: rule `x`: duplicate"), "{e}");
+    }
+
+    #[test]
+    fn version_ignores_formatting_but_not_meaning() {
+        let a = version(
+            "default = \"ask\"\n[[rule]]\nid = \"a\"\ndecision = \"deny\"\nreason = \"r\"\n",
+        )
+        .unwrap();
+        let b = version(
+            "# comment\n[[rule]]\nreason = 'r'\ndecision = \"deny\"\nid = \"a\"\n\ndefault = \"ask\"\n",
+        );
+        // `default` after a table header belongs to the table, so this one differs in meaning.
+        assert_ne!(a, b.unwrap());
+        let c = version("# comment\ndefault   =   'ask'\n[[rule]]\nreason = 'r'\ndecision = \"deny\"\nid = \"a\"\n").unwrap();
+        assert_eq!(a, c);
+        assert_eq!(a.len(), 64);
+    }
+
+    #[test]
+    fn globs_match_at_the_root_too() {
+        let g = compile_glob("**/.env").unwrap().compile_matcher();
+        assert!(g.is_match(".env") && g.is_match("a/b/.env") && !g.is_match("a/.env.example"));
+        let g = compile_glob("src/*.rs").unwrap().compile_matcher();
+        assert!(g.is_match("src/a.rs") && !g.is_match("src/x/a.rs"));
+    }
+
+    #[test]
+    fn short_flags_match_in_clusters() {
+        let a: Vec<String> = ["-fd", "--force-with-lease=x", "--", "-x"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        assert!(has_flag(&a, "-f") && has_flag(&a, "-d") && has_flag(&a, "--force-with-lease"));
+        assert!(!has_flag(&a, "-x") && !has_flag(&a, "--force"));
+    }
+}

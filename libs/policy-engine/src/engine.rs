@@ -1,0 +1,632 @@
+//! The compiled policy: rule index and classification.
+//!
+//! Rules are indexed so a classification never scans every rule: call-level rules by tool
+//! kind, path globs in one `GlobSet` per tool kind, command rules by program name (plus one
+//! `GlobSet` for program globs). The result is the worst tier of all matches, baseline and
+//! user alike; a unit nothing matches gets the document's default.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use globset::{GlobSet, GlobSetBuilder};
+use toolgate_core::{Tier, ToolKind};
+
+use crate::baseline::{self, BaselineRule};
+use crate::call::{CallContext, ToolCall};
+use crate::document::{self, Error, ProgramMatch, Rule};
+use crate::paths::{self, Access};
+use crate::shell::{self, Analysis, ShellPath};
+
+/// Where a matching rule comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleSource {
+    /// The built-in baseline.
+    Baseline,
+    /// The user policy document.
+    User,
+    /// No rule matched; the document's `default` applied.
+    Default,
+}
+
+impl RuleSource {
+    /// The lowercase name used in JSON.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RuleSource::Baseline => "baseline",
+            RuleSource::User => "user",
+            RuleSource::Default => "default",
+        }
+    }
+}
+
+/// One rule that matched a call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleMatch {
+    /// Rule id (`baseline.*` for built-ins, `default` when nothing matched).
+    pub rule_id: String,
+    /// The rule's tier.
+    pub tier: Tier,
+    /// The rule's reason.
+    pub reason: String,
+    /// Baseline, user or default.
+    pub source: RuleSource,
+}
+
+/// One command of a `process.run` call with its own decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandExplanation {
+    /// The argv as bash would execute it.
+    pub argv: Vec<String>,
+    /// The tier of this command alone.
+    pub tier: Tier,
+    /// Ids of the rules that matched it.
+    pub rule_ids: Vec<String>,
+    /// False when part of it depends on runtime expansion.
+    pub fully_analyzed: bool,
+    /// Observations for the approver (wrappers unwrapped, expansions seen...).
+    pub notes: Vec<String>,
+}
+
+/// One path a call reads or writes, with its own decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathExplanation {
+    /// The normalised path (`?word` when unknown before runtime).
+    pub path: String,
+    /// Read or write.
+    pub access: Access,
+    /// The tier of this access alone.
+    pub tier: Tier,
+    /// Ids of the rules that matched it.
+    pub rule_ids: Vec<String>,
+}
+
+/// The answer for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The final tier: the worst of all matches.
+    pub tier: Tier,
+    /// Every rule that matched, deduplicated, in the order found.
+    pub matches: Vec<RuleMatch>,
+    /// For `process.run`: every extracted command.
+    pub commands: Vec<CommandExplanation>,
+    /// Every path checked.
+    pub paths: Vec<PathExplanation>,
+    /// The policy version that decided.
+    pub policy_version: String,
+    /// A sentence for the model (deny, ask) or the log (auto).
+    pub message: String,
+}
+
+/// A rule as `GetPolicy` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleSummary {
+    /// Rule id.
+    pub id: String,
+    /// Its tier.
+    pub tier: Tier,
+    /// Its reason.
+    pub reason: String,
+    /// Baseline or user.
+    pub source: RuleSource,
+    /// Line of the rule in the document (0 for baseline rules).
+    pub line: usize,
+}
+
+#[derive(Debug, Default)]
+struct PathIndex {
+    set: GlobSet,
+    owners: Vec<u32>,
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    call_level: [Vec<u32>; 9],
+    paths: [PathIndex; 9],
+    by_program: HashMap<String, Vec<u32>>,
+    program_globs: GlobSet,
+    program_glob_owners: Vec<u32>,
+}
+
+/// A loaded, validated and indexed policy.
+#[derive(Debug)]
+pub struct Policy {
+    rules: Vec<Rule>,
+    index: Index,
+    default: Tier,
+    safe_commands: bool,
+    version: String,
+}
+
+/// The default user policy shipped with toolgate.
+pub const DEFAULT_POLICY_TOML: &str = include_str!("../default-policy.toml");
+
+const fn kind_index(k: ToolKind) -> usize {
+    k as usize
+}
+
+impl Policy {
+    /// Parses, validates and indexes a TOML document, then checks its examples.
+    pub fn from_toml(text: &str) -> Result<Policy, Error> {
+        let parsed = document::parse(text)?;
+        let index =
+            build_index(&parsed.rules).map_err(|message| Error::Invalid { line: 1, message })?;
+        let policy = Policy {
+            rules: parsed.rules,
+            index,
+            default: parsed.default,
+            safe_commands: parsed.safe_commands,
+            version: parsed.version,
+        };
+        for (i, (line, ex)) in parsed.examples.iter().enumerate() {
+            let (call, ctx) = example_call(ex).map_err(|message| Error::Invalid {
+                line: *line,
+                message: format!("example {}: {message}", i + 1),
+            })?;
+            let expected: Tier =
+                ex.decision
+                    .get_ref()
+                    .parse()
+                    .map_err(|m: String| Error::Invalid {
+                        line: *line,
+                        message: format!("example {}: {m}", i + 1),
+                    })?;
+            let got = policy.classify(&call, &ctx);
+            if got.tier != expected {
+                return Err(Error::Example {
+                    line: *line,
+                    index: i + 1,
+                    expected,
+                    got: got.tier,
+                    message: got.message,
+                });
+            }
+        }
+        Ok(policy)
+    }
+
+    /// Reads and loads a policy file.
+    pub fn load(path: &Path) -> Result<Policy, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Policy::from_toml(&text)
+    }
+
+    /// The shipped default policy (`default-policy.toml`).
+    pub fn builtin_default() -> Policy {
+        match Policy::from_toml(DEFAULT_POLICY_TOML) {
+            Ok(p) => p,
+            // The shipped file is covered by a unit test; failing here is a build defect.
+            Err(e) => panic!("default-policy.toml is invalid: {e}"),
+        }
+    }
+
+    /// sha256 hex of the normalised document.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The tier of calls nothing matches.
+    pub fn default_tier(&self) -> Tier {
+        self.default
+    }
+
+    /// Whether the read-only allowlist may decide `auto`.
+    pub fn safe_commands(&self) -> bool {
+        self.safe_commands
+    }
+
+    /// Number of user rules.
+    pub fn rule_count(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Every baseline rule then every user rule, in order.
+    pub fn summary(&self) -> Vec<RuleSummary> {
+        baseline::ALL
+            .iter()
+            .filter(|r| self.safe_commands || !std::ptr::eq(**r, &baseline::SAFE))
+            .map(|r| RuleSummary {
+                id: r.id.to_owned(),
+                tier: r.tier,
+                reason: r.reason.to_owned(),
+                source: RuleSource::Baseline,
+                line: 0,
+            })
+            .chain(self.rules.iter().map(|r| RuleSummary {
+                id: r.id.clone(),
+                tier: r.tier,
+                reason: r.reason.clone(),
+                source: RuleSource::User,
+                line: r.line,
+            }))
+            .collect()
+    }
+
+    /// Classifies one call. Pure: no I/O, no ledger.
+    pub fn classify(&self, call: &ToolCall, ctx: &CallContext) -> Decision {
+        let mut b = Builder::default();
+        let kind = call.tool;
+        let call_level: Vec<u32> = self.index.call_level[kind_index(kind)]
+            .iter()
+            .copied()
+            .filter(|r| self.rules[*r as usize].context_matches(ctx))
+            .collect();
+        let mut overall: Option<Tier> = None;
+        if kind == ToolKind::ProcessRun {
+            let cwd = call.cwd.as_deref().unwrap_or(".");
+            let analysis = match (&call.argv, &call.script) {
+                (Some(argv), None) => shell::analyze_argv(argv, cwd),
+                (None, Some(script)) => shell::analyze_script(script, cwd),
+                _ => {
+                    let mut a = Analysis::default();
+                    a.findings.push((
+                        &baseline::UNPARSED,
+                        "process.run needs exactly one of argv or script".to_owned(),
+                    ));
+                    a
+                }
+            };
+            for name in call.env.keys() {
+                if baseline::is_sensitive_variable(name) {
+                    worse(&mut overall, b.baseline(&baseline::SENSITIVE_ENV));
+                }
+            }
+            for (rule, _) in &analysis.findings {
+                worse(&mut overall, b.baseline(rule));
+            }
+            for p in &analysis.paths {
+                if let Some(t) = self.shell_path(p, ctx, &mut b) {
+                    worse(&mut overall, t);
+                }
+            }
+            for c in &analysis.commands {
+                let mut tier: Option<Tier> = None;
+                let mut ids = Vec::new();
+                for r in &c.rules {
+                    tier = Some(tier.map_or(r.tier, |t| t.max(r.tier)));
+                    ids.push(r.id.to_owned());
+                    b.baseline(r);
+                }
+                if c.safe && self.safe_commands && c.rules.is_empty() {
+                    tier = Some(tier.map_or(Tier::Auto, |t| t.max(Tier::Auto)));
+                    ids.push(baseline::SAFE.id.to_owned());
+                    b.baseline(&baseline::SAFE);
+                }
+                for r in self
+                    .command_rules(c, ctx)
+                    .into_iter()
+                    .chain(call_level.iter().copied())
+                {
+                    let rule = &self.rules[r as usize];
+                    tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
+                    if !ids.contains(&rule.id) {
+                        ids.push(rule.id.clone());
+                    }
+                    b.user(rule);
+                }
+                let mut notes = c.notes.clone();
+                let tier = tier.unwrap_or_else(|| {
+                    ids.push("default".to_owned());
+                    notes.push(format!(
+                        "no rule matched; the policy default is {}",
+                        self.default
+                    ));
+                    b.fallback(self.default);
+                    self.default
+                });
+                for p in &c.paths {
+                    if let Some(t) = self.shell_path(p, ctx, &mut b) {
+                        worse(&mut overall, t);
+                    }
+                }
+                worse(&mut overall, tier);
+                b.commands.push(CommandExplanation {
+                    argv: c.argv.clone(),
+                    tier,
+                    rule_ids: ids,
+                    fully_analyzed: c.fully_analyzed,
+                    notes,
+                });
+            }
+            if overall.is_none() {
+                // Nothing ran and nothing matched (an empty script): the default decides.
+                for r in &call_level {
+                    worse(&mut overall, self.rules[*r as usize].tier);
+                    b.user(&self.rules[*r as usize]);
+                }
+                if overall.is_none() {
+                    b.fallback(self.default);
+                    worse(&mut overall, self.default);
+                }
+            }
+        } else {
+            let path = paths::normalise(call.path.as_deref().unwrap_or("."));
+            let access = if kind.writes() {
+                Access::Write
+            } else {
+                Access::Read
+            };
+            let mut tier: Option<Tier> = None;
+            let mut ids = Vec::new();
+            if let Some(r) = paths::baseline_rule(&path, access) {
+                tier = Some(r.tier);
+                ids.push(r.id.to_owned());
+                b.baseline(r);
+            }
+            let mut matched = self.path_rules(kind, &path, ctx);
+            matched.extend(call_level.iter().copied());
+            matched.sort_unstable();
+            matched.dedup();
+            for r in matched {
+                let rule = &self.rules[r as usize];
+                tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
+                ids.push(rule.id.clone());
+                b.user(rule);
+            }
+            let tier = tier.unwrap_or_else(|| {
+                ids.push("default".to_owned());
+                b.fallback(self.default);
+                self.default
+            });
+            b.paths.push(PathExplanation {
+                path,
+                access,
+                tier,
+                rule_ids: ids,
+            });
+            worse(&mut overall, tier);
+        }
+        let tier = overall.unwrap_or(self.default);
+        let message = message(tier, &b, call);
+        Decision {
+            tier,
+            matches: b.matches,
+            commands: b.commands,
+            paths: b.paths,
+            policy_version: self.version.clone(),
+            message,
+        }
+    }
+
+    /// User rules whose command selectors match some layer of `c` (and whose path selector,
+    /// if any, matches one of its paths).
+    fn command_rules(&self, c: &shell::ShellCommand, ctx: &CallContext) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::new();
+        for (name, args) in &c.layers {
+            let mut candidates: Vec<u32> = self
+                .index
+                .by_program
+                .get(name.as_str())
+                .cloned()
+                .unwrap_or_default();
+            if !self.index.program_glob_owners.is_empty() {
+                candidates.extend(
+                    self.index
+                        .program_globs
+                        .matches(name.as_str())
+                        .into_iter()
+                        .map(|i| self.index.program_glob_owners[i]),
+                );
+            }
+            for r in candidates {
+                let rule = &self.rules[r as usize];
+                if out.contains(&r)
+                    || !rule.context_matches(ctx)
+                    || !rule.command_matches(name, args)
+                {
+                    continue;
+                }
+                if let Some(globs) = &rule.paths
+                    && !c.paths.iter().any(|p| p.known && globs.is_match(&p.path))
+                {
+                    continue;
+                }
+                out.push(r);
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// User path rules for a call of `kind` on `path`.
+    fn path_rules(&self, kind: ToolKind, path: &str, ctx: &CallContext) -> Vec<u32> {
+        let idx = &self.index.paths[kind_index(kind)];
+        if idx.owners.is_empty() {
+            return Vec::new();
+        }
+        idx.set
+            .matches(path)
+            .into_iter()
+            .map(|i| idx.owners[i])
+            .filter(|r| self.rules[*r as usize].context_matches(ctx))
+            .collect()
+    }
+
+    /// Classifies a path a shell command touches; `None` when nothing objects to it.
+    fn shell_path(&self, p: &ShellPath, ctx: &CallContext, b: &mut Builder) -> Option<Tier> {
+        let mut tier: Option<Tier> = None;
+        let mut ids = Vec::new();
+        if !p.known {
+            tier = Some(baseline::UNKNOWN_PATH.tier);
+            ids.push(baseline::UNKNOWN_PATH.id.to_owned());
+            b.baseline(&baseline::UNKNOWN_PATH);
+        } else {
+            if let Some(r) = paths::baseline_rule(&p.path, p.access) {
+                tier = Some(r.tier);
+                ids.push(r.id.to_owned());
+                b.baseline(r);
+            }
+            let fs_kind = if p.access == Access::Read {
+                ToolKind::FsRead
+            } else {
+                ToolKind::FsWrite
+            };
+            let mut matched = self.path_rules(fs_kind, &p.path, ctx);
+            matched.extend(self.path_rules(ToolKind::ProcessRun, &p.path, ctx));
+            matched.sort_unstable();
+            matched.dedup();
+            for r in matched {
+                let rule = &self.rules[r as usize];
+                tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
+                ids.push(rule.id.clone());
+                b.user(rule);
+            }
+        }
+        if tier.is_some()
+            || !b
+                .paths
+                .iter()
+                .any(|e| e.path == p.path && e.access == p.access)
+        {
+            b.paths.push(PathExplanation {
+                path: p.path.clone(),
+                access: p.access,
+                tier: tier.unwrap_or(Tier::Auto),
+                rule_ids: ids,
+            });
+        }
+        tier
+    }
+}
+
+fn worse(overall: &mut Option<Tier>, t: Tier) {
+    *overall = Some(overall.map_or(t, |o| o.max(t)));
+}
+
+fn build_index(rules: &[Rule]) -> Result<Index, String> {
+    let mut index = Index::default();
+    let mut path_builders: Vec<(GlobSetBuilder, Vec<u32>)> = (0..9)
+        .map(|_| (GlobSetBuilder::new(), Vec::new()))
+        .collect();
+    let mut program_globs = GlobSetBuilder::new();
+    for (i, rule) in rules.iter().enumerate() {
+        let i = u32::try_from(i).map_err(|_| "too many rules".to_owned())?;
+        if !rule.commands.is_empty() {
+            for p in &rule.commands {
+                match &p.program {
+                    ProgramMatch::Exact(name) => {
+                        let v = index.by_program.entry(name.clone()).or_default();
+                        if !v.contains(&i) {
+                            v.push(i);
+                        }
+                    }
+                    ProgramMatch::Glob(g, _) => {
+                        program_globs.add(globset::Glob::new(g).map_err(|e| e.to_string())?);
+                        index.program_glob_owners.push(i);
+                    }
+                }
+            }
+        } else if !rule.path_globs.is_empty() {
+            for k in ToolKind::ALL.iter().filter(|k| rule.applies_to(**k)) {
+                let (b, owners) = &mut path_builders[kind_index(*k)];
+                for g in &rule.path_globs {
+                    b.add(document::compile_glob(g)?);
+                    owners.push(i);
+                }
+            }
+        } else {
+            for k in ToolKind::ALL.iter().filter(|k| rule.applies_to(**k)) {
+                index.call_level[kind_index(*k)].push(i);
+            }
+        }
+    }
+    for (k, (b, owners)) in path_builders.into_iter().enumerate() {
+        index.paths[k] = PathIndex {
+            set: b.build().map_err(|e| e.to_string())?,
+            owners,
+        };
+    }
+    index.program_globs = program_globs.build().map_err(|e| e.to_string())?;
+    Ok(index)
+}
+
+fn example_call(ex: &document::RawExample) -> Result<(ToolCall, CallContext), String> {
+    let tool = match &ex.tool {
+        Some(t) => t.get_ref().parse::<ToolKind>()?,
+        None if ex.script.is_some() || ex.argv.is_some() => ToolKind::ProcessRun,
+        None => return Err("give `tool`, or `script` / `argv` for process.run".to_owned()),
+    };
+    let mut call = ToolCall::new(tool);
+    call.script.clone_from(&ex.script);
+    call.argv.clone_from(&ex.argv);
+    call.path.clone_from(&ex.path);
+    call.cwd.clone_from(&ex.cwd);
+    if tool == ToolKind::ProcessRun && call.script.is_some() == call.argv.is_some() {
+        return Err("a process.run example needs exactly one of `script` or `argv`".to_owned());
+    }
+    if tool != ToolKind::ProcessRun && call.path.is_none() {
+        return Err(format!("a {tool} example needs `path`"));
+    }
+    let ctx = CallContext {
+        session_id: ex.session.clone().unwrap_or_default(),
+        principal: ex.principal.clone().unwrap_or_default(),
+        labels: ex.labels.clone(),
+    };
+    Ok((call, ctx))
+}
+
+#[derive(Default)]
+struct Builder {
+    matches: Vec<RuleMatch>,
+    commands: Vec<CommandExplanation>,
+    paths: Vec<PathExplanation>,
+}
+
+impl Builder {
+    fn push(&mut self, id: &str, tier: Tier, reason: &str, source: RuleSource) -> Tier {
+        if !self.matches.iter().any(|m| m.rule_id == id) {
+            self.matches.push(RuleMatch {
+                rule_id: id.to_owned(),
+                tier,
+                reason: reason.to_owned(),
+                source,
+            });
+        }
+        tier
+    }
+
+    fn baseline(&mut self, r: &'static BaselineRule) -> Tier {
+        self.push(r.id, r.tier, r.reason, RuleSource::Baseline)
+    }
+
+    fn user(&mut self, r: &Rule) -> Tier {
+        self.push(&r.id, r.tier, &r.reason, RuleSource::User)
+    }
+
+    fn fallback(&mut self, t: Tier) -> Tier {
+        self.push(
+            "default",
+            t,
+            "no rule matched this call; the policy default applies",
+            RuleSource::Default,
+        )
+    }
+}
+
+fn message(tier: Tier, b: &Builder, call: &ToolCall) -> String {
+    let worst: Vec<&RuleMatch> = b.matches.iter().filter(|m| m.tier == tier).collect();
+    let what = b
+        .commands
+        .iter()
+        .find(|c| c.tier == tier)
+        .map(|c| format!("command `{}`", c.argv.join(" ")))
+        .or_else(|| {
+            b.paths
+                .iter()
+                .find(|p| p.tier == tier)
+                .map(|p| format!("{} of `{}`", p.access.as_str(), p.path))
+        })
+        .unwrap_or_else(|| format!("{} call", call.tool));
+    let reasons = worst
+        .iter()
+        .map(|m| format!("{} ({})", m.reason, m.rule_id))
+        .collect::<Vec<_>>()
+        .join("; ");
+    match tier {
+        Tier::Deny => format!("denied, not approvable: {what}: {reasons}"),
+        Tier::Ask => format!("needs human approval: {what}: {reasons}"),
+        Tier::Auto => format!("allowed: {reasons}"),
+    }
+}

@@ -1,0 +1,181 @@
+//! `toolgate check` and `toolgate policy validate` output.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{Value, json};
+use toolgate_core::Tier;
+
+use crate::document::Error;
+use crate::engine::{Decision, Policy, RuleSource};
+
+/// Renders a decision as the one JSON object `toolgate check --json` prints.
+///
+/// Top-level `decision` is `auto`, `ask` or `deny`; `rules`, `commands` and `paths` explain
+/// it; `digest` is included when given.
+pub fn to_json(d: &Decision, digest: Option<&str>) -> Value {
+    let mut v = json!({
+        "decision": d.tier.as_str(),
+        "message": d.message,
+        "policy_version": d.policy_version,
+        "rules": d.matches.iter().map(|m| json!({
+            "id": m.rule_id,
+            "decision": m.tier.as_str(),
+            "reason": m.reason,
+            "source": m.source.as_str(),
+        })).collect::<Vec<_>>(),
+        "commands": d.commands.iter().map(|c| json!({
+            "argv": c.argv,
+            "decision": c.tier.as_str(),
+            "rules": c.rule_ids,
+            "fully_analyzed": c.fully_analyzed,
+            "notes": c.notes,
+        })).collect::<Vec<_>>(),
+        "paths": d.paths.iter().map(|p| json!({
+            "path": p.path,
+            "access": p.access.as_str(),
+            "decision": p.tier.as_str(),
+            "rules": p.rule_ids,
+        })).collect::<Vec<_>>(),
+    });
+    if let (Some(digest), Some(obj)) = (digest, v.as_object_mut()) {
+        obj.insert("digest".to_owned(), Value::from(digest));
+    }
+    v
+}
+
+fn shell_quote(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%^".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Renders a decision as the readable table `toolgate check` prints without `--json`.
+pub fn to_text(d: &Decision, digest: Option<&str>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "decision: {}", d.tier.as_str().to_uppercase());
+    let _ = writeln!(out, "message:  {}", d.message);
+    if !d.commands.is_empty() {
+        let _ = writeln!(out, "\n{:<6}  {:<40}  rules", "tier", "command");
+        for c in &d.commands {
+            let argv = c
+                .argv
+                .iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" ");
+            let _ = writeln!(
+                out,
+                "{:<6}  {:<40}  {}",
+                c.tier.as_str(),
+                argv,
+                c.rule_ids.join(", ")
+            );
+            for n in &c.notes {
+                let _ = writeln!(out, "{:<6}    note: {n}", "");
+            }
+            if !c.fully_analyzed {
+                let _ = writeln!(out, "{:<6}    not fully analysed", "");
+            }
+        }
+    }
+    if !d.paths.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{:<6}  {:<6}  {:<32}  rules",
+            "tier", "access", "path"
+        );
+        for p in &d.paths {
+            let _ = writeln!(
+                out,
+                "{:<6}  {:<6}  {:<32}  {}",
+                p.tier.as_str(),
+                p.access.as_str(),
+                p.path,
+                p.rule_ids.join(", ")
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<6}  {:<9}  {:<36}  reason",
+        "tier", "source", "rule"
+    );
+    for m in &d.matches {
+        let _ = writeln!(
+            out,
+            "{:<6}  {:<9}  {:<36}  {}",
+            m.tier.as_str(),
+            m.source.as_str(),
+            m.rule_id,
+            m.reason
+        );
+    }
+    let _ = writeln!(out, "\npolicy version: {}", d.policy_version);
+    if let Some(digest) = digest {
+        let _ = writeln!(out, "request digest: {digest}");
+    }
+    out
+}
+
+/// What `toolgate policy validate` reports for a valid document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationReport {
+    /// The policy version (sha256 of the normalised document).
+    pub version: String,
+    /// Number of user rules.
+    pub rules: usize,
+    /// Number of user rules per tier (auto, ask, deny).
+    pub by_tier: [usize; 3],
+    /// The default tier.
+    pub default: Tier,
+    /// Whether the read-only allowlist is enabled.
+    pub safe_commands: bool,
+}
+
+impl std::fmt::Display for ValidationReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "policy ok: version {}, {} rules ({} auto, {} ask, {} deny), default {}, safe commands {}; all examples pass",
+            self.version,
+            self.rules,
+            self.by_tier[0],
+            self.by_tier[1],
+            self.by_tier[2],
+            self.default,
+            if self.safe_commands { "on" } else { "off" },
+        )
+    }
+}
+
+/// Loads and checks a policy file (syntax, rules, examples).
+pub fn validate(path: &Path) -> Result<ValidationReport, Error> {
+    let policy = Policy::load(path)?;
+    Ok(report(&policy))
+}
+
+/// The report for an already loaded policy.
+pub fn report(policy: &Policy) -> ValidationReport {
+    let mut by_tier = [0; 3];
+    for r in policy
+        .summary()
+        .iter()
+        .filter(|r| r.source == RuleSource::User)
+    {
+        by_tier[r.tier as usize] += 1;
+    }
+    ValidationReport {
+        version: policy.version().to_owned(),
+        rules: policy.rule_count(),
+        by_tier,
+        default: policy.default_tier(),
+        safe_commands: policy.safe_commands(),
+    }
+}
