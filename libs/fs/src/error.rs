@@ -233,11 +233,6 @@ impl Error {
             },
             Errno::ACCESS | Errno::PERM | Errno::ROFS => Error::AccessDenied { path },
             Errno::NOSPC | Errno::DQUOT => Error::NoSpace { path },
-            Errno::FBIG => Error::TooLarge {
-                path,
-                size: 0,
-                limit: 0,
-            },
             Errno::NAMETOOLONG => Error::InvalidPath {
                 path,
                 why: "a component or the whole path is too long",

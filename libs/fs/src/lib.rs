@@ -7,7 +7,22 @@
 //! read-only. Both apply to the canonical workspace-relative path of what was opened.
 //!
 //! Operations are synchronous; an async caller runs them on a blocking thread.
+//!
+//! Result paths are canonical (symlinks resolved) and shown in the caller's style: a
+//! relative request gets relative paths, an absolute one gets paths under the same
+//! prefix (the root or a configured alias).
+//!
+//! Known residuals, by design:
+//! - Globs match names, not inodes: a hard link inside the workspace to a denied file
+//!   (FS-DENY-SYM-02) can be read under its other name. Writes are unaffected: they
+//!   replace the directory entry by rename and never modify a shared inode.
+//! - An `expected_sha256` check and the final rename are not one atomic step; the
+//!   file's identity (inode, size, mtime, ctime) is re-checked just before the rename,
+//!   which narrows the window to a change within the same timestamp tick.
+//! - Names that are not UTF-8 are shown lossily in results.
+//! - Overwriting keeps the permission bits (`0o777`) but drops set-id bits.
 
+mod cwd;
 mod error;
 mod list;
 mod path;
@@ -17,6 +32,7 @@ mod walk;
 mod workspace;
 mod write;
 
+pub use cwd::OpenDirectory;
 pub use error::{Error, Result};
 pub use list::{Entry, ListOutcome, ListRequest, Truncation};
 pub use path::{Sha256, WorkspacePath};

@@ -9,6 +9,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -201,6 +202,22 @@ impl Workspace {
         want_hash: bool,
         max: u64,
     ) -> Result<Option<Existing>> {
+        if !want_hash {
+            // Only the type and mode are needed: no read permission required.
+            return match rustix::fs::statat(&t.dir, &t.name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => match FileType::from_raw_mode(stat.st_mode) {
+                    FileType::RegularFile => Ok(Some(Existing { stat, sha256: None })),
+                    // A symlink swapped in after resolution: the rename replaces the link itself.
+                    FileType::Symlink => Ok(None),
+                    _ => Err(Error::NotAFile {
+                        path: shown.to_owned(),
+                        kind: special_kind(&stat),
+                    }),
+                },
+                Err(Errno::NOENT) => Ok(None),
+                Err(e) => Err(Error::from_errno("stat", shown, e)),
+            };
+        }
         let fd = match rustix::fs::openat(
             &t.dir,
             &t.name,
@@ -245,8 +262,10 @@ impl Workspace {
         create_new: bool,
     ) -> Result<()> {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        // Keep the temp name within NAME_MAX whatever the target's name length.
+        let stem: Vec<u8> = t.name.as_bytes().iter().take(64).copied().collect();
         let mut tmp = OsString::from(".");
-        tmp.push(&t.name);
+        tmp.push(OsStr::from_bytes(&stem));
         tmp.push(format!(".toolgate-{}-{n}.tmp", std::process::id()));
         let mode = before.map_or(0o666, |e| e.stat.st_mode & 0o777);
         let fd = rustix::fs::openat(
