@@ -1,0 +1,334 @@
+//! Crash safety on a private, throwaway Postgres cluster: stop it with `-m immediate`
+//! in the middle of consumes, restart it, and check that every consume and its audit
+//! record either both exist or both do not, and that nothing was consumed twice.
+//!
+//! The machine's shared Postgres is never touched.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{approve, ask};
+use sqlx::{Connection, Row};
+use toolgate_ledger::*;
+
+/// A Postgres cluster in a temporary directory, stopped when dropped.
+struct PrivatePg {
+    dir: tempfile::TempDir,
+    port: u16,
+    bin: PathBuf,
+}
+
+fn pg_bin() -> PathBuf {
+    let mut versions: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("postgres server binaries under /usr/lib/postgresql")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    versions.sort();
+    versions.pop().expect("an initdb binary")
+}
+
+impl PrivatePg {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        // initdb refuses to run as root; hand the directory to the postgres user then.
+        if Self::as_root() {
+            let pg = Command::new("id")
+                .args(["-u", "postgres"])
+                .output()
+                .unwrap();
+            let uid: u32 = String::from_utf8_lossy(&pg.stdout).trim().parse().unwrap();
+            std::os::unix::fs::chown(dir.path(), Some(uid), None).unwrap();
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let pg = PrivatePg {
+            dir,
+            port,
+            bin: pg_bin(),
+        };
+        pg.run(
+            "initdb",
+            &[
+                "-D",
+                &pg.data(),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                // Only initdb's own files skip fsync; the server below runs durably.
+                "--no-sync",
+            ],
+        );
+        pg.start_server();
+        pg
+    }
+
+    fn as_root() -> bool {
+        std::fs::metadata("/proc/self")
+            .map(|m| m.uid() == 0)
+            .unwrap_or(false)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let exe = self.bin.join(tool);
+        let mut cmd = if Self::as_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let out = cmd.args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{tool} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn start_server(&self) {
+        let opts = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=60",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("log").display().to_string();
+        self.run(
+            "pg_ctl",
+            &[
+                "start",
+                "-w",
+                "-t",
+                "60",
+                "-D",
+                &self.data(),
+                "-l",
+                &log,
+                "-o",
+                &opts,
+            ],
+        );
+    }
+
+    fn stop_immediate(&self) {
+        self.run(
+            "pg_ctl",
+            &["stop", "-w", "-m", "immediate", "-D", &self.data()],
+        );
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for PrivatePg {
+    fn drop(&mut self) {
+        if Path::new(&self.dir.path().join("data/postmaster.pid")).exists() {
+            let data = self.data();
+            let exe = self.bin.join("pg_ctl");
+            let mut cmd = if Self::as_root() {
+                let mut c = Command::new("runuser");
+                c.args(["-u", "postgres", "--"]).arg(&exe);
+                c
+            } else {
+                Command::new(&exe)
+            };
+            let _ = cmd
+                .args(["stop", "-w", "-m", "immediate", "-D", &data])
+                .output();
+        }
+    }
+}
+
+fn config(url: &str) -> LedgerConfig {
+    let mut c = LedgerConfig::new(url);
+    // Fail fast while the server is down instead of retrying through the outage.
+    c.retry_budget = Duration::from_millis(100);
+    c.max_connections = 20;
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_and_its_audit_record_survive_immediate_stop_together() {
+    let pg = PrivatePg::start();
+    let url = pg.url();
+    const N: usize = 40;
+    let l = Arc::new(SqlLedger::connect(config(&url)).await.unwrap());
+    let mut approvals = Vec::new();
+    for i in 0..N {
+        let out = l
+            .ask(ask(&format!("grant{i}"), "s", &format!("job {i}")))
+            .await
+            .unwrap();
+        l.decide(out.approval.id.clone(), approve("bob"))
+            .await
+            .unwrap();
+        approvals.push(out.approval.id);
+    }
+
+    // N consumers race the crash; the stop is issued once a quarter of them are acknowledged.
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel::<()>();
+    let first_tx = Arc::new(std::sync::Mutex::new(Some(first_tx)));
+    let acked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..N {
+        let l = l.clone();
+        let first_tx = first_tx.clone();
+        let acked = acked.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = l
+                .ask(ask(&format!("run{i}"), "s", &format!("job {i}")))
+                .await;
+            if r.is_ok()
+                && acked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 >= N / 4
+                && let Some(tx) = first_tx.lock().unwrap().take()
+            {
+                let _ = tx.send(());
+            }
+            r
+        }));
+    }
+    first_rx.await.unwrap();
+    // Block only this worker: the consumers keep running on the other one while Postgres dies.
+    tokio::task::block_in_place(|| pg.stop_immediate());
+    let mut acknowledged = Vec::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        if let Ok(out) = t.await.unwrap() {
+            assert!(
+                matches!(out.verdict, AskVerdict::Allowed { lease: Some(_) }),
+                "{:?}",
+                out.verdict
+            );
+            acknowledged.push(i);
+        }
+    }
+    assert!(!acknowledged.is_empty());
+    drop(l);
+
+    pg.start_server();
+    let l = SqlLedger::connect(config(&url)).await.unwrap();
+    let mut c = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut consumed = 0;
+    for (i, id) in approvals.iter().enumerate() {
+        let a = l.get(id.clone()).await.unwrap();
+        let allowed: i64 = sqlx::query(
+            "SELECT count(*) FROM tg_decisions WHERE approval_id = $1 AND allowed_at IS NOT NULL",
+        )
+        .bind(id.as_str())
+        .fetch_one(&mut c)
+        .await
+        .unwrap()
+        .get(0);
+        let events: i64 = sqlx::query(
+            "SELECT count(*) FROM tg_audit WHERE subject = $1 AND kind = 'approval.consumed'",
+        )
+        .bind(id.as_str())
+        .fetch_one(&mut c)
+        .await
+        .unwrap()
+        .get(0);
+        match a.state {
+            ApprovalState::Consumed => {
+                consumed += 1;
+                assert_eq!(
+                    (allowed, events),
+                    (1, 1),
+                    "approval {i}: consume and its record exist once"
+                );
+                assert_eq!(a.consumed_by_call.unwrap().as_str(), format!("run{i}"));
+            }
+            ApprovalState::Approved => {
+                assert_eq!(
+                    (allowed, events),
+                    (0, 0),
+                    "approval {i}: neither consume nor record"
+                );
+                assert!(
+                    !acknowledged.contains(&i),
+                    "an acknowledged consume was lost"
+                );
+            }
+            other => panic!("approval {i} in unexpected state {other}"),
+        }
+    }
+    assert!(consumed >= acknowledged.len());
+    eprintln!(
+        "crash: {} consumes acknowledged before the stop, {consumed} durable after restart, of {N}",
+        acknowledged.len()
+    );
+    let report = l.verify().await.unwrap();
+    assert!(report.broken.is_none(), "{report:?}");
+
+    // The orchestrator resumes every call: one that committed before the crash never runs again.
+    let mut runs_after = 0;
+    for i in 0..N {
+        let out = l
+            .ask(ask(&format!("run{i}"), "s", &format!("job {i}")))
+            .await
+            .unwrap();
+        match out.verdict {
+            AskVerdict::AlreadyRan => assert!(
+                l.get(approvals[i].clone())
+                    .await
+                    .unwrap()
+                    .consumed_at
+                    .is_some()
+            ),
+            AskVerdict::Allowed { .. } => runs_after += 1,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(
+        consumed + runs_after,
+        N,
+        "every approval consumed exactly once overall"
+    );
+    for id in &approvals {
+        assert_eq!(
+            l.get(id.clone()).await.unwrap().state,
+            ApprovalState::Consumed
+        );
+    }
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
+
+/// While the database is down the ledger reports unhealthy; it recovers by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_follows_the_database() {
+    let pg = PrivatePg::start();
+    let l = SqlLedger::connect(config(&pg.url())).await.unwrap();
+    l.health().await.unwrap();
+    pg.stop_immediate();
+    let err = l.health().await.unwrap_err();
+    assert!(err.is_transient(), "{err}");
+    assert!(matches!(
+        l.get(ApprovalId::try_from("apr_x").unwrap())
+            .await
+            .unwrap_err(),
+        Error::Unavailable(_)
+    ));
+    pg.start_server();
+    l.health().await.unwrap();
+    assert!(matches!(
+        l.get(ApprovalId::try_from("apr_x").unwrap())
+            .await
+            .unwrap_err(),
+        Error::ApprovalNotFound { .. }
+    ));
+}
