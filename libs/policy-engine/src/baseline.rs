@@ -600,7 +600,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         }
         "tree" => unsafe_flag |= has_short(args, 'o') || has_short(args, 'R'),
         "date" => {
-            unsafe_flag |= has_short(args, 's') || has_long(args, "--set") || has_short(args, 'f')
+            unsafe_flag |= has_short(args, 's') || has_long(args, "--set") || has_short(args, 'f');
         }
         "uniq" | "xxd" => {
             unsafe_flag |= ops.len() > 1 || has_short(args, 'r');
@@ -670,7 +670,7 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
                     || other.starts_with("--git-dir=")
                     || other.starts_with("--work-tree=") =>
             {
-                *unsafe_flag = true
+                *unsafe_flag = true;
             }
             _ => {}
         }
@@ -706,21 +706,21 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
             f.rules.push(&FORCE_PUSH);
         }
         Some("rebase" | "filter-branch" | "filter-repo" | "replace") => {
-            f.rules.push(&HISTORY_REWRITE)
+            f.rules.push(&HISTORY_REWRITE);
         }
         Some("reset")
             if has_long(rest, "--hard")
                 || has_long(rest, "--merge")
                 || has_long(rest, "--keep") =>
         {
-            f.rules.push(&HISTORY_REWRITE)
+            f.rules.push(&HISTORY_REWRITE);
         }
         Some("commit") if has_long(rest, "--amend") => f.rules.push(&HISTORY_REWRITE),
         Some("clean") if has_short(rest, 'f') || has_long(rest, "--force") => {
-            f.rules.push(&HISTORY_REWRITE)
+            f.rules.push(&HISTORY_REWRITE);
         }
         Some("checkout" | "switch") if has_short(rest, 'f') || has_long(rest, "--force") => {
-            f.rules.push(&HISTORY_REWRITE)
+            f.rules.push(&HISTORY_REWRITE);
         }
         Some("update-ref") if has_short(rest, 'd') => f.rules.push(&HISTORY_REWRITE),
         Some("reflog")
@@ -728,14 +728,14 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
                 .first()
                 .is_some_and(|s| matches!(*s, "expire" | "delete")) =>
         {
-            f.rules.push(&HISTORY_REWRITE)
+            f.rules.push(&HISTORY_REWRITE);
         }
         Some("stash")
             if rest_ops
                 .first()
                 .is_some_and(|s| matches!(*s, "drop" | "clear")) =>
         {
-            f.rules.push(&HISTORY_REWRITE)
+            f.rules.push(&HISTORY_REWRITE);
         }
         _ => {}
     }
@@ -936,7 +936,7 @@ pub(crate) fn sed_script_is_safe(script: &str) -> bool {
         loop {
             match b.get(i) {
                 Some(c) if c.is_ascii_digit() || matches!(c, '$' | ',' | '~' | '+' | '!' | ' ') => {
-                    i += 1
+                    i += 1;
                 }
                 Some('/') => {
                     i += 1;

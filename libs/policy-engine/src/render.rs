@@ -179,3 +179,60 @@ pub fn report(policy: &Policy) -> ValidationReport {
         safe_commands: policy.safe_commands(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CallContext, ToolCall, request_digest};
+
+    #[test]
+    fn json_has_a_top_level_decision_and_the_explanation() {
+        let p = Policy::builtin_default();
+        let call = ToolCall::script("ls && rm -rf build");
+        let d = p.classify(&call, &CallContext::default());
+        let digest = request_digest(&call, "s", "p", p.version());
+        let v = to_json(&d, Some(&digest));
+        assert_eq!(v["decision"], "ask");
+        assert_eq!(v["digest"], digest.as_str());
+        assert_eq!(v["policy_version"], p.version());
+        assert_eq!(
+            v["commands"][1]["argv"],
+            serde_json::json!(["rm", "-rf", "build"])
+        );
+        assert_eq!(v["commands"][1]["decision"], "ask");
+        assert_eq!(v["commands"][0]["decision"], "auto");
+        assert!(
+            v["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["id"] == "baseline.rm-recursive-or-forced" && r["source"] == "baseline")
+        );
+        assert_eq!(v["paths"][0]["path"], "build");
+    }
+
+    #[test]
+    fn text_table_names_commands_and_rules() {
+        let p = Policy::builtin_default();
+        let d = p.classify(
+            &ToolCall::script("ls && rm -rf 'my build'"),
+            &CallContext::default(),
+        );
+        let t = to_text(&d, None);
+        assert!(t.starts_with("decision: ASK\n"), "{t}");
+        assert!(t.contains("rm -rf 'my build'"), "{t}");
+        assert!(t.contains("baseline.rm-recursive-or-forced"), "{t}");
+        assert!(
+            t.contains(&format!("policy version: {}", p.version())),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_shipped_default_policy_is_valid() {
+        let p = Policy::from_toml(crate::DEFAULT_POLICY_TOML).unwrap();
+        let r = report(&p);
+        assert_eq!((r.default, r.safe_commands), (Tier::Ask, true));
+        assert!(r.rules >= 4);
+    }
+}

@@ -283,7 +283,7 @@ impl Analyzer {
                 self.test_expr(b, ctx, depth);
             }
             ast::ExtendedTestExpr::Not(a) | ast::ExtendedTestExpr::Parenthesized(a) => {
-                self.test_expr(a, ctx, depth)
+                self.test_expr(a, ctx, depth);
             }
             ast::ExtendedTestExpr::UnaryTest(_, w) => {
                 self.word(&w.value, ctx, depth);
@@ -428,7 +428,7 @@ impl Analyzer {
                     }
                 }
                 ast::CommandPrefixOrSuffixItem::Word(w) => {
-                    words.push(self.word(&w.value, ctx, depth))
+                    words.push(self.word(&w.value, ctx, depth));
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
                     let fetch = self.substitution_list(&sub.list, ctx, depth);
