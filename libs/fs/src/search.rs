@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::BorrowedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -297,7 +297,7 @@ impl SearchVisit<'_> {
         st: &mut SearchState,
         dir: BorrowedFd<'_>,
         name: &std::ffi::OsStr,
-        canon: &Path,
+        canon: impl FnOnce() -> PathBuf,
     ) {
         // Relative to the directory handle, one component, never a symlink, never blocking.
         let Ok(fd) = rustix::fs::openat(
@@ -308,10 +308,10 @@ impl SearchVisit<'_> {
         ) else {
             return;
         };
-        match rustix::fs::fstat(&fd) {
-            Ok(s) if FileType::from_raw_mode(s.st_mode) == FileType::RegularFile => {}
-            _ => return,
-        }
+        // No fstat: the entry's type came from the directory, and whatever may have been
+        // swapped in since cannot block (O_NONBLOCK), follow a link (O_NOFOLLOW) or be a
+        // device (creating one needs privileges the workspace never grants); a directory
+        // fails its first read and is skipped.
         st.searched += 1;
         let mut sink = Collect {
             budget: self.budget,
@@ -326,7 +326,7 @@ impl SearchVisit<'_> {
         let _ = st.searcher.search_reader(&self.matcher, reader, &mut sink);
         if !sink.lines.is_empty() {
             st.files.push(FileMatches {
-                path: self.ws.render(self.style, canon),
+                path: self.ws.render(self.style, &canon()),
                 lines: sink.lines,
             });
         }
@@ -351,14 +351,14 @@ impl Visit for SearchVisit<'_> {
         if self
             .include
             .as_ref()
-            .is_some_and(|f| !f.is_match(item.name, item.rel))
+            .is_some_and(|f| !f.is_match(item.name, || item.rel()))
         {
             return true;
         }
         if !self.budget.next_file() {
             return false;
         }
-        self.search_fd(st, item.dir, item.name, item.canon);
+        self.search_fd(st, item.dir, item.name, || item.canon());
         !self.budget.stop.load(Ordering::Relaxed)
     }
 }
@@ -381,13 +381,13 @@ impl Visit for FindVisit<'_> {
         if !self.budget.next_file() {
             return false;
         }
-        if self.patterns.is_match(item.name, item.rel) {
+        if self.patterns.is_match(item.name, || item.rel()) {
             if !Budget::take(&self.budget.results, 1) {
                 self.budget.cut(Truncation::MaxResults);
                 return false;
             }
             st.push(Found {
-                path: self.ws.render(self.style, item.canon),
+                path: self.ws.render(self.style, &item.canon()),
                 kind: EntryKind::from_file_type(item.file_type),
             });
         }
@@ -492,12 +492,9 @@ impl Workspace {
                 let (dir, _) = self.open_dir(r.shown, parent, false)?;
                 if let Some(name) = resolved.canon.file_name() {
                     budget.next_file();
-                    visitor.search_fd(
-                        &mut st,
-                        std::os::fd::AsFd::as_fd(&dir),
-                        name,
-                        &resolved.canon,
-                    );
+                    visitor.search_fd(&mut st, std::os::fd::AsFd::as_fd(&dir), name, || {
+                        resolved.canon.clone()
+                    });
                 }
                 vec![st]
             }

@@ -71,8 +71,9 @@ impl Filter {
         }))
     }
 
-    pub(crate) fn is_match(&self, name: &OsStr, rel: &Path) -> bool {
-        self.names.is_match(name) || self.paths.is_match(rel)
+    /// Matches a name, building the relative path only when a path glob needs it.
+    pub(crate) fn is_match(&self, name: &OsStr, rel: impl FnOnce() -> PathBuf) -> bool {
+        self.names.is_match(name) || (!self.paths.is_empty() && self.paths.is_match(rel()))
     }
 }
 
@@ -82,12 +83,24 @@ pub(crate) struct Item<'a> {
     pub dir: BorrowedFd<'a>,
     /// The entry's name in `dir`.
     pub name: &'a OsStr,
-    /// Workspace-relative canonical path.
-    pub canon: &'a Path,
-    /// Path relative to the walk's base.
-    pub rel: &'a Path,
+    /// Workspace-relative canonical path of the containing directory.
+    pub dir_canon: &'a Path,
+    /// Path of the containing directory relative to the walk's base.
+    pub dir_rel: &'a Path,
     /// The entry's own type (symlinks are not followed).
     pub file_type: FileType,
+}
+
+impl Item<'_> {
+    /// Workspace-relative canonical path; built on demand, most files never need it.
+    pub fn canon(&self) -> PathBuf {
+        self.dir_canon.join(self.name)
+    }
+
+    /// Path relative to the walk's base.
+    pub fn rel(&self) -> PathBuf {
+        self.dir_rel.join(self.name)
+    }
 }
 
 /// What a walk does with each entry.
@@ -293,12 +306,12 @@ impl<V: Visit> Walker<'_, V> {
             ignores
         };
         let mut files = Vec::new();
+        let check_deny = self.ws.has_deny();
         for (name, mut ft) in names {
             if !self.spec.include_hidden && is_hidden(&name) {
                 continue;
             }
-            let child = canon.join(&name);
-            if self.ws.entry_denied(&child) {
+            if check_deny && self.ws.entry_denied(&canon.join(&name)) {
                 continue;
             }
             if ft == FileType::Unknown {
@@ -308,14 +321,13 @@ impl<V: Visit> Walker<'_, V> {
                 }
             }
             let is_dir = ft == FileType::Directory;
-            if ignored(&ignores, &child, is_dir) {
+            if ignores.is_some() && ignored(&ignores, &canon.join(&name), is_dir) {
                 continue;
             }
-            let child_rel = rel.join(&name);
             if self
                 .spec
                 .exclude
-                .is_some_and(|f| f.is_match(&name, &child_rel))
+                .is_some_and(|f| f.is_match(&name, || rel.join(&name)))
             {
                 continue;
             }
@@ -323,16 +335,16 @@ impl<V: Visit> Walker<'_, V> {
                 let item = Item {
                     dir: fd.as_fd(),
                     name: &name,
-                    canon: &child,
-                    rel: &child_rel,
+                    dir_canon: canon,
+                    dir_rel: rel,
                     file_type: ft,
                 };
                 if !self.visitor.visit(st, &item) {
                     return false;
                 }
                 self.queue.push(Work::Dir {
-                    canon: child,
-                    rel: child_rel,
+                    canon: canon.join(&name),
+                    rel: rel.join(&name),
                     ignores: ignores.clone(),
                 });
             } else {
@@ -374,13 +386,11 @@ impl<V: Visit> Walker<'_, V> {
             if self.queue.stop.load(Ordering::Relaxed) {
                 return false;
             }
-            let child = canon.join(name);
-            let child_rel = rel.join(name);
             let item = Item {
                 dir,
                 name,
-                canon: &child,
-                rel: &child_rel,
+                dir_canon: canon,
+                dir_rel: rel,
                 file_type: *ft,
             };
             if !self.visitor.visit(st, &item) {

@@ -487,6 +487,11 @@ impl Workspace {
         }
     }
 
+    /// Whether any deny glob is configured (walks skip building paths when not).
+    pub(crate) fn has_deny(&self) -> bool {
+        !self.deny.is_empty()
+    }
+
     /// Whether a single entry (whose ancestors were already checked) is denied.
     pub(crate) fn entry_denied(&self, canon: &Path) -> bool {
         self.deny.is_match(canon)

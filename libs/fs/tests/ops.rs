@@ -717,5 +717,8 @@ fn write_accepts_names_up_to_name_max() {
     fx.ws.write(&write_req(&name, b"x")).unwrap();
     fx.ws.write(&write_req(&name, b"y")).unwrap();
     assert_eq!(std::fs::read(fx.root.join(&name)).unwrap(), b"y");
-    assert_reason(fx.ws.write(&write_req(&"n".repeat(256), b"x")), Reason::InvalidPath);
+    assert_reason(
+        fx.ws.write(&write_req(&"n".repeat(256), b"x")),
+        Reason::InvalidPath,
+    );
 }
