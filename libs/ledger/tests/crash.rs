@@ -74,9 +74,7 @@ impl PrivatePg {
     }
 
     fn as_root() -> bool {
-        std::fs::metadata("/proc/self")
-            .map(|m| m.uid() == 0)
-            .unwrap_or(false)
+        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
     }
 
     fn data(&self) -> String {
