@@ -275,19 +275,15 @@ async fn consume_and_its_audit_record_survive_immediate_stop_together() {
 
     // The orchestrator resumes every call: one that committed before the crash never runs again.
     let mut runs_after = 0;
-    for i in 0..N {
+    for (i, id) in approvals.iter().enumerate() {
         let out = l
             .ask(ask(&format!("run{i}"), "s", &format!("job {i}")))
             .await
             .unwrap();
         match out.verdict {
-            AskVerdict::AlreadyRan => assert!(
-                l.get(approvals[i].clone())
-                    .await
-                    .unwrap()
-                    .consumed_at
-                    .is_some()
-            ),
+            AskVerdict::AlreadyRan => {
+                assert!(l.get(id.clone()).await.unwrap().consumed_at.is_some())
+            }
             AskVerdict::Allowed { .. } => runs_after += 1,
             other => panic!("unexpected {other:?}"),
         }
