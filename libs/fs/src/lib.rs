@@ -22,6 +22,8 @@
 //! - Names that are not UTF-8 are shown lossily in results.
 //! - Overwriting keeps the permission bits (`0o777`) but drops set-id bits.
 
+#![warn(missing_docs)]
+
 mod cwd;
 mod error;
 mod list;

@@ -707,6 +707,12 @@ mod tests {
     }
 
     #[test]
+    fn workspace_is_shareable_across_blocking_threads() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Workspace>();
+    }
+
+    #[test]
     fn caps_refuse_zero_and_above_max() {
         assert_eq!(cap("x", None, 5usize, 10).unwrap(), 5);
         assert_eq!(cap("x", Some(7usize), 5, 10).unwrap(), 7);
