@@ -282,7 +282,7 @@ async fn consume_and_its_audit_record_survive_immediate_stop_together() {
             .unwrap();
         match out.verdict {
             AskVerdict::AlreadyRan => {
-                assert!(l.get(id.clone()).await.unwrap().consumed_at.is_some())
+                assert!(l.get(id.clone()).await.unwrap().consumed_at.is_some());
             }
             AskVerdict::Allowed { .. } => runs_after += 1,
             other => panic!("unexpected {other:?}"),
