@@ -107,8 +107,13 @@ pub struct WorkspaceConfig {
     /// Absolute prefixes an orchestrator uses for the same root (`/home/me/proj`).
     pub aliases: Vec<PathBuf>,
     /// Globs over canonical workspace-relative paths with no access at all.
+    ///
+    /// `*` stays within one component and `**/` also matches at the root (`**/.env`
+    /// covers `.env` and `a/b/.env`). A glob that matches a directory covers everything
+    /// beneath it.
     pub deny: Vec<String>,
-    /// Globs over canonical workspace-relative paths that are readable but not writable.
+    /// Globs over canonical workspace-relative paths that are readable but not writable,
+    /// with the same syntax as `deny`.
     pub protected: Vec<String>,
     /// Size and count limits.
     pub limits: Limits,
