@@ -42,5 +42,5 @@ pub use read::{ReadOutcome, ReadRange, ReadRequest, StatOutcome, StatRequest};
 pub use search::{
     FileMatches, FindOutcome, FindRequest, Found, SearchLine, SearchOutcome, SearchRequest,
 };
-pub use workspace::{DEFAULT_PROTECTED, EntryKind, Limits, Workspace, WorkspaceConfig};
+pub use workspace::{Canonical, DEFAULT_PROTECTED, EntryKind, Limits, Workspace, WorkspaceConfig};
 pub use write::{EditOutcome, EditRequest, MkdirOutcome, MkdirRequest, WriteOutcome, WriteRequest};

@@ -190,6 +190,17 @@ pub(crate) struct Resolved {
     pub canon: PathBuf,
 }
 
+/// The canonical form of a request path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canonical {
+    /// Workspace-relative, symlinks resolved (`.` for the root): what policies match.
+    pub relative: String,
+    /// The same path in the caller's style (relative, or under the root or alias used).
+    pub display: String,
+    /// Whether the whole path exists (otherwise only a prefix was resolved).
+    pub exists: bool,
+}
+
 /// Whether an access reads or writes, for the protected globs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
@@ -522,6 +533,54 @@ impl Workspace {
         let canon = self.canonical(fd.as_fd(), req.shown)?;
         self.check(req.shown, &canon, access)?;
         Ok(Resolved { fd, stat, canon })
+    }
+
+    /// The canonical workspace-relative path a request names, for policy decisions and
+    /// approval digests, without opening anything for reading or writing.
+    ///
+    /// Symlinks beneath the root are resolved; for a path that does not exist yet, the
+    /// longest existing prefix is resolved and the remaining plain names are appended.
+    /// Escapes, loops and denied paths fail exactly as the operations would.
+    pub fn canonicalize(&self, path: &WorkspacePath) -> Result<Canonical> {
+        let req = self.request(path)?;
+        self.precheck(&req, Access::Read)?;
+        let comps: Vec<Component<'_>> = req.rel.components().collect();
+        for keep in (0..=comps.len()).rev() {
+            let prefix: PathBuf = comps[..keep].iter().collect();
+            let kernel = if prefix.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                prefix
+            };
+            match self.openat2(self.root_fd(), &kernel, OFlags::PATH, BENEATH) {
+                Ok(fd) => {
+                    let mut canon = self.canonical(fd.as_fd(), req.shown)?;
+                    for c in &comps[keep..] {
+                        match c {
+                            Component::Normal(n) => canon.push(n),
+                            Component::CurDir => {}
+                            // `..` after a missing directory names nothing that exists.
+                            _ => {
+                                return Err(Error::NotFound {
+                                    path: req.shown.to_owned(),
+                                });
+                            }
+                        }
+                    }
+                    self.check(req.shown, &canon, Access::Read)?;
+                    return Ok(Canonical {
+                        display: self.render(req.style, &canon),
+                        relative: self.render(Style::Relative, &canon),
+                        exists: keep == comps.len(),
+                    });
+                }
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(Error::from_errno("resolve", req.shown, e)),
+            }
+        }
+        Err(Error::NotFound {
+            path: req.shown.to_owned(),
+        })
     }
 
     /// Opens an already resolved object again with real access flags, by its canonical

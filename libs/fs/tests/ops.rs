@@ -722,3 +722,38 @@ fn write_accepts_names_up_to_name_max() {
         Reason::InvalidPath,
     );
 }
+
+#[test]
+fn canonicalize_resolves_symlinks_and_missing_tails() {
+    let fx = Fixture::with(|c| {
+        c.aliases = vec!["/home/me/proj".into()];
+        c.deny = vec!["**/.env".into()];
+    });
+    fx.write("real/f.txt", "");
+    fx.symlink("real", "ln");
+    fx.symlink(&fx.out, "out");
+    fx.symlink(".env", "notenv");
+    let c = fx.ws.canonicalize(&wp("ln/f.txt")).unwrap();
+    assert_eq!((c.relative.as_str(), c.exists), ("real/f.txt", true));
+    let c = fx
+        .ws
+        .canonicalize(&wp("/home/me/proj/ln/new/deeper.txt"))
+        .unwrap();
+    assert_eq!(c.relative, "real/new/deeper.txt");
+    assert_eq!(c.display, "/home/me/proj/real/new/deeper.txt");
+    assert!(!c.exists);
+    assert_eq!(fx.ws.canonicalize(&wp(".")).unwrap().relative, ".");
+    assert_reason(
+        fx.ws.canonicalize(&wp("out/x")),
+        Reason::PathOutsideWorkspace,
+    );
+    assert_reason(
+        fx.ws.canonicalize(&wp("../x")),
+        Reason::PathOutsideWorkspace,
+    );
+    assert_reason(fx.ws.canonicalize(&wp("missing/../../x")), Reason::NotFound);
+    // A link to a denied file is denied like the file, existing or not.
+    fx.write(".env", "K=1");
+    assert_reason(fx.ws.canonicalize(&wp("notenv")), Reason::PathDenied);
+    assert_reason(fx.ws.canonicalize(&wp("sub/.env")), Reason::PathDenied);
+}
