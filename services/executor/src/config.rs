@@ -24,6 +24,8 @@ pub struct Config {
     pub shutdown_grace_ms: u64,
     /// A stable id for this executor; empty uses the host name and pid.
     pub executor_id: String,
+    /// Largest request message accepted (write content, run stdin), in bytes.
+    pub max_request_bytes: usize,
 }
 
 impl Default for Config {
@@ -36,6 +38,7 @@ impl Default for Config {
             process: ProcessSection::default(),
             shutdown_grace_ms: 10_000,
             executor_id: String::new(),
+            max_request_bytes: 64 << 20,
         }
     }
 }

@@ -8,6 +8,7 @@
 pub mod config;
 mod fs_search;
 mod fs_service;
+mod process_service;
 mod wire;
 
 use std::sync::Arc;
@@ -15,11 +16,16 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use toolgate_contracts::common::v1::ExecutorIdentity;
+use toolgate_contracts::executor::v1 as pb;
+use toolgate_contracts::executor::v1::executor_service_server::ExecutorServiceServer;
 use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemServiceServer;
+use toolgate_contracts::executor::v1::process_service_server::ProcessServiceServer;
 use toolgate_runtime::{grpc, shutdown};
 
 pub use config::Config;
 pub use fs_service::FsService;
+pub use process_service::ProcessAdapter;
 
 /// Why the executor could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +39,40 @@ pub enum Error {
     /// The gRPC server failed.
     #[error("grpc server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The configuration is inconsistent.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The process runner could not start.
+    #[error("cannot start the process runner: {0}")]
+    Runner(#[from] toolgate_process::runner::Error),
+}
+
+/// Who this executor is: configured id, else host name and pid, plus the Kubernetes
+/// downward-API variables when the pod sets them.
+pub fn identity(config: &Config) -> ExecutorIdentity {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default();
+    ExecutorIdentity {
+        executor_id: if config.executor_id.is_empty() {
+            format!("{host}:{}", std::process::id())
+        } else {
+            config.executor_id.clone()
+        },
+        pod: var("POD_NAME"),
+        namespace: var("POD_NAMESPACE"),
+        node: var("NODE_NAME"),
+        image: {
+            let i = var("POD_IMAGE");
+            if i.is_empty() {
+                var("CONTAINER_IMAGE")
+            } else {
+                i
+            }
+        },
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+    }
 }
 
 /// Serves every executor gRPC service on `listener` until `shutdown` fires, then drains
@@ -48,8 +88,27 @@ pub async fn serve(
     let (health, health_service) = grpc::health();
     let (reflection_v1, reflection_v1alpha) = grpc::reflection();
     let fs = FsService::new(workspace.clone());
+    let runner = toolgate_process::Runner::new(config.process_config().map_err(Error::Config)?)?;
+    let view = pb::WorkspaceView {
+        root: workspace.real_root().display().to_string(),
+        aliases: config
+            .workspace
+            .aliases
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect(),
+        deny: config.workspace.deny.clone(),
+        protected: config.workspace.protected.clone(),
+    };
+    let process = ProcessAdapter::new(workspace.clone(), runner.clone(), identity(&config), view);
     health
         .set_serving::<FilesystemServiceServer<FsService>>()
+        .await;
+    health
+        .set_serving::<ProcessServiceServer<ProcessAdapter>>()
+        .await;
+    health
+        .set_serving::<ExecutorServiceServer<ProcessAdapter>>()
         .await;
 
     // One machine-readable line on stdout so scripts and tests learn the bound port.
@@ -59,11 +118,16 @@ pub async fn serve(
     );
     tracing::info!(%addr, root = %workspace.real_root().display(), "executor listening");
 
+    let max_request = config.max_request_bytes;
     let server = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(FilesystemServiceServer::new(fs))
+        .add_service(FilesystemServiceServer::new(fs).max_decoding_message_size(max_request))
+        .add_service(
+            ProcessServiceServer::new(process.clone()).max_decoding_message_size(max_request),
+        )
+        .add_service(ExecutorServiceServer::new(process))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown.clone().wait());
     tokio::pin!(server);
     tokio::select! {
@@ -72,6 +136,9 @@ pub async fn serve(
     }
     health
         .set_not_serving::<FilesystemServiceServer<FsService>>()
+        .await;
+    health
+        .set_not_serving::<ProcessServiceServer<ProcessAdapter>>()
         .await;
     let grace = Duration::from_millis(config.shutdown_grace_ms);
     let drained = shutdown::drain_within(grace, async {
@@ -83,7 +150,9 @@ pub async fn serve(
     if drained {
         tracing::info!("executor drained and stopped");
     } else {
-        tracing::warn!(?grace, "grace period over; abandoning in-flight calls");
+        tracing::warn!(?grace, "grace period over; terminating in-flight runs");
     }
+    // Whatever still runs is terminated (TERM, grace, KILL) and reaped before we exit.
+    runner.shutdown().await;
     Ok(())
 }

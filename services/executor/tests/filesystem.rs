@@ -375,7 +375,9 @@ async fn list_search_find_stat_and_mkdir() {
     assert_eq!(reason(&err), "PATH_DENIED");
 }
 
-#[tokio::test]
+// Multi-threaded: `terminate` blocks this thread in wait(), while the client side of the
+// connection must still be able to answer the server's GOAWAY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_reflection_and_graceful_shutdown() {
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};

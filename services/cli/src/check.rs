@@ -1,0 +1,99 @@
+//! `toolgate check` and `toolgate policy validate`: policy answers with no server needed.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use toolgate_core::ToolKind;
+use toolgate_policy_engine::{CallContext, Policy, ToolCall, request_digest};
+
+/// Arguments of `toolgate check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// A policy document; the shipped default policy when omitted.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Print one JSON object (top-level `decision`: auto, ask or deny) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// The tool kind (`fs.read`, `fs.write`, ..., `process.run`).
+    #[arg(long, default_value = "process.run")]
+    tool: String,
+    /// The canonical workspace-relative path, for filesystem tools.
+    #[arg(long)]
+    path: Option<String>,
+    /// The session the call belongs to.
+    #[arg(long, default_value = "cli")]
+    session: String,
+    /// The principal the call runs for.
+    #[arg(long, default_value = "cli")]
+    principal: String,
+    /// A workspace label `key=value` (repeatable).
+    #[arg(long = "label", value_parser = parse_label)]
+    labels: Vec<(String, String)>,
+    /// The bash script to classify as `process.run`.
+    #[arg(last = true)]
+    script: Vec<String>,
+}
+
+fn parse_label(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("label `{s}` is not key=value"))
+}
+
+/// Loads `path`, or the shipped default policy.
+fn load(path: Option<&std::path::Path>) -> anyhow::Result<Policy> {
+    match path {
+        Some(p) => Policy::load(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
+        None => Ok(Policy::builtin_default()),
+    }
+}
+
+/// Classifies one call and prints the decision. Usage and policy errors are the only
+/// non-zero exits: a `deny` is an answer, not a failure.
+pub fn check(args: CheckArgs) -> anyhow::Result<()> {
+    let policy = load(args.policy.as_deref())?;
+    let tool: ToolKind = args.tool.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let call = match tool {
+        ToolKind::ProcessRun => {
+            anyhow::ensure!(
+                !args.script.is_empty(),
+                "give the script after `--`, for example: toolgate check -- 'ls && rm -rf build'"
+            );
+            ToolCall::script(args.script.join(" "))
+        }
+        fs => {
+            let path = args
+                .path
+                .context("filesystem tools need --path (a canonical workspace-relative path)")?;
+            ToolCall::fs(fs, path)
+        }
+    };
+    let ctx = CallContext {
+        session_id: args.session,
+        principal: args.principal,
+        labels: args.labels.into_iter().collect(),
+    };
+    let decision = policy.classify(&call, &ctx);
+    let digest = request_digest(&call, &ctx.session_id, &ctx.principal, policy.version());
+    if args.json {
+        println!(
+            "{}",
+            toolgate_policy_engine::to_json(&decision, Some(&digest))
+        );
+    } else {
+        print!(
+            "{}",
+            toolgate_policy_engine::to_text(&decision, Some(&digest))
+        );
+    }
+    Ok(())
+}
+
+/// `toolgate policy validate FILE`.
+pub fn validate(path: &std::path::Path) -> anyhow::Result<()> {
+    let report = toolgate_policy_engine::validate(path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    println!("{report}");
+    Ok(())
+}
