@@ -112,17 +112,34 @@ pub struct RuleSummary {
     pub line: usize,
 }
 
+/// Globs compiled together, with the rule each glob belongs to.
 #[derive(Debug, Default)]
-struct PathIndex {
+struct GlobBucket {
     set: GlobSet,
     owners: Vec<u32>,
+}
+
+/// Path globs of one tool kind. Globs whose first component is literal (`src/**/*.rs`) are
+/// bucketed by it, so a lookup only runs the globs that can match the path's first component
+/// plus those starting with a wildcard (`**/.env`).
+#[derive(Debug, Default)]
+struct PathIndex {
+    by_first: HashMap<String, GlobBucket>,
+    rest: GlobBucket,
+}
+
+/// Command rules of one program, bucketed by the first subcommand they require.
+#[derive(Debug, Default)]
+struct ProgramRules {
+    any: Vec<u32>,
+    by_sub: HashMap<String, Vec<u32>>,
 }
 
 #[derive(Debug, Default)]
 struct Index {
     call_level: [Vec<u32>; 9],
     paths: [PathIndex; 9],
-    by_program: HashMap<String, Vec<u32>>,
+    by_program: HashMap<String, ProgramRules>,
     program_globs: GlobSet,
     program_glob_owners: Vec<u32>,
 }
@@ -395,12 +412,16 @@ impl Policy {
     fn command_rules(&self, c: &shell::ShellCommand, ctx: &CallContext) -> Vec<u32> {
         let mut out: Vec<u32> = Vec::new();
         for (name, args) in &c.layers {
-            let mut candidates: Vec<u32> = self
-                .index
-                .by_program
-                .get(name.as_str())
-                .cloned()
-                .unwrap_or_default();
+            let mut candidates: Vec<u32> = Vec::new();
+            if let Some(p) = self.index.by_program.get(name.as_str()) {
+                candidates.extend_from_slice(&p.any);
+                if !p.by_sub.is_empty()
+                    && let Some(first) = baseline::subcommand_words(name, args).first()
+                    && let Some(v) = p.by_sub.get(first)
+                {
+                    candidates.extend_from_slice(v);
+                }
+            }
             if !self.index.program_glob_owners.is_empty() {
                 candidates.extend(
                     self.index
@@ -433,15 +454,22 @@ impl Policy {
     /// User path rules for a call of `kind` on `path`.
     fn path_rules(&self, kind: ToolKind, path: &str, ctx: &CallContext) -> Vec<u32> {
         let idx = &self.index.paths[kind_index(kind)];
-        if idx.owners.is_empty() {
-            return Vec::new();
+        let first = path.split('/').next().unwrap_or(path);
+        let buckets = [idx.by_first.get(first), Some(&idx.rest)];
+        let mut out = Vec::new();
+        for b in buckets.into_iter().flatten() {
+            if b.owners.is_empty() {
+                continue;
+            }
+            out.extend(
+                b.set
+                    .matches(path)
+                    .into_iter()
+                    .map(|i| b.owners[i])
+                    .filter(|r| self.rules[*r as usize].context_matches(ctx)),
+            );
         }
-        idx.set
-            .matches(path)
-            .into_iter()
-            .map(|i| idx.owners[i])
-            .filter(|r| self.rules[*r as usize].context_matches(ctx))
-            .collect()
+        out
     }
 
     /// Classifies a path a shell command touches; `None` when nothing objects to it.
@@ -495,10 +523,20 @@ fn worse(overall: &mut Option<Tier>, t: Tier) {
     *overall = Some(overall.map_or(t, |o| o.max(t)));
 }
 
+/// The first path component of a glob when it is literal (no glob syntax in it).
+fn literal_first_component(glob: &str) -> Option<&str> {
+    let first = glob.split('/').next()?;
+    (!first.is_empty() && !first.contains(['*', '?', '[', ']', '{', '}', '\\'])).then_some(first)
+}
+
 fn build_index(rules: &[Rule]) -> Result<Index, String> {
     let mut index = Index::default();
-    let mut path_builders: Vec<(GlobSetBuilder, Vec<u32>)> = (0..9)
-        .map(|_| (GlobSetBuilder::new(), Vec::new()))
+    type Builders = (
+        HashMap<String, (GlobSetBuilder, Vec<u32>)>,
+        (GlobSetBuilder, Vec<u32>),
+    );
+    let mut path_builders: Vec<Builders> = (0..9)
+        .map(|_| (HashMap::new(), (GlobSetBuilder::new(), Vec::new())))
         .collect();
     let mut program_globs = GlobSetBuilder::new();
     for (i, rule) in rules.iter().enumerate() {
@@ -507,7 +545,11 @@ fn build_index(rules: &[Rule]) -> Result<Index, String> {
             for p in &rule.commands {
                 match &p.program {
                     ProgramMatch::Exact(name) => {
-                        let v = index.by_program.entry(name.clone()).or_default();
+                        let rules = index.by_program.entry(name.clone()).or_default();
+                        let v = match p.subcommands.first() {
+                            None => &mut rules.any,
+                            Some(sub) => rules.by_sub.entry(sub.clone()).or_default(),
+                        };
                         if !v.contains(&i) {
                             v.push(i);
                         }
@@ -520,8 +562,14 @@ fn build_index(rules: &[Rule]) -> Result<Index, String> {
             }
         } else if !rule.path_globs.is_empty() {
             for k in ToolKind::ALL.iter().filter(|k| rule.applies_to(**k)) {
-                let (b, owners) = &mut path_builders[kind_index(*k)];
+                let (by_first, rest) = &mut path_builders[kind_index(*k)];
                 for g in &rule.path_globs {
+                    let (b, owners) = match literal_first_component(g) {
+                        Some(first) => by_first
+                            .entry(first.to_owned())
+                            .or_insert_with(|| (GlobSetBuilder::new(), Vec::new())),
+                        None => &mut *rest,
+                    };
                     b.add(document::compile_glob(g)?);
                     owners.push(i);
                 }
@@ -532,10 +580,19 @@ fn build_index(rules: &[Rule]) -> Result<Index, String> {
             }
         }
     }
-    for (k, (b, owners)) in path_builders.into_iter().enumerate() {
-        index.paths[k] = PathIndex {
+    let bucket = |(b, owners): (GlobSetBuilder, Vec<u32>)| -> Result<GlobBucket, String> {
+        Ok(GlobBucket {
             set: b.build().map_err(|e| e.to_string())?,
             owners,
+        })
+    };
+    for (k, (by_first, rest)) in path_builders.into_iter().enumerate() {
+        index.paths[k] = PathIndex {
+            by_first: by_first
+                .into_iter()
+                .map(|(first, b)| Ok((first, bucket(b)?)))
+                .collect::<Result<_, String>>()?,
+            rest: bucket(rest)?,
         };
     }
     index.program_globs = program_globs.build().map_err(|e| e.to_string())?;
