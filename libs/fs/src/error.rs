@@ -47,6 +47,16 @@ pub enum Error {
         /// The canonical workspace-relative path that matched.
         canonical: String,
     },
+    /// The file has several hard links and the workspace refuses to read those.
+    #[error(
+        "`{path}` has {nlink} hard links; reading multiply-linked files is disabled because another name for it may be denied or outside the workspace"
+    )]
+    HardLinked {
+        /// The path as given.
+        path: String,
+        /// The link count seen.
+        nlink: u64,
+    },
     /// A protected pattern matches the path and the operation would write.
     #[error("path `{path}` is protected and cannot be written (pattern match on `{canonical}`)")]
     Protected {
@@ -152,7 +162,7 @@ impl ReasonedError for Error {
             Error::InvalidRequest { .. } => Reason::InvalidRequest,
             Error::InvalidPattern { .. } => Reason::InvalidPattern,
             Error::OutsideWorkspace { .. } => Reason::PathOutsideWorkspace,
-            Error::Denied { .. } => Reason::PathDenied,
+            Error::Denied { .. } | Error::HardLinked { .. } => Reason::PathDenied,
             Error::Protected { .. } => Reason::PathProtected,
             Error::AccessDenied { .. } => Reason::AccessDenied,
             Error::NotFound { .. } => Reason::NotFound,
@@ -197,6 +207,10 @@ impl ReasonedError for Error {
                 meta.push(("path", path.clone()));
                 meta.push(("size", size.to_string()));
                 meta.push(("limit", limit.to_string()));
+            }
+            Error::HardLinked { path, nlink } => {
+                meta.push(("path", path.clone()));
+                meta.push(("nlink", nlink.to_string()));
             }
             Error::InvalidPath { path, .. }
             | Error::OutsideWorkspace { path }

@@ -14,7 +14,8 @@
 //!
 //! Known residuals, by design:
 //! - Globs match names, not inodes: a hard link inside the workspace to a denied file
-//!   (FS-DENY-SYM-02) can be read under its other name. Writes are unaffected: they
+//!   (FS-DENY-SYM-02), or to a file outside it, can be read under its workspace name
+//!   unless [`WorkspaceConfig::refuse_hard_links`] is set. Writes are unaffected: they
 //!   replace the directory entry by rename and never modify a shared inode.
 //! - An `expected_sha256` check and the final rename are not one atomic step; the
 //!   file's identity (inode, size, mtime, ctime) is re-checked just before the rename,

@@ -208,6 +208,7 @@ impl Workspace {
                 kind: special_kind(&resolved.stat),
             });
         }
+        self.check_links(r.shown, &resolved.stat)?;
         let fd = self.reopen(&resolved, r.shown, OFlags::RDONLY)?;
         let total = resolved.stat.st_size as u64;
         let hash_whole = total <= limits.hash_limit;
@@ -275,6 +276,7 @@ impl Workspace {
         };
         let sha256 = if req.sha256
             && kind == EntryKind::File
+            && self.check_links(r.shown, st).is_ok()
             && st.st_size as u64 <= self.limits().hash_limit
         {
             let fd = self.reopen(&resolved, r.shown, OFlags::RDONLY)?;

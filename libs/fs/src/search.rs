@@ -308,7 +308,13 @@ impl SearchVisit<'_> {
         ) else {
             return;
         };
-        // No fstat: the entry's type came from the directory, and whatever may have been
+        if self.ws.refuses_hard_links() {
+            match rustix::fs::fstat(&fd) {
+                Ok(st) if self.ws.check_links("", &st).is_ok() => {}
+                _ => return,
+            }
+        }
+        // No other fstat: the entry's type came from the directory, and whatever may have been
         // swapped in since cannot block (O_NONBLOCK), follow a link (O_NOFOLLOW) or be a
         // device (creating one needs privileges the workspace never grants); a directory
         // fails its first read and is skipped.

@@ -117,6 +117,10 @@ pub struct WorkspaceConfig {
     pub protected: Vec<String>,
     /// Size and count limits.
     pub limits: Limits,
+    /// Refuse to return the content of regular files with more than one hard link:
+    /// another name for the same inode may be denied or lie outside the workspace, and
+    /// globs only see names. Off by default because build trees hard-link freely.
+    pub refuse_hard_links: bool,
 }
 
 impl WorkspaceConfig {
@@ -129,6 +133,7 @@ impl WorkspaceConfig {
             deny: Vec::new(),
             protected: DEFAULT_PROTECTED.iter().map(|s| (*s).to_owned()).collect(),
             limits: Limits::default(),
+            refuse_hard_links: false,
         }
     }
 }
@@ -143,6 +148,7 @@ pub struct Workspace {
     deny: GlobSet,
     protected: GlobSet,
     limits: Limits,
+    refuse_hard_links: bool,
 }
 
 /// How the caller spelled a path, so results can be shown in the same form.
@@ -372,6 +378,7 @@ impl Workspace {
             deny: build_globs("deny", &config.deny)?,
             protected: build_globs("protected", &config.protected)?,
             limits,
+            refuse_hard_links: config.refuse_hard_links,
         })
     }
 
@@ -501,6 +508,27 @@ impl Workspace {
             Some(lex) => self.check(req.shown, &lex, access),
             None => Ok(()),
         }
+    }
+
+    /// Refuses content access to a multiply-linked regular file when so configured.
+    // `st_nlink` is u64 on some architectures and narrower on others.
+    #[allow(clippy::unnecessary_cast)]
+    pub(crate) fn check_links(&self, shown: &str, stat: &Stat) -> Result<()> {
+        if self.refuse_hard_links
+            && FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+            && stat.st_nlink > 1
+        {
+            return Err(Error::HardLinked {
+                path: shown.to_owned(),
+                nlink: stat.st_nlink as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether hard-linked files are refused (walks then check each file's link count).
+    pub(crate) fn refuses_hard_links(&self) -> bool {
+        self.refuse_hard_links
     }
 
     /// Whether any deny glob is configured (walks skip building paths when not).

@@ -413,6 +413,7 @@ impl Workspace {
                 kind: special_kind(&stat),
             });
         }
+        self.check_links(r.shown, &stat)?;
         if stat.st_size as u64 > limit {
             return Err(Error::TooLarge {
                 path: r.shown.to_owned(),

@@ -341,21 +341,33 @@ fn fs_hl_01_write_to_hard_link_replaces_the_entry_not_the_outside_inode() {
         std::fs::read_to_string(fx.out.join("secret")).unwrap(),
         format!("{SENTINEL}\n")
     );
-    // An edit takes the same path.
+    // Reading through the link would return the outside inode's content; a workspace
+    // configured to refuse multiply-linked files refuses it, and edits with it.
     let fx2 = Fixture::setup(
         |root, out| std::fs::hard_link(out.join("secret"), root.join("hl")).unwrap(),
-        |_| {},
+        |c| c.refuse_hard_links = true,
     );
-    fx2.ws
-        .edit(&EditRequest {
+    assert_reason(read(&fx2, "hl"), Reason::PathDenied);
+    let edit = fx2.ws.edit(&EditRequest {
+        path: wp("hl"),
+        old: "OUTSIDE".into(),
+        new: "X".into(),
+        expected_occurrences: None,
+        replace_all: false,
+        expected_sha256: None,
+    });
+    assert_reason(edit, Reason::PathDenied);
+    assert!(search(&fx2, "SENTINEL").files.is_empty());
+    let st = fx2
+        .ws
+        .stat(&StatRequest {
             path: wp("hl"),
-            old: "OUTSIDE".into(),
-            new: "X".into(),
-            expected_occurrences: None,
-            replace_all: false,
-            expected_sha256: None,
+            sha256: true,
         })
         .unwrap();
+    assert_eq!((st.nlink, st.sha256), (2, None));
+    // Writing still works, and replaces only the workspace's name for the inode.
+    write(&fx2, "hl", "pwn").unwrap();
 }
 
 #[test]
@@ -381,10 +393,10 @@ fn fs_deny_sym_01_symlink_to_a_denied_file() {
 }
 
 #[test]
-fn fs_deny_sym_02_hard_link_to_a_denied_file_is_a_documented_residual() {
-    // Globs match names, and a hard link is a second name for the same inode: reading
-    // `hardenv` is allowed (documented in the crate docs). Writes still never modify
-    // the `.env` inode, because they replace the `hardenv` entry by rename.
+fn fs_deny_sym_02_hard_link_to_a_denied_file() {
+    // Globs match names, and a hard link is a second name for the same inode: by default
+    // reading `hardenv` is allowed (a documented residual). Writes never modify the
+    // `.env` inode, because they replace the `hardenv` entry by rename.
     let fx = Fixture::setup(
         |root, _| {
             std::fs::write(root.join(".env"), "K=1\n").unwrap();
@@ -395,6 +407,20 @@ fn fs_deny_sym_02_hard_link_to_a_denied_file_is_a_documented_residual() {
     assert_eq!(read(&fx, "hardenv").unwrap().content, b"K=1\n");
     write(&fx, "hardenv", "K=2\n").unwrap();
     assert_eq!(std::fs::read(fx.root.join(".env")).unwrap(), b"K=1\n");
+    // Matching by inode instead: refuse every multiply-linked file.
+    let fx = Fixture::setup(
+        |root, _| {
+            std::fs::write(root.join(".env"), "K=1\n").unwrap();
+            std::fs::hard_link(root.join(".env"), root.join("hardenv")).unwrap();
+        },
+        |c| {
+            c.deny = vec!["**/.env".into()];
+            c.refuse_hard_links = true;
+        },
+    );
+    let e = assert_reason(read(&fx, "hardenv"), Reason::PathDenied);
+    assert!(e.to_string().contains("2 hard links"), "{e}");
+    assert!(search(&fx, "K=").files.is_empty());
 }
 
 #[test]
