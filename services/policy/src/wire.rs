@@ -1,0 +1,116 @@
+//! Wire ↔ domain conversions for the policy surfaces.
+
+use std::time::SystemTime;
+
+use tonic::Status;
+use toolgate_contracts::convert::{tier_to_wire, tool_from_wire};
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::status;
+use toolgate_policy_engine::{Access, Decision, RuleSource, ToolCall};
+
+/// Parses a wire `ToolCall` into the engine's; unknown tool kinds die here.
+pub fn tool_call(call: Option<pb::ToolCall>) -> Result<ToolCall, Status> {
+    let c = call.ok_or_else(|| status::invalid("call", "call is required"))?;
+    let tool = tool_from_wire(c.tool).ok_or_else(|| {
+        status::invalid(
+            "call.tool",
+            "call.tool must be a known tool kind (fs.read ... process.run)",
+        )
+    })?;
+    let process = tool == toolgate_core::ToolKind::ProcessRun;
+    if process && c.argv.is_empty() == c.script.is_none() {
+        return Err(status::invalid(
+            "call",
+            "a process.run call sets exactly one of `argv` or `script`",
+        ));
+    }
+    if !process && c.path.as_deref().is_none_or(str::is_empty) {
+        return Err(status::invalid(
+            "call.path",
+            "filesystem calls need a canonical path",
+        ));
+    }
+    Ok(ToolCall {
+        tool,
+        path: c.path,
+        content_sha256: c.content_sha256,
+        content_size: c.content_size,
+        edit_old_sha256: c.edit_old_sha256,
+        edit_new_sha256: c.edit_new_sha256,
+        expected_occurrences: c.expected_occurrences,
+        recursive: c.recursive,
+        pattern: c.pattern,
+        globs: c.globs,
+        argv: (!c.argv.is_empty()).then_some(c.argv),
+        script: c.script,
+        cwd: c.cwd,
+        env: c.env.into_iter().collect(),
+        stdin_sha256: c.stdin_sha256,
+        timeout_ms: c.timeout_ms,
+        stdout_cap_bytes: c.stdout_cap_bytes,
+        stderr_cap_bytes: c.stderr_cap_bytes,
+        kill_on_cap: c.kill_on_cap,
+        sandbox_profile: c.sandbox_profile,
+    })
+}
+
+/// The wire rule source.
+pub fn source(s: RuleSource) -> pb::RuleSource {
+    match s {
+        RuleSource::Baseline => pb::RuleSource::Baseline,
+        RuleSource::User => pb::RuleSource::User,
+        RuleSource::Default => pb::RuleSource::Default,
+    }
+}
+
+/// The wire explanation of a decision.
+pub fn explanation(d: &Decision) -> pb::Explanation {
+    pb::Explanation {
+        tier: tier_to_wire(d.tier) as i32,
+        matches: d
+            .matches
+            .iter()
+            .map(|m| pb::RuleMatch {
+                rule_id: m.rule_id.clone(),
+                tier: tier_to_wire(m.tier) as i32,
+                reason: m.reason.clone(),
+                source: source(m.source) as i32,
+            })
+            .collect(),
+        commands: d
+            .commands
+            .iter()
+            .map(|c| pb::CommandExplanation {
+                argv: c.argv.clone(),
+                tier: tier_to_wire(c.tier) as i32,
+                rule_ids: c.rule_ids.clone(),
+                fully_analyzed: c.fully_analyzed,
+                notes: c.notes.clone(),
+            })
+            .collect(),
+        paths: d
+            .paths
+            .iter()
+            .map(|p| pb::PathExplanation {
+                path: p.path.clone(),
+                access: match p.access {
+                    Access::Read => pb::PathAccess::Read,
+                    Access::Write => pb::PathAccess::Write,
+                } as i32,
+                tier: tier_to_wire(p.tier) as i32,
+                rule_ids: p.rule_ids.clone(),
+            })
+            .collect(),
+        policy_version: d.policy_version.clone(),
+        message: d.message.clone(),
+    }
+}
+
+/// A wire timestamp.
+pub fn timestamp(t: SystemTime) -> prost_types::Timestamp {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    prost_types::Timestamp {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
+}
