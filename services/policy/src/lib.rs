@@ -63,7 +63,7 @@ fn log_reload(result: Result<bool, toolgate_policy_engine::Error>) {
         Ok(true) => tracing::info!("policy reloaded"),
         Ok(false) => {}
         Err(e) => {
-            tracing::error!(error = %e, "new policy version is invalid; the previous one stays in force")
+            tracing::error!(error = %e, "new policy version is invalid; the previous one stays in force");
         }
     }
 }
