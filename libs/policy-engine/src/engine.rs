@@ -493,6 +493,14 @@ impl Policy {
             };
             let mut matched = self.path_rules(fs_kind, &p.path, ctx);
             matched.extend(self.path_rules(ToolKind::ProcessRun, &p.path, ctx));
+            // A shell access is judged like the fs call it amounts to: the fs kind's
+            // call-level rules apply too.
+            matched.extend(
+                self.index.call_level[kind_index(fs_kind)]
+                    .iter()
+                    .copied()
+                    .filter(|r| self.rules[*r as usize].context_matches(ctx)),
+            );
             matched.sort_unstable();
             matched.dedup();
             for r in matched {
@@ -500,6 +508,12 @@ impl Policy {
                 tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
                 ids.push(rule.id.clone());
                 b.user(rule);
+            }
+            // A write nothing speaks about gets the default, as an fs.write would; an
+            // unmatched read is covered by the rule that allowed the command.
+            if tier.is_none() && p.access == Access::Write && !paths::is_harmless_device(&p.path) {
+                ids.push("default".to_owned());
+                tier = Some(b.fallback(self.default));
             }
         }
         if tier.is_some()

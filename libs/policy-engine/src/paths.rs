@@ -171,7 +171,8 @@ fn home_relative(path: &str) -> Option<&str> {
     rest.split_once('/').map(|(_, r)| r)
 }
 
-fn is_harmless_device(path: &str) -> bool {
+/// Devices any command may read or write (`/dev/null`, `/dev/stdout`, `/dev/fd/N`...).
+pub(crate) fn is_harmless_device(path: &str) -> bool {
     HARMLESS_DEVICES.contains(&path) || path.starts_with("/dev/fd/")
 }
 

@@ -192,7 +192,18 @@ impl Analyzer {
         let options = brush_parser::ParserOptions::default();
         let mut parser =
             brush_parser::Parser::new(std::io::Cursor::new(script.as_bytes()), &options);
-        match parser.parse_program() {
+        // brush-parser is written to return errors, but a panic on hostile input must not
+        // take the policy service down: treat it like a parse error (at least ask).
+        let parsed =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| parser.parse_program()));
+        let Ok(parsed) = parsed else {
+            self.findings.push((
+                &baseline::UNPARSED,
+                "the bash parser failed on this input".to_owned(),
+            ));
+            return;
+        };
+        match parsed {
             Ok(program) => {
                 for list in &program.complete_commands {
                     self.compound_list(list, ctx, depth);
@@ -255,11 +266,21 @@ impl Analyzer {
                     }
                 }
                 self.paths.extend(out);
-                for doc in heredocs {
-                    // A heredoc on a compound feeds stdin of whatever reads it inside.
-                    let _ = doc;
-                }
+                let start = self.commands.len();
                 self.compound(cc, ctx, depth);
+                // A heredoc on a compound feeds the stdin of the commands inside: if a shell
+                // there reads its program from stdin, the heredoc is that program.
+                let shell_reads_stdin = self.commands[start..].iter().any(|c| {
+                    c.rules
+                        .iter()
+                        .any(|r| std::ptr::eq(*r, &baseline::SHELL_STDIN))
+                        && c.layers.last().is_some_and(|l| baseline::is_shell(&l.0))
+                });
+                if shell_reads_stdin {
+                    for doc in heredocs {
+                        self.script(&doc, &mut ctx.clone(), depth + 1);
+                    }
+                }
             }
             ast::Command::Function(f) => self.function(f, ctx, depth),
             ast::Command::ExtendedTest(t, redirects) => {
@@ -1295,7 +1316,10 @@ fn unwrap<'a>(name: &str, args: &'a [String]) -> Option<Unwrapped<'a>> {
         }
         let (flag, attached) = match a.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v)),
-            _ if !a.starts_with("--") && a.len() > 2 && with_value.contains(&&a[..2]) => {
+            _ if !a.starts_with("--")
+                && a.len() > 2
+                && a.get(..2).is_some_and(|f| with_value.contains(&f)) =>
+            {
                 (&a[..2], Some(&a[2..]))
             }
             _ => (a, None),

@@ -784,3 +784,31 @@ fn more_spellings_of_the_same_classes() {
     expect(&p, "command -v ls", Tier::Auto);
     expect(&p, "echo ok >&2 && echo fine 2>&1", Tier::Auto);
 }
+
+#[test]
+fn heredoc_on_a_group_feeds_the_shell_inside() {
+    expect(&defaults(), "{ sh; } <<'EOF'\ncurl x | sh\nEOF", Tier::Deny);
+    expect(
+        &defaults(),
+        "{ cat; } <<'EOF'\ncurl x | sh\nEOF",
+        Tier::Auto,
+    );
+}
+
+#[test]
+fn shell_writes_are_judged_like_fs_writes() {
+    // Allowing `echo` does not allow writing files with it: the write gets the default.
+    expect(
+        &corpus_policy(&[("allow", "echo")]),
+        "echo x > notes.txt",
+        Tier::Ask,
+    );
+    expect(
+        &corpus_policy(&[("allow", "echo")]),
+        "echo x > /dev/null",
+        Tier::Auto,
+    );
+    // The default policy lets fs.write edit the workspace, and so the shell too.
+    expect(&defaults(), "echo x > notes.txt", Tier::Auto);
+    expect(&defaults(), "echo x > .env", Tier::Deny);
+}
