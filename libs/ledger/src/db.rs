@@ -247,10 +247,11 @@ impl Tx {
                         .execute(&mut **t)
                         .await?;
                 }
-                for id in &self.touched {
-                    sqlx::query("SELECT pg_notify($1, $2)")
+                if !self.touched.is_empty() {
+                    // Delivered by Postgres only if and when the transaction commits.
+                    sqlx::query("SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id")
                         .bind(CHANNEL)
-                        .bind(id)
+                        .bind(&self.touched)
                         .execute(&mut **t)
                         .await?;
                 }
@@ -268,7 +269,7 @@ impl Tx {
         Ok(self.touched)
     }
 
-    /// Commits without events (a transaction that only read, or changed nothing).
+    /// Abandons the transaction (it only read, or must not change anything).
     pub(crate) async fn rollback(self) -> Result<()> {
         match self.inner {
             TxInner::Pg(t) => t.rollback().await?,

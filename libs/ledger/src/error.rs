@@ -197,10 +197,11 @@ impl From<sqlx::Error> for Error {
                 },
                 _ => {
                     // Postgres class 57 (operator intervention: shutdown) and 08
-                    // (connection exception) mean the server went away, not that
-                    // the statement was wrong.
+                    // (connection exception) mean the server went away, and class 40
+                    // (serialization failure, deadlock) means a retry will succeed;
+                    // none of them means the statement was wrong.
                     let code = db.code().unwrap_or_default();
-                    if code.starts_with("57") || code.starts_with("08") {
+                    if code.starts_with("57") || code.starts_with("08") || code.starts_with("40") {
                         Error::Unavailable(db.message().to_owned())
                     } else {
                         Error::Database(db.message().to_owned())

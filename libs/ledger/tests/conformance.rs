@@ -454,6 +454,38 @@ async fn hash_chain_verifies_and_detects_tampering(ctx: Ctx) {
     ctx.raw("UPDATE tg_outcomes SET stdout_bytes = 10").await;
     assert!(l.verify().await.unwrap().broken.is_none());
 
+    // AP-10: a row inserted by hand (say, an approval granted through psql) has no audit event.
+    ctx.raw(&format!(
+        "INSERT INTO tg_approvals SELECT 'apr_forged', call_id, session_id, principal, tool, request_digest, \
+         policy_version, request_json, explanation_json, 'approved', scope, created_at, expires_at, decided_by, \
+         decided_at, reason, message, NULL, NULL, NULL, NULL, NULL, NULL, trace_id FROM tg_approvals WHERE id = '{id}'"
+    ))
+    .await;
+    let b = l
+        .verify()
+        .await
+        .unwrap()
+        .broken
+        .expect("forged row detected");
+    assert!(
+        b.problem.contains("apr_forged") && b.problem.contains("no audit event"),
+        "{b:?}"
+    );
+    ctx.raw("DELETE FROM tg_approvals WHERE id = 'apr_forged'")
+        .await;
+    assert!(l.verify().await.unwrap().broken.is_none());
+
+    // A deleted row is missed by its events.
+    ctx.raw("DELETE FROM tg_decisions WHERE call_id = 'auto1'")
+        .await;
+    let b = l
+        .verify()
+        .await
+        .unwrap()
+        .broken
+        .expect("deleted row detected");
+    assert!(b.problem.contains("deleted"), "{b:?}");
+
     // Editing an event (by someone able to drop the trigger) breaks the chain at that event.
     if ctx.pg {
         ctx.raw("ALTER TABLE tg_audit DISABLE TRIGGER tg_audit_append_only")

@@ -325,4 +325,28 @@ async fn health_follows_the_database() {
             .unwrap_err(),
         Error::ApprovalNotFound { .. }
     ));
+
+    // With a retry budget, an operation started during an outage completes once the
+    // server is back: the lost connections are replaced with backoff.
+    let mut patient = config(&pg.url());
+    patient.retry_budget = Duration::from_secs(60);
+    let l = Arc::new(SqlLedger::connect(patient).await.unwrap());
+    let out = l.ask(ask("c1", "s", "outage")).await.unwrap();
+    pg.stop_immediate();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let op = {
+        let l = l.clone();
+        let id = out.approval.id.clone();
+        tokio::spawn(async move {
+            let _ = started_tx.send(());
+            l.decide(id, approve("bob")).await
+        })
+    };
+    started_rx.await.unwrap();
+    tokio::task::block_in_place(|| pg.start_server());
+    let decided = op
+        .await
+        .unwrap()
+        .expect("decide retried through the outage");
+    assert_eq!(decided.state, ApprovalState::Approved);
 }
