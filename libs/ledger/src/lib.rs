@@ -282,6 +282,12 @@ impl SqlLedger {
         })
     }
 
+    /// How many callers of [`Ledger::wait_for_decision`] are parked on a pending approval
+    /// in this process right now (a gauge for dashboards).
+    pub fn waiting(&self) -> usize {
+        self.core.hub.parked()
+    }
+
     /// Closes the pool; in-flight operations fail with [`Error::Unavailable`].
     pub async fn close(&self) {
         self.core.pool.close().await;

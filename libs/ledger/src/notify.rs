@@ -1,6 +1,7 @@
 //! Wake-ups: one listener per process, fanned out in memory to per-approval waiters.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use crate::error::Result;
 pub(crate) struct Hub {
     waiters: Mutex<HashMap<String, (usize, Arc<Notify>)>>,
     generation: watch::Sender<u64>,
+    parked: AtomicUsize,
 }
 
 impl Hub {
@@ -23,6 +25,7 @@ impl Hub {
         Arc::new(Hub {
             waiters: Mutex::new(HashMap::new()),
             generation: watch::Sender::new(0),
+            parked: AtomicUsize::new(0),
         })
     }
 
@@ -69,6 +72,17 @@ impl Hub {
         }
     }
 
+    /// Counts a waiter as parked (it has read `pending` and sleeps) until the guard drops.
+    pub(crate) fn park(self: &Arc<Self>) -> Parked {
+        self.parked.fetch_add(1, Ordering::SeqCst);
+        Parked(self.clone())
+    }
+
+    /// Waiters currently parked on a decision.
+    pub(crate) fn parked(&self) -> usize {
+        self.parked.load(Ordering::SeqCst)
+    }
+
     /// A receiver that changes whenever any approval changes.
     pub(crate) fn changes(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
@@ -80,6 +94,15 @@ impl Hub {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .len()
+    }
+}
+
+/// Keeps a waiter counted as parked.
+pub(crate) struct Parked(Arc<Hub>);
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        self.0.parked.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

@@ -1359,7 +1359,10 @@ impl Core {
             if a.state != ApprovalState::Pending || a.expires_at <= self.clock.now() {
                 return Ok(a);
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let parked = self.hub.park();
+            let woke = tokio::time::timeout_at(deadline, notified).await.is_ok();
+            drop(parked);
+            if !woke {
                 return Ok(a);
             }
         }

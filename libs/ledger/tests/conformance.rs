@@ -636,6 +636,7 @@ async fn waiter_wakes_on_decision(ctx: Ctx) {
     let id = a.approval.id.clone();
     let waiter =
         tokio::spawn(async move { w.wait_for_decision(id, Duration::from_secs(30)).await });
+    until_parked(&l, 1).await;
     l.decide(a.approval.id.clone(), deny("bob", "use a dry run"))
         .await
         .unwrap();
@@ -837,6 +838,17 @@ async fn self_approval_is_refused(ctx: Ctx) {
     );
 }
 
+/// Yields until `n` waiters are parked (bounded, so a bug fails instead of hanging).
+async fn until_parked(l: &SqlLedger, n: usize) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while l.waiting() < n {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("waiter parked");
+}
+
 // ------------------------------------------------------------------ Postgres only
 
 /// Replica A waits; replica B, a separate ledger on the same database, decides.
@@ -850,16 +862,9 @@ async fn postgres_wakeup_crosses_replicas() {
         let id = out.approval.id.clone();
         let waiter =
             tokio::spawn(async move { wa.wait_for_decision(id, Duration::from_secs(30)).await });
-        // Let the waiter register (it reads the approval after registering), then decide on B.
-        let mut rx_ok = false;
-        for _ in 0..200 {
-            tokio::task::yield_now().await;
-            if waiter.is_finished() {
-                break;
-            }
-            rx_ok = true;
-        }
-        assert!(rx_ok);
+        // Decide only once A's waiter has read `pending` and parked, so only a
+        // notification from B can wake it.
+        until_parked(&a, 1).await;
         b.decide(out.approval.id.clone(), approve("bob"))
             .await
             .unwrap();

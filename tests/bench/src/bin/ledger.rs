@@ -236,6 +236,7 @@ fn main() {
         }
         let n = sample_count(2000).min(if waiters >= 1000 { 1000 } else { 2000 });
         let (mut base, mut scen) = (Samples::default(), Samples::default());
+        let mut whole = Samples::default();
         for s in 0..n {
             made += 1;
             let out = rt
@@ -252,8 +253,11 @@ fn main() {
                             .unwrap();
                         (Instant::now(), a.state)
                     });
-                    // Bench pacing only: give the waiter time to register before deciding.
-                    tokio::time::sleep(Duration::from_millis(2)).await;
+                    // Decide only once the waiter has read `pending` and parked.
+                    while ledger.waiting() < waiters {
+                        tokio::task::yield_now().await;
+                    }
+                    let asked = Instant::now();
                     replica_b
                         .decide(
                             out.approval.id.clone(),
@@ -272,20 +276,28 @@ fn main() {
                     let decided = Instant::now();
                     let (woke, state) = waiter.await.unwrap();
                     assert_eq!(state, ApprovalState::Approved);
-                    woke.saturating_duration_since(decided)
+                    (
+                        woke.saturating_duration_since(decided),
+                        woke.saturating_duration_since(asked),
+                    )
                 })
             };
             let pp = || rt.block_on(ping(&pool));
+            let mut record = |(wake, total): (Duration, Duration)| {
+                scen.push(wake);
+                whole.push(total);
+            };
             if s % 2 == 0 {
                 base.push(pp());
-                scen.push(sample());
+                record(sample());
             } else {
-                scen.push(sample());
+                record(sample());
                 base.push(pp());
             }
         }
         print_side("NOTIFY ping-pong (round trip)", &base);
         print_side("decision commit -> waiter holds the approval", &scen);
+        print_side("(context) decide() call start -> waiter woke", &whole);
         all_met &= report_ratio(
             &format!("ledger_wakeup_p50_vs_notify_pingpong_{waiters}_waiters"),
             scen.p50().as_secs_f64() / base.p50().as_secs_f64(),
