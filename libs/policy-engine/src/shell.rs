@@ -21,6 +21,10 @@ const MAX_COMMANDS: usize = 2_000;
 const MAX_DEPTH: usize = 16;
 /// Longest script analysed.
 const MAX_SCRIPT_BYTES: usize = 512 * 1024;
+/// Deepest syntactic nesting handed to the parser. brush-parser recurses on nesting, and a
+/// stack overflow aborts the whole process (tokio workers have 2 MiB stacks), so deeper
+/// scripts are not parsed at all: at least ask.
+const MAX_NESTING: usize = 64;
 
 /// A path a command reads or writes, resolved against the tracked working directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -186,6 +190,14 @@ impl Analyzer {
             self.findings.push((
                 &baseline::BUDGET,
                 format!("script is {} bytes", script.len()),
+            ));
+            return;
+        }
+        let nesting = nesting_estimate(script);
+        if nesting > MAX_NESTING {
+            self.findings.push((
+                &baseline::BUDGET,
+                format!("nesting depth {nesting} exceeds {MAX_NESTING}"),
             ));
             return;
         }
@@ -1058,6 +1070,29 @@ static SENTINEL: ast::CommandPrefixOrSuffixItem = ast::CommandPrefixOrSuffixItem
     value: String::new(),
     loc: None,
 });
+
+/// An upper bound on a script's syntactic nesting: brackets and compound-command keywords,
+/// counted without regard to quoting (overcounting only costs an approval).
+fn nesting_estimate(script: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for word in script.split(|c: char| c.is_whitespace() || c == ';') {
+        match word {
+            "if" | "do" | "case" => depth += 1,
+            "fi" | "done" | "esac" => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        for c in word.chars() {
+            match c {
+                '(' | '{' | '[' | '`' => depth += 1,
+                ')' | '}' | ']' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            max = max.max(depth);
+        }
+        max = max.max(depth);
+    }
+    max
+}
 
 fn path_for(text: &str, known: bool, access: Access, cwd: Option<&str>) -> ShellPath {
     match (known, paths::resolve(cwd, text)) {

@@ -812,3 +812,39 @@ fn shell_writes_are_judged_like_fs_writes() {
     expect(&defaults(), "echo x > notes.txt", Tier::Auto);
     expect(&defaults(), "echo x > .env", Tier::Deny);
 }
+
+#[test]
+fn deep_nesting_asks_instead_of_overflowing_the_stack() {
+    // tokio worker threads have 2 MiB stacks: classification must fit in one.
+    let handle = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            let p = defaults();
+            let mut tiers = Vec::new();
+            for n in [10, 60, 10_000] {
+                for (open, close) in [
+                    ("{ ", " }"),
+                    ("(", ")"),
+                    ("if true; then ", "; fi"),
+                    ("$(echo ", ")"),
+                    ("\"$(echo ", ")\""),
+                ] {
+                    let script = format!("echo {}x{}", open.repeat(n), close.repeat(n));
+                    tiers.push((n, run(&p, &script).tier));
+                }
+            }
+            tiers
+        })
+        .unwrap();
+    for (n, tier) in handle.join().unwrap() {
+        if n == 10_000 {
+            assert_eq!(tier, Tier::Ask);
+        }
+    }
+}
+
+#[test]
+fn long_flat_scripts_are_not_mistaken_for_deep_ones() {
+    let script = "if true; then ls; fi\nfor x in a; do ls; done\n{ ls; }\n(ls)\n".repeat(200);
+    expect(&defaults(), &script, Tier::Auto);
+}
