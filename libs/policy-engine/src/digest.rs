@@ -192,6 +192,30 @@ mod tests {
     const EXPECTED_WRITE: &str = "4b3dfa412055b0fbbdd114a975a8fa1aa6bc9c4a5db632f9817bc73ce28c328a";
 
     #[test]
+    fn ap_01_03_09_approvals_do_not_carry_over() {
+        let d = |c: &ToolCall, s: &str| request_digest(c, s, "alice", "v");
+        // AP-01: an approval of `rm /tmp/a` does not cover `rm -rf /tmp/a`.
+        assert_ne!(
+            d(&ToolCall::script("rm /tmp/a"), "A"),
+            d(&ToolCall::script("rm -rf /tmp/a"), "A")
+        );
+        // AP-03: nor the same command in another session.
+        assert_ne!(
+            d(&ToolCall::script("echo ok"), "A"),
+            d(&ToolCall::script("echo ok"), "B")
+        );
+        // AP-09: nor with a weaker sandbox.
+        let mut sandboxed = ToolCall::script("ls");
+        sandboxed.sandbox_profile = Some("workspace-write".to_owned());
+        assert_ne!(d(&sandboxed, "A"), d(&ToolCall::script("ls"), "A"));
+        // A script and the same words as an argv are different requests.
+        assert_ne!(
+            d(&ToolCall::script("ls"), "A"),
+            d(&ToolCall::argv(["ls"]), "A")
+        );
+    }
+
+    #[test]
     fn every_security_field_changes_the_digest() {
         let base = run_call();
         let d = |c: &ToolCall| request_digest(c, "s1", "alice", "abc");

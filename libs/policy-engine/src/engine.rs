@@ -261,6 +261,22 @@ impl Policy {
             .collect()
     }
 
+    /// Path globs of `deny` rules that apply to `kind` in `ctx` (rules without command
+    /// selectors). The executor filters what a listing or search reveals with them, since a
+    /// single classification only sees the path the call names.
+    pub fn denied_path_globs(&self, kind: ToolKind, ctx: &CallContext) -> Vec<String> {
+        self.rules
+            .iter()
+            .filter(|r| {
+                r.tier == Tier::Deny
+                    && r.commands.is_empty()
+                    && r.applies_to(kind)
+                    && r.context_matches(ctx)
+            })
+            .flat_map(|r| r.path_globs.iter().cloned())
+            .collect()
+    }
+
     /// Classifies one call. Pure: no I/O, no ledger.
     pub fn classify(&self, call: &ToolCall, ctx: &CallContext) -> Decision {
         let mut b = Builder::default();

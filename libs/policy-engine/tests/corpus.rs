@@ -848,3 +848,18 @@ fn long_flat_scripts_are_not_mistaken_for_deep_ones() {
     let script = "if true; then ls; fi\nfor x in a; do ls; done\n{ ls; }\n(ls)\n".repeat(200);
     expect(&defaults(), &script, Tier::Auto);
 }
+
+#[test]
+fn env_05_deny_globs_are_exported_for_listing_and_search_filters() {
+    let globs = defaults().denied_path_globs(ToolKind::FsSearch, &CallContext::default());
+    assert!(globs.iter().any(|g| g == "**/.env"), "{globs:?}");
+    let p = corpus_policy(&[("deny_read", "secret/**")]);
+    assert_eq!(
+        p.denied_path_globs(ToolKind::FsRead, &CallContext::default()),
+        ["secret/**"]
+    );
+    assert!(
+        p.denied_path_globs(ToolKind::FsSearch, &CallContext::default())
+            .is_empty()
+    );
+}
