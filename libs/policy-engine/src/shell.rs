@@ -887,8 +887,21 @@ impl Analyzer {
             }
             let f = baseline::classify_argv(&name, args);
             cmd.rules.extend(f.rules.iter().copied());
+            if matches!(
+                name.as_str(),
+                "export" | "declare" | "typeset" | "local" | "readonly"
+            ) {
+                for (n, _) in args.iter().filter_map(|a| a.split_once('=')) {
+                    if baseline::is_sensitive_variable(n.trim_end_matches('+')) {
+                        cmd.rules.push(&baseline::SENSITIVE_ENV);
+                        cmd.notes.push(format!("{name} sets {n}"));
+                    }
+                }
+            }
+            // `eval` and `sh -c` are transparent: the commands they run are analysed separately.
             cmd.safe &= f.safe
                 || is_wrapper(&name)
+                || name == "eval"
                 || (baseline::is_shell(&name)
                     && args
                         .iter()

@@ -863,3 +863,13 @@ fn env_05_deny_globs_are_exported_for_listing_and_search_filters() {
             .is_empty()
     );
 }
+
+#[test]
+fn declarations_of_sensitive_variables_ask() {
+    let p = corpus_policy(&[("allow", "export"), ("allow", "ls"), ("allow", "declare")]);
+    expect(&p, "export PATH=/tmp/bad; ls", Tier::Ask);
+    expect(&p, "declare -x LD_PRELOAD=/tmp/x.so; ls", Tier::Ask);
+    expect(&p, "export FOO=bar; ls", Tier::Auto);
+    expect(&defaults(), "eval 'ls -la'", Tier::Auto);
+    expect(&defaults(), "eval 'sudo ls'", Tier::Deny);
+}
