@@ -112,7 +112,7 @@ pub trait Ledger: Send + Sync {
 }
 
 /// How to open a ledger.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LedgerConfig {
     /// `postgres://…` or `sqlite://path` (`sqlite:path` too).
     pub url: String,
@@ -151,6 +151,38 @@ impl LedgerConfig {
             max_batch: 512,
             clock: Clock::system(),
         }
+    }
+}
+
+// The url may carry a password; Debug output must not.
+impl std::fmt::Debug for LedgerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LedgerConfig")
+            .field("url", &redact_url(&self.url))
+            .field("redaction", &self.redaction)
+            .field("pending_ttl", &self.pending_ttl)
+            .field("approval_ttl", &self.approval_ttl)
+            .field("lease", &self.lease)
+            .field("max_connections", &self.max_connections)
+            .field("retry_budget", &self.retry_budget)
+            .field("migrate", &self.migrate)
+            .field("max_batch", &self.max_batch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `scheme://user:password@host/db` with the password replaced.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:{REDACTED}@{host}{tail}")
+        }
+        _ => url.to_owned(),
     }
 }
 
@@ -400,5 +432,30 @@ impl Ledger for SqlLedger {
 
     fn health(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.core.health())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_debug_hides_the_password() {
+        let c = LedgerConfig::new("postgres://tg:s3cretpw@db:5432/ledger");
+        let d = format!("{c:?}");
+        assert!(!d.contains("s3cretpw"), "{d}");
+        assert!(d.contains("postgres://tg:[REDACTED]@db:5432/ledger"), "{d}");
+        assert_eq!(
+            redact_url("sqlite://data/ledger.db"),
+            "sqlite://data/ledger.db"
+        );
+    }
+
+    #[test]
+    fn unknown_url_schemes_are_refused() {
+        assert!(matches!(
+            target("mysql://x"),
+            Err(Error::Invalid { field: "url", .. })
+        ));
     }
 }

@@ -105,25 +105,37 @@ $$;
 CREATE TRIGGER tg_audit_append_only BEFORE UPDATE OR DELETE ON tg_audit
     FOR EACH ROW EXECUTE FUNCTION tg_audit_append_only();
 
--- Extends the hash chain by one link per payload. The UPDATE of the single head row
--- takes its row lock until commit, and under READ COMMITTED a waiting writer re-reads
--- the committed head, so concurrent transactions (on any replica) chain linearly.
+-- Extends the hash chain by one link per payload. The first UPDATE takes the single
+-- head row's lock until commit; under READ COMMITTED a writer that waited for it
+-- re-reads the committed head, so concurrent transactions (on any replica) chain
+-- linearly. The head is written once per call, however many events it appends.
 CREATE FUNCTION tg_append(p_kinds TEXT[], p_subjects TEXT[], p_payloads BYTEA[]) RETURNS BIGINT
 LANGUAGE plpgsql AS $$
 DECLARE
+    n INT := coalesce(array_length(p_payloads, 1), 0);
     i INT;
     v_seq BIGINT;
     v_prev BYTEA;
     v_hash BYTEA;
+    seqs BIGINT[] := '{}';
+    prevs BYTEA[] := '{}';
+    hashes BYTEA[] := '{}';
 BEGIN
-    FOR i IN 1 .. coalesce(array_length(p_payloads, 1), 0) LOOP
-        UPDATE tg_audit_head
-           SET prev = hash, seq = seq + 1, hash = sha256(hash || int8send(seq + 1) || p_payloads[i])
-         WHERE id = 1
-        RETURNING seq, prev, hash INTO v_seq, v_prev, v_hash;
-        INSERT INTO tg_audit (seq, kind, subject, payload, prev_hash, hash)
-        VALUES (v_seq, p_kinds[i], p_subjects[i], p_payloads[i], v_prev, v_hash);
+    IF n = 0 THEN
+        RETURN NULL;
+    END IF;
+    UPDATE tg_audit_head SET seq = seq WHERE id = 1 RETURNING seq, hash INTO v_seq, v_hash;
+    FOR i IN 1 .. n LOOP
+        v_prev := v_hash;
+        v_seq := v_seq + 1;
+        v_hash := sha256(v_prev || int8send(v_seq) || p_payloads[i]);
+        seqs := seqs || v_seq;
+        prevs := prevs || v_prev;
+        hashes := hashes || v_hash;
     END LOOP;
+    INSERT INTO tg_audit (seq, kind, subject, payload, prev_hash, hash)
+    SELECT * FROM unnest(seqs, p_kinds, p_subjects, p_payloads, prevs, hashes);
+    UPDATE tg_audit_head SET seq = v_seq, prev = v_prev, hash = v_hash WHERE id = 1;
     RETURN v_seq;
 END
 $$;

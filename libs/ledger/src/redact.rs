@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 pub const REDACTED: &str = "[REDACTED]";
 
 /// Which secrets to scrub.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RedactionConfig {
     /// Regular expressions whose matches are secrets.
     pub patterns: Vec<String>,
@@ -35,8 +35,21 @@ impl Default for RedactionConfig {
     }
 }
 
+// Debug output ends up in logs and `--print-config`: never show the secrets themselves.
+impl std::fmt::Debug for RedactionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedactionConfig")
+            .field("patterns", &self.patterns)
+            .field(
+                "secrets",
+                &format_args!("<{} redacted>", self.secrets.len()),
+            )
+            .finish()
+    }
+}
+
 /// A compiled redaction configuration.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Redactor {
     patterns: Vec<Regex>,
     // Each secret as written and as it appears inside a JSON string literal,
@@ -103,6 +116,15 @@ impl Redactor {
     }
 }
 
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redactor")
+            .field("patterns", &self.patterns.len())
+            .field("secrets", &format_args!("<{} redacted>", self.exact.len()))
+            .finish()
+    }
+}
+
 fn json_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -155,6 +177,16 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("`(`"));
+    }
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let c = RedactionConfig {
+            patterns: vec![],
+            secrets: vec!["hunter2hunter2".into()],
+        };
+        assert!(!format!("{c:?}").contains("hunter2"));
+        assert!(!format!("{:?}", Redactor::new(&c).unwrap()).contains("hunter2"));
     }
 
     #[test]

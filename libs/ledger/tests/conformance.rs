@@ -905,3 +905,41 @@ async fn postgres_pending_survives_restart() {
     })
     .await;
 }
+
+/// Two replicas appending at once still produce one linear, verifiable chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_concurrent_replicas_keep_the_chain_linear() {
+    on_postgres(|ctx| async move {
+        let replicas = [Arc::new(ctx.ledger().await), Arc::new(ctx.ledger().await)];
+        let mut tasks = Vec::new();
+        for (r, l) in replicas.iter().enumerate() {
+            for i in 0..60 {
+                let l = l.clone();
+                tasks.push(tokio::spawn(async move {
+                    if i % 3 == 0 {
+                        l.ask(ask(&format!("a{r}-{i}"), "s", &format!("ask {i}")))
+                            .await
+                            .map(|_| ())
+                    } else {
+                        l.record_decision(new_decision(
+                            &format!("d{r}-{i}"),
+                            "s",
+                            &format!("cmd {i}"),
+                            Tier::Auto,
+                        ))
+                        .await
+                        .map(|_| ())
+                    }
+                }));
+            }
+        }
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        let report = replicas[0].verify().await.unwrap();
+        assert!(report.broken.is_none(), "{report:?}");
+        // 80 auto decisions + 40 ask decisions + 20 shared pending approvals.
+        assert_eq!(report.events, 140);
+    })
+    .await;
+}
