@@ -1493,6 +1493,14 @@ mod tests {
     }
 
     #[test]
+    fn nesting_estimate_counts_depth_not_length() {
+        assert_eq!(nesting_estimate("ls; ls; ls"), 0);
+        assert_eq!(nesting_estimate("if a; then b; fi; if c; then d; fi"), 1);
+        assert_eq!(nesting_estimate("{ ( echo $(ls) ); }"), 3);
+        assert!(nesting_estimate(&"{ ".repeat(100)) >= 100);
+    }
+
+    #[test]
     fn ansi_c_decoding() {
         assert_eq!(ansi_c("r\\155"), "rm");
         assert_eq!(ansi_c("\\x72\\u006d"), "rm");

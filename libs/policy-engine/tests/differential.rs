@@ -4,7 +4,8 @@
 //! Each script runs under `/bin/bash` in a throwaway directory with a PATH holding only shim
 //! programs. A shim records its name and arguments and exits 0, so nothing real runs. `bash`
 //! and `sh` are the real shells (so `bash -c` strings are executed and their commands
-//! recorded); builtins never reach a shim and are left out of the comparison.
+//! recorded); builtins never reach a shim and are left out of the comparison. Wrappers such as
+//! `env` or `nohup` are shims too, so their own argv is compared, not what they would run.
 
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
@@ -61,6 +62,13 @@ const SCRIPTS: &[&str] = &[
     "cat $'tab\\there' \"$'not-ansi'\"",
     "time ls",
     "! grep -q x f || wc -c f",
+    "trap 'ls -1' EXIT; true",
+    "export FOO=1; ls",
+    "{ sh; } <<'EOF'\nls -a\nEOF",
+    "bash <<'EOF'\nwc -l x\nEOF",
+    "sh -c 'id -u' >/dev/null 2>&1",
+    "a=1; f() { :; }; [ -n \"$a\" ] && stat x",
+    "while false; do :; done; until true; do :; done; ls",
 ];
 
 fn bash_builtins() -> HashSet<String> {
