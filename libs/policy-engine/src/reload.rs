@@ -51,10 +51,28 @@ impl PolicyFile {
     pub fn reload(&self) -> Result<bool, Error> {
         let before = stamp(&self.path);
         *self.stamp.lock().unwrap_or_else(PoisonError::into_inner) = before;
-        let policy = Policy::load(&self.path)?;
+        let policy = match Policy::load(&self.path) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(
+                    path = %self.path.display(),
+                    error = %e,
+                    version = %self.current().version(),
+                    "policy reload failed; the previous version stays in force"
+                );
+                return Err(e);
+            }
+        };
         let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
         let changed = current.version() != policy.version();
         if changed {
+            tracing::info!(
+                path = %self.path.display(),
+                from = %current.version(),
+                to = %policy.version(),
+                rules = policy.rule_count(),
+                "policy reloaded"
+            );
             *current = Arc::new(policy);
         }
         Ok(changed)
