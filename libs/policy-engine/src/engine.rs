@@ -97,6 +97,13 @@ pub struct Decision {
     pub message: String,
 }
 
+impl Decision {
+    /// The first matching rule with the final tier: the rule id a deny or ask reports.
+    pub fn deciding_rule(&self) -> Option<&RuleMatch> {
+        self.matches.iter().find(|m| m.tier == self.tier)
+    }
+}
+
 /// A rule as `GetPolicy` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleSummary {
