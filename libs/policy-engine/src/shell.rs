@@ -659,7 +659,7 @@ impl Analyzer {
                 WordPiece::ParameterExpansion(expr) => {
                     e.dynamic = true;
                     self.parameter(expr, ctx, depth, e);
-                    e.text.push_str(&source_text(pieces, p));
+                    e.text.push_str(&parameter_text(p));
                 }
                 WordPiece::CommandSubstitution(body) => {
                     e.dynamic = true;
@@ -1122,7 +1122,8 @@ fn path_for(text: &str, known: bool, access: Access, cwd: Option<&str>) -> Shell
     }
 }
 
-fn source_text(_pieces: &[WordPieceWithSource], p: &WordPieceWithSource) -> String {
+/// How a parameter expansion is shown in an explanation's argv (its value is unknown).
+fn parameter_text(p: &WordPieceWithSource) -> String {
     match &p.piece {
         WordPiece::ParameterExpansion(ParameterExpr::Parameter {
             parameter,
