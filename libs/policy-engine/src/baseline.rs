@@ -706,6 +706,14 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
         || (sub == Some("ls-remote") && has_short(rest, 'u'))
         || (sub == Some("grep") && has_short(rest, 'O'));
     let rest_ops = operands(rest);
+    // Paths git reads outside the index: `diff --no-index a b`, and pathspecs after `--`.
+    if sub == Some("diff") && rest.iter().any(|a| a == "--no-index") {
+        f.paths
+            .extend(rest_ops.iter().map(|o| ((*o).to_owned(), Access::Read)));
+    } else if let Some(dd) = rest.iter().position(|a| a == "--") {
+        f.paths
+            .extend(rest[dd + 1..].iter().map(|o| (o.clone(), Access::Read)));
+    }
     match sub {
         Some("push")
             if (has_long(rest, "--force")

@@ -906,19 +906,20 @@ impl Analyzer {
                     && args
                         .iter()
                         .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c')));
+            if name == "git" {
+                // `git -C dir` runs in dir: its path operands are relative to it.
+                for d in baseline::git_chdir(args) {
+                    cmd.paths
+                        .push(path_for(d, true, Access::Read, cwd.as_deref()));
+                    cwd = paths::resolve(cwd.as_deref(), d);
+                    cmd.notes.push(format!("git runs in `{d}`"));
+                }
+            }
             for (p, access) in &f.paths {
                 let known = !dynamic
                     .iter()
                     .any(|d| d.contains(p.as_str()) || p.contains(d));
                 cmd.paths.push(path_for(p, known, *access, cwd.as_deref()));
-            }
-            if name == "git" {
-                for d in baseline::git_chdir(args) {
-                    cwd = cwd.as_deref().and_then(|c| paths::resolve(Some(c), d));
-                    cmd.paths
-                        .push(path_for(d, true, Access::Read, ctx.cwd.as_deref()));
-                    cmd.notes.push(format!("git runs in `{d}`"));
-                }
             }
             if name == "trap"
                 && let Some(handler) = args.first().filter(|a| !a.starts_with('-'))
@@ -943,7 +944,7 @@ impl Analyzer {
                 }
             }
             if let Some(dir) = w.chdir {
-                cwd = cwd.as_deref().and_then(|c| paths::resolve(Some(c), dir));
+                cwd = paths::resolve(cwd.as_deref(), dir);
             }
             if let Some(s) = w.split {
                 cmd.rules.push(&baseline::DYNAMIC_ARGS);

@@ -901,3 +901,16 @@ fn deciding_rule_names_the_worst_match() {
         "baseline.read-only"
     );
 }
+
+#[test]
+fn git_path_operands_follow_dash_c_and_no_index() {
+    let p = corpus_policy(&[
+        ("allow", "git diff"),
+        ("allow", "git log"),
+        ("deny_path", "sub/secret/**"),
+    ]);
+    expect(&p, "git diff --no-index /etc/passwd x", Tier::Ask);
+    expect(&p, "git -C sub log -- secret/key", Tier::Deny);
+    expect(&p, "git log -- secret/key", Tier::Auto);
+    expect(&defaults(), "git log -- /etc/shadow", Tier::Deny);
+}
