@@ -777,9 +777,10 @@ impl Analyzer {
             fetch: false,
         };
         for (name, value) in assigns {
+            // Every assignment is shown: approvers should see the environment a command gets.
+            cmd.notes.push(format!("assigns {name}={}", value.text));
             if baseline::is_sensitive_variable(name) {
                 cmd.rules.push(&baseline::SENSITIVE_ENV);
-                cmd.notes.push(format!("sets {name} for the command"));
             }
             if let Some(r) = value.risky {
                 cmd.rules.push(&baseline::DYNAMIC_ARGS);
