@@ -283,6 +283,8 @@ pub struct Config {
     pub max_concurrent_runs: usize,
     /// Events buffered per run before the output reader stops reading (backpressure).
     pub event_buffer: usize,
+    /// Kernel buffer of each output pipe (`F_SETPIPE_SZ`, best effort); 0 keeps the default 64 KiB.
+    pub pipe_buffer_bytes: usize,
     /// Resource limits of every child.
     pub rlimits: Rlimits,
     /// `pid_max` of each run's PID namespace (caps fork bombs even for root); at least 301.
@@ -311,6 +313,7 @@ impl Default for Config {
             max_tail_bytes: 1 << 20,
             max_concurrent_runs: 64,
             event_buffer: 16,
+            pipe_buffer_bytes: 1 << 20,
             rlimits: Rlimits::default(),
             pid_limit: 1024,
             allowed_env: EnvAllow::default(),

@@ -13,7 +13,7 @@ use crate::event::{Event, Output, Stream, StreamSummary};
 
 /// Largest chunk one read forwards; a read returns whatever the pipe holds, so small writes
 /// coalesce without any added delay.
-pub(crate) const CHUNK: usize = 64 * 1024;
+pub(crate) const CHUNK: usize = 256 * 1024;
 
 /// Below this size a chunk is copied into an exact-size buffer so a queued event does not pin a
 /// whole `CHUNK` allocation.
@@ -160,12 +160,25 @@ pub(crate) async fn pump(
                 r = pipe.read_buf(&mut buf) => r,
                 () = &mut stop => { stopped = true; break; }
             };
-            let n = match read {
+            let mut n = match read {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
             };
+            // Coalesce without waiting: take whatever else is already in the pipe, up to a chunk.
+            let mut eof = false;
+            while n < CHUNK {
+                match pipe.try_read_buf(&mut buf) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(m) => n += m,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
             let offset = tally.total;
             tally.total += n as u64;
             let head_len = n.min((tally.cap - tally.streamed) as usize);
@@ -200,7 +213,7 @@ pub(crate) async fn pump(
             if tally.streamed >= tally.cap {
                 live = false;
             }
-            if stopped {
+            if stopped || eof {
                 break;
             }
         } else {

@@ -375,8 +375,10 @@ impl Runner {
         let guard = ReapGuard { pid, reaped: false };
         let _enter = handle.enter();
         let pidfd = sys::watch_exit(pid).map_err(setup_err("watch the child with a pidfd"))?;
-        let stdout = take_reader(child.stdout.take()).map_err(setup_err("read stdout"))?;
-        let stderr = take_reader(child.stderr.take()).map_err(setup_err("read stderr"))?;
+        let stdout = take_reader(child.stdout.take(), config.pipe_buffer_bytes)
+            .map_err(setup_err("read stdout"))?;
+        let stderr = take_reader(child.stderr.take(), config.pipe_buffer_bytes)
+            .map_err(setup_err("read stderr"))?;
         let stdin_feed = match (child.stdin.take(), req.stdin) {
             (Some(pipe_in), Some(bytes)) => Some((
                 pipe::Sender::from_owned_fd(OwnedFd::from(pipe_in))
@@ -427,7 +429,7 @@ impl Runner {
         }
     }
 
-    /// Spawns `argv` with exactly the isolation and environment of a run but none of its
+    /// Spawns `argv` with exactly the isolation, environment and pipe size of a run but none of its
     /// supervision (no pidfd, no pumps, no events). For benchmarks that need the raw cost.
     pub fn spawn_baseline(&self, argv: &[&str], cwd: OwnedFd, stdout: Stdio) -> io::Result<Child> {
         let home = std::env::temp_dir();
@@ -435,7 +437,12 @@ impl Runner {
             .inner
             .command(argv[0], &argv[1..], &[], &home, cwd, Stdio::null());
         cmd.stdout(stdout).stderr(Stdio::null());
-        self.inner.spawn(&mut cmd)
+        let child = self.inner.spawn(&mut cmd)?;
+        if let Some(out) = &child.stdout {
+            // Same pipe size as a run gets, so a throughput comparison measures only the stream.
+            let _ = rustix::pipe::fcntl_setpipe_size(out, self.inner.config.pipe_buffer_bytes);
+        }
+        Ok(child)
     }
 }
 
@@ -537,9 +544,16 @@ impl Inner {
     }
 }
 
-fn take_reader(out: Option<impl Into<OwnedFd>>) -> io::Result<pipe::Receiver> {
-    let fd = out.ok_or_else(|| io::Error::other("pipe was not created"))?;
-    pipe::Receiver::from_owned_fd(fd.into())
+fn take_reader(out: Option<impl Into<OwnedFd>>, pipe_size: usize) -> io::Result<pipe::Receiver> {
+    let fd: OwnedFd = out
+        .ok_or_else(|| io::Error::other("pipe was not created"))?
+        .into();
+    if pipe_size > 0 {
+        // Best effort: a bigger pipe lets the child keep writing while a chunk is being forwarded.
+        // The kernel may refuse (pipe-max-size, per-user pipe quota); the default still works.
+        let _ = rustix::pipe::fcntl_setpipe_size(&fd, pipe_size);
+    }
+    pipe::Receiver::from_owned_fd(fd)
 }
 
 fn spawn_failed(program: &str, err: &io::Error) -> Status {

@@ -300,3 +300,37 @@ async fn process_group_fallback_still_ends_the_call() {
     );
     assert!(out.elapsed < Duration::from_secs(2));
 }
+
+#[tokio::test]
+async fn cpu_and_address_space_rlimits_apply() {
+    let runner = Runner::new(Config {
+        rlimits: Rlimits {
+            cpu_seconds: Some(1),
+            address_space: Some(512 << 20),
+            ..Rlimits::default()
+        },
+        ..config()
+    })
+    .unwrap();
+    let (_ws, cwd) = workspace();
+    let out = run_script(&runner, "while :; do :; done", cwd).await;
+    // The soft limit's SIGXCPU cannot stop a namespace init with default handling; soft = hard,
+    // so the kernel's SIGKILL at the hard limit does.
+    assert!(
+        matches!(
+            out.exited.status,
+            Status::Signaled { signal: 9 | 24, .. } | Status::Exited(137 | 152)
+        ),
+        "{:?}",
+        out.exited.status
+    );
+    assert!(out.exited.usage.user_cpu + out.exited.usage.system_cpu >= Duration::from_millis(900));
+    let (_ws, cwd) = workspace();
+    let out = run_script(
+        &runner,
+        "python3 -c 'b = bytearray(1 << 30)' 2>/dev/null || echo refused",
+        cwd,
+    )
+    .await;
+    assert_eq!(out.stdout, b"refused\n");
+}

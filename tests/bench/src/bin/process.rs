@@ -1,0 +1,214 @@
+//! Process runs (`toolgate-process`), each against a baseline measured in the same run:
+//!
+//! 1. `/bin/true` round trip: a raw `std::process::Command` spawn+wait with the *same* isolation
+//!    (new PID namespace, private /proc, rlimits, cleared environment) vs a full `Runner::try_run`
+//!    drained to its `Exited` event. Goal: p50 ratio ≤ 1.35.
+//! 2. Throughput of `head -c 1G /dev/zero`: a raw 64 KiB pipe reader vs the event stream with a
+//!    cap above 1 GiB (every byte delivered live). Goal: ≥ 0.8.
+//! 3. Peak RSS (VmHWM) of a fresh copy of this program draining a 10 MiB flood vs a 10 GiB flood
+//!    under the default caps. Goal: ≤ 1.2.
+
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use toolgate_bench::{Goal, Samples, heading, interleave, print_side, report_ratio, sample_count};
+use toolgate_process::{Config, Event, RunRequest, RunSpec, Runner, Status};
+
+const RSS_CHILD: &str = "--rss-child";
+
+fn cwd() -> OwnedFd {
+    std::fs::File::open(std::env::temp_dir())
+        .expect("open the temp dir")
+        .into()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Runs `req` to completion and returns (live bytes, final status).
+async fn drain(runner: &Runner, req: RunRequest) -> (u64, Status) {
+    let mut run = runner
+        .try_run(RunSpec::try_from(req).expect("valid request"))
+        .expect("admitted");
+    let mut bytes = 0;
+    let mut status = None;
+    while let Some(ev) = run.recv().await {
+        match ev {
+            Event::Output(o) => bytes += o.data.len() as u64,
+            Event::Exited(e) => status = Some(e.status),
+            Event::Started(_) => {}
+        }
+    }
+    (bytes, status.expect("exited"))
+}
+
+fn vm_hwm_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("read /proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM present")
+}
+
+/// Child mode: drain one flood of `size` bytes through a default-capped run, print VmHWM.
+fn rss_child(size: &str) {
+    let rt = runtime();
+    let runner = Runner::new(Config::default()).expect("runner");
+    let (_, status) = rt.block_on(drain(
+        &runner,
+        RunRequest::argv(["head", "-c", size, "/dev/zero"], cwd()),
+    ));
+    assert_eq!(status, Status::Exited(0), "flood run failed");
+    println!("{}", vm_hwm_kib());
+}
+
+fn rss_of(size: &str) -> u64 {
+    let exe = std::env::current_exe().expect("own path");
+    let out = std::process::Command::new(exe)
+        .args([RSS_CHILD, size])
+        .output()
+        .expect("spawn the rss child");
+    assert!(out.status.success(), "rss child failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("rss child prints VmHWM")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some(RSS_CHILD) {
+        rss_child(&args[2]);
+        return;
+    }
+
+    let rt = runtime();
+    let config = Config {
+        max_cap_bytes: 2 << 30,
+        ..Config::default()
+    };
+    let runner = Runner::new(config).expect("runner");
+    let caps = runner.capabilities();
+    println!(
+        "kill mechanism: {} (pid_max cap {:?}), namespaces: pid={} mount={}",
+        caps.kill_mechanism.as_str(),
+        caps.pid_limit,
+        caps.namespaces.pid,
+        caps.namespaces.mount
+    );
+
+    // 1. /bin/true round trip.
+    heading("Run([\"/bin/true\"]) vs raw spawn+wait with the same isolation");
+    let n = sample_count(2000);
+    let (raw, full) =
+        interleave(
+            n,
+            50,
+            || {
+                let mut child = runner
+                    .spawn_baseline(&["/bin/true"], cwd(), Stdio::null())
+                    .expect("raw spawn");
+                assert!(child.wait().expect("wait").success());
+            },
+            || {
+                // Like a gRPC handler, the caller is a task on the runtime.
+                let r = runner.clone();
+                let (_, status) = rt
+                    .block_on(rt.spawn(async move {
+                        drain(&r, RunRequest::argv(["/bin/true"], cwd())).await
+                    }))
+                    .expect("run task");
+                assert_eq!(status, Status::Exited(0));
+            },
+        );
+    print_side("raw spawn+wait (pidns, /proc, rlimits, env)", &raw);
+    print_side("Runner::try_run drained to Exited", &full);
+    report_ratio(
+        "true_p50",
+        full.p50().as_secs_f64() / raw.p50().as_secs_f64(),
+        Goal::AtMost(1.35),
+    );
+
+    // 2. Streaming throughput.
+    heading("head -c 1G /dev/zero: raw pipe read vs event stream");
+    let size: u64 = 1 << 30;
+    let rounds = sample_count(2000).clamp(3, 7);
+    let mut raw_t = Samples::default();
+    let mut ours_t = Samples::default();
+    for i in 0..rounds * 2 {
+        if (i % 2 == 0) == (i / 2 % 2 == 0) {
+            let t = Instant::now();
+            let mut child = runner
+                .spawn_baseline(&["head", "-c", "1G", "/dev/zero"], cwd(), Stdio::piped())
+                .expect("raw spawn");
+            let mut out = child.stdout.take().expect("stdout pipe");
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut total = 0u64;
+            loop {
+                let n = out.read(&mut buf).expect("read");
+                if n == 0 {
+                    break;
+                }
+                total += n as u64;
+            }
+            child.wait().expect("wait");
+            assert_eq!(total, size);
+            raw_t.push(t.elapsed());
+        } else {
+            let t = Instant::now();
+            let mut req = RunRequest::argv(["head", "-c", "1G", "/dev/zero"], cwd());
+            req.stdout_cap = Some(size + 1);
+            // The consumer is a task on the runtime, as a gRPC response stream would be.
+            let r = runner.clone();
+            let (bytes, status) = rt
+                .block_on(rt.spawn(async move { drain(&r, req).await }))
+                .expect("drain task");
+            assert_eq!((bytes, status), (size, Status::Exited(0)));
+            ours_t.push(t.elapsed());
+        }
+    }
+    let gib_s = |d: Duration| size as f64 / d.as_secs_f64() / (1u64 << 30) as f64;
+    print_side("raw pipe reader (64 KiB reads)", &raw_t);
+    print_side("event stream (Output events)", &ours_t);
+    println!(
+        "  throughput: raw {:.2} GiB/s, stream {:.2} GiB/s",
+        gib_s(raw_t.p50()),
+        gib_s(ours_t.p50())
+    );
+    report_ratio(
+        "stream_throughput",
+        raw_t.p50().as_secs_f64() / ours_t.p50().as_secs_f64(),
+        Goal::AtLeast(0.8),
+    );
+
+    // 3. Peak RSS under a flood, each measured in a fresh process.
+    heading("peak RSS draining 10 MiB vs 10 GiB (default caps), fresh process each");
+    let pairs = 3;
+    let (mut small, mut big) = (Vec::new(), Vec::new());
+    for i in 0..pairs {
+        if i % 2 == 0 {
+            small.push(rss_of("10M") as f64);
+            big.push(rss_of("10G") as f64);
+        } else {
+            big.push(rss_of("10G") as f64);
+            small.push(rss_of("10M") as f64);
+        }
+    }
+    println!("  VmHWM 10 MiB flood: {small:?} KiB");
+    println!("  VmHWM 10 GiB flood: {big:?} KiB");
+    report_ratio("flood_rss", median(big) / median(small), Goal::AtMost(1.2));
+}
