@@ -122,17 +122,9 @@ fn probe_cgroup() -> CgroupSupport {
     let Some(mount_point) = cgroup2_mount(&mountinfo) else {
         return CgroupSupport::default();
     };
-    let own = std::fs::read_to_string("/proc/self/cgroup")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_owned()))
-        })
-        .unwrap_or_else(|| "/".to_owned());
-    let probe = mount_point
-        .join(own.trim_start_matches('/'))
-        .join(format!("toolgate-probe-{}", std::process::id()));
-    let writable = std::fs::create_dir(&probe).is_ok() && std::fs::remove_dir(&probe).is_ok();
+    let own = crate::cgroup::own_cgroup_dir(&mount_point).unwrap_or_else(|| mount_point.clone());
+    // Creating (and dropping, which removes) a run cgroup is exactly what runs would need.
+    let writable = crate::cgroup::RunCgroup::create(&own).is_ok();
     CgroupSupport {
         available: true,
         writable,

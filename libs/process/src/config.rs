@@ -296,6 +296,9 @@ pub struct Config {
     /// Use a PID namespace (plus a private `/proc`) when the kernel allows; off forces the
     /// process-group fallback.
     pub use_pid_namespace: bool,
+    /// Without a PID namespace, put each run in its own cgroup v2 (killed with `cgroup.kill`) when
+    /// the executor may create cgroups; off leaves only the process group.
+    pub use_cgroup: bool,
 }
 
 impl Default for Config {
@@ -319,6 +322,7 @@ impl Default for Config {
             allowed_env: EnvAllow::default(),
             home_parent: None,
             use_pid_namespace: true,
+            use_cgroup: true,
         }
     }
 }

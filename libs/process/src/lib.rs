@@ -12,6 +12,7 @@
 //! The gRPC adapter maps these types onto `toolgate.executor.v1`; nothing here knows about the wire.
 
 mod caps;
+mod cgroup;
 pub mod config;
 mod event;
 mod output;

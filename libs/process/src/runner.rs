@@ -1,9 +1,11 @@
 //! Admission, spawning and supervision of runs.
 
+use std::ffi::CString;
 use std::fs::File;
 use std::future::pending;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::Arc;
@@ -18,6 +20,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use toolgate_core::{Reason, ReasonedError};
 
 use crate::caps::{Capabilities, LimitsView, probe_host};
+use crate::cgroup::RunCgroup;
 use crate::config::{self, Config};
 use crate::event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Started, Status, Stream, StreamSummary,
@@ -109,10 +112,12 @@ fn setup_err(what: &'static str) -> impl FnOnce(io::Error) -> Error {
 }
 
 /// How children are isolated, decided once at startup.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Plan {
     mechanism: KillMechanism,
     pid_limit: Option<u32>,
+    /// The executor's own cgroup, parent of the per-run cgroups (cgroup mechanism only).
+    cgroup_parent: Option<PathBuf>,
 }
 
 struct Inner {
@@ -197,7 +202,13 @@ impl Runner {
         let mut plan = Plan {
             mechanism: KillMechanism::ProcessGroup,
             pid_limit: None,
+            cgroup_parent: None,
         };
+        let cgroup_parent = cgroup
+            .mount_point
+            .as_deref()
+            .filter(|_| cgroup.writable)
+            .and_then(crate::cgroup::own_cgroup_dir);
         let mut inner = Inner {
             permits: Arc::new(Semaphore::new(config.max_concurrent_runs)),
             shutdown: watch::Sender::new(false),
@@ -212,7 +223,7 @@ impl Runner {
                 limits: LimitsView::of(&config),
             },
             config,
-            plan,
+            plan: plan.clone(),
             bash,
             own_pid_ns,
         };
@@ -226,23 +237,39 @@ impl Runner {
                 Plan {
                     mechanism: KillMechanism::PidNamespace,
                     pid_limit: Some(inner.config.pid_limit),
+                    cgroup_parent: None,
                 },
                 Plan {
                     mechanism: KillMechanism::PidNamespace,
                     pid_limit: None,
+                    cgroup_parent: None,
                 },
             ];
             for candidate in candidates {
-                inner.plan = candidate;
+                inner.plan = candidate.clone();
                 if inner.probe_spawn() {
                     plan = candidate;
                     break;
                 }
             }
         }
-        inner.plan = plan;
+        if plan.mechanism == KillMechanism::ProcessGroup
+            && inner.config.use_cgroup
+            && cgroup_parent.is_some()
+        {
+            let candidate = Plan {
+                mechanism: KillMechanism::Cgroup,
+                pid_limit: None,
+                cgroup_parent,
+            };
+            inner.plan = candidate.clone();
+            if inner.probe_spawn() {
+                plan = candidate;
+            }
+        }
         inner.caps.kill_mechanism = plan.mechanism;
         inner.caps.pid_limit = plan.pid_limit;
+        inner.plan = plan;
         Ok(Runner {
             inner: Arc::new(inner),
         })
@@ -339,8 +366,18 @@ impl Runner {
         } else {
             Stdio::null()
         };
-        let mut cmd = inner.command(program, &args, &req.env, home.path(), req.cwd, stdin);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let run_cgroup = inner.run_cgroup()?;
+        let mut cmd = inner.command(
+            program,
+            &args,
+            &req.env,
+            home.path(),
+            req.cwd,
+            run_cgroup.as_ref(),
+        );
+        cmd.stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
 
         let (tx, rx) = mpsc::channel(config.event_buffer);
         let cancel = CancelHandle(Arc::new(watch::Sender::new(false)));
@@ -394,6 +431,7 @@ impl Runner {
             pidfd,
             guard,
             mechanism: inner.plan.mechanism,
+            cgroup: run_cgroup,
             tx,
             cancel: cancel.0.subscribe(),
             shutdown: inner.shutdown.subscribe(),
@@ -433,9 +471,10 @@ impl Runner {
     /// supervision (no pidfd, no pumps, no events). For benchmarks that need the raw cost.
     pub fn spawn_baseline(&self, argv: &[&str], cwd: OwnedFd, stdout: Stdio) -> io::Result<Child> {
         let home = std::env::temp_dir();
+        // Joins no cgroup: a baseline for the PID-namespace and process-group mechanisms.
         let mut cmd = self
             .inner
-            .command(argv[0], &argv[1..], &[], &home, cwd, Stdio::null());
+            .command(argv[0], &argv[1..], &[], &home, cwd, None);
         cmd.stdout(stdout).stderr(Stdio::null());
         let child = self.inner.spawn(&mut cmd)?;
         if let Some(out) = &child.stdout {
@@ -454,7 +493,7 @@ impl Inner {
         env: &[(String, String)],
         home: &Path,
         cwd: OwnedFd,
-        stdin: Stdio,
+        cgroup: Option<&RunCgroup>,
     ) -> std::process::Command {
         let mut cmd = std::process::Command::new(program);
         cmd.args(args)
@@ -469,7 +508,8 @@ impl Inner {
             .env("EDITOR", "true")
             .env("CI", "1")
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .stdin(stdin);
+            // Never the executor's own stdin; a run that has input replaces this with a pipe.
+            .stdin(Stdio::null());
         let rl = &self.config.rlimits;
         let mut rlimits = vec![(Resource::Core, 0)];
         for (resource, value) in [
@@ -495,9 +535,21 @@ impl Inner {
                     .filter(|_| pid_ns)
                     .map(|n| n.to_string().into_bytes()),
                 rlimits,
+                join_cgroup: cgroup
+                    .and_then(|c| CString::new(c.procs_file().into_os_string().into_vec()).ok()),
             },
         );
         cmd
+    }
+
+    /// A fresh cgroup for one run when the cgroup mechanism is in force.
+    fn run_cgroup(&self) -> Result<Option<RunCgroup>, Error> {
+        match (&self.plan.mechanism, &self.plan.cgroup_parent) {
+            (KillMechanism::Cgroup, Some(parent)) => RunCgroup::create(parent)
+                .map(Some)
+                .map_err(setup_err("create the run's cgroup")),
+            _ => Ok(None),
+        }
     }
 
     fn spawn(&self, cmd: &mut std::process::Command) -> io::Result<Child> {
@@ -519,7 +571,10 @@ impl Inner {
         };
         let program = program.to_string_lossy().into_owned();
         let home = std::env::temp_dir();
-        let mut cmd = self.command(&program, &[], &[], &home, cwd.into(), Stdio::null());
+        let Ok(cgroup) = self.run_cgroup() else {
+            return false;
+        };
+        let mut cmd = self.command(&program, &[], &[], &home, cwd.into(), cgroup.as_ref());
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
         self.spawn(&mut cmd)
             .and_then(|mut c| c.wait())
@@ -611,6 +666,7 @@ struct Supervisor {
     pidfd: AsyncFd<OwnedFd>,
     guard: ReapGuard,
     mechanism: KillMechanism,
+    cgroup: Option<RunCgroup>,
     tx: mpsc::Sender<Event>,
     cancel: watch::Receiver<bool>,
     shutdown: watch::Receiver<bool>,
@@ -720,6 +776,9 @@ impl Supervisor {
             () = tokio::time::sleep(self.final_send_timeout) => {}
             () = async { shutdown.await; tokio::time::sleep(grace).await } => {}
         }
+        if let Some(cgroup) = self.cgroup.take() {
+            cgroup.remove().await;
+        }
     }
 
     /// Waits for the child to exit, enforcing timeout and cancellation, and reaps it.
@@ -738,26 +797,32 @@ impl Supervisor {
         if let Some(ending) = &ending {
             if matches!(ending, Ending::Cancel(CancelCause::OutputCap)) {
                 // The point of kill_on_cap is to stop the flood now, not after a grace period.
-                signal_all(self.pid, Signal::KILL);
+                self.kill_everything();
                 killed = true;
             } else {
                 signal_all(self.pid, Signal::TERM);
+                if let Some(cgroup) = &self.cgroup {
+                    cgroup.signal_all(Signal::TERM);
+                }
                 tokio::select! {
                     biased;
                     () = exited(&self.pidfd) => {}
                     () = tokio::time::sleep(self.grace) => {
-                        signal_all(self.pid, Signal::KILL);
+                        self.kill_everything();
                         killed = true;
                     }
                 }
             }
             exited(&self.pidfd).await;
         }
-        if self.mechanism == KillMechanism::ProcessGroup {
-            // Background members of the group would hold the pipes; the pid is still unreaped,
-            // so the group id cannot have been reused.
+        if self.mechanism != KillMechanism::PidNamespace {
+            // Background descendants would hold the pipes and outlive the run. The pid is still
+            // unreaped, so the group id cannot have been reused.
             if let Some(p) = Pid::from_raw(self.pid) {
                 let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            }
+            if let Some(cgroup) = &self.cgroup {
+                cgroup.kill();
             }
         }
         let reaped = loop {
@@ -777,6 +842,15 @@ impl Supervisor {
         };
         self.guard.reaped = true;
         (ending, killed, reaped)
+    }
+}
+
+impl Supervisor {
+    fn kill_everything(&self) {
+        signal_all(self.pid, Signal::KILL);
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
     }
 }
 

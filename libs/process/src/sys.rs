@@ -24,6 +24,8 @@ pub(crate) struct ChildSetup {
     pub pid_max: Option<Vec<u8>>,
     /// `setrlimit` values, soft = hard (clamped to the inherited hard limit).
     pub rlimits: Vec<(Resource, u64)>,
+    /// The `cgroup.procs` file of the run's cgroup, joined before anything else happens.
+    pub join_cgroup: Option<std::ffi::CString>,
 }
 
 const PID_MAX_PATH: &CStr = c"/proc/sys/kernel/pid_max";
@@ -45,6 +47,22 @@ fn os_err() -> io::Error {
 }
 
 fn child_setup(setup: &ChildSetup) -> io::Result<()> {
+    if let Some(procs) = &setup.join_cgroup {
+        // Writing "0" moves the writer; from here on every descendant is born inside the cgroup.
+        // SAFETY: open/write/close on a path allocated before fork.
+        unsafe {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(os_err());
+            }
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = os_err();
+            libc::close(fd);
+            if n < 0 {
+                return Err(err);
+            }
+        }
+    }
     // A new session: own process group, no controlling terminal (TIOCSTI has nothing to inject into).
     rustix::process::setsid()?;
     // Before unsharing the mount namespace, so the copied namespace carries the cwd along.
