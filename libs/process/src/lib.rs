@@ -1,15 +1,24 @@
 //! Child process runs with bounded streaming output and a lifecycle that always ends.
 //!
-//! A [`Runner`] admits up to a configured number of concurrent runs. Each [`RunSpec`] (argv, or a
-//! script for exactly `bash --noprofile --norc -c`) is spawned with a cleared environment plus an
-//! allowlist, no controlling terminal, `no_new_privs`, resource limits and only fds 0-2 open. Where
-//! the kernel allows, the child is PID 1 of a new PID namespace with a private `/proc`, so when it
-//! exits (or is killed) the kernel kills every descendant, including ones that left the process
-//! group. Output arrives as [`Event`]s through a bounded channel: the head of each stream live
-//! under backpressure, the rest drained into a fixed tail ring, and one final [`Exited`] with exact
-//! byte counts, a typed [`Status`] and resource usage.
+//! A [`Runner`] admits up to a configured number of concurrent runs (beyond it `try_run` fails at
+//! once with `Busy`). Each [`RunSpec`] (argv, or a script for exactly `bash --noprofile --norc -c`)
+//! is spawned with a cleared environment plus an allowlist, a private `HOME`, a new session (no
+//! controlling terminal), `no_new_privs`, resource limits and only fds 0-2 open.
 //!
-//! The gRPC adapter maps these types onto `toolgate.executor.v1`; nothing here knows about the wire.
+//! Descendants die with the run. Where the kernel allows, the child is PID 1 of a new PID
+//! namespace with a private `/proc` and a capped `pid_max`: when it exits or is killed, the kernel
+//! kills every descendant, including ones that left the process group, and fork bombs hit the cap
+//! even for root. Otherwise each run gets its own cgroup v2 (`cgroup.kill`), and as a last resort
+//! only the process group is signalled. [`Capabilities::kill_mechanism`] says which is in force.
+//!
+//! Because the child is a namespace init, signals it has no handler for are not delivered to it
+//! from inside its namespace, and SIGTERM from toolgate does not end it either unless it handles
+//! TERM; the timeout path therefore relies on SIGKILL after the grace period for such programs.
+//!
+//! Output arrives as [`Event`]s through a bounded channel: the head of each stream live under
+//! backpressure, the rest drained into a fixed tail ring, and one final [`Exited`] with exact byte
+//! counts, a typed [`Status`] and resource usage. The gRPC adapter maps these types onto
+//! `toolgate.executor.v1`; nothing here knows about the wire.
 
 mod caps;
 mod cgroup;
