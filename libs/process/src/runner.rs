@@ -347,7 +347,9 @@ impl Runner {
             })?;
 
         let mut home_builder = tempfile::Builder::new();
-        home_builder.prefix("toolgate-home-");
+        home_builder
+            .prefix("toolgate-home-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
         let home = match &config.home_parent {
             Some(parent) => home_builder.tempdir_in(parent),
             None => home_builder.tempdir(),

@@ -122,14 +122,14 @@ async fn env_fixed_allowlist_values_and_private_home() {
     let out = run_script(
         &runner,
         "echo \"$PATH|$LANG|$TERM|$PAGER|$GIT_PAGER|$GIT_TERMINAL_PROMPT|$EDITOR|$CI\"; \
-         test -d \"$HOME\" && test -w \"$HOME\" && echo home-ok",
+         test -d \"$HOME\" && test -w \"$HOME\" && echo home-ok; stat -c %a \"$HOME\"",
         cwd,
     )
     .await;
     assert_eq!(
         out.stdout_str(),
         format!(
-            "{}|C.UTF-8|dumb|cat|cat|0|true|1\nhome-ok\n",
+            "{}|C.UTF-8|dumb|cat|cat|0|true|1\nhome-ok\n700\n",
             toolgate_process::config::DEFAULT_PATH
         )
     );
