@@ -88,7 +88,6 @@ CREATE TABLE tg_audit (
     prev_hash BYTEA NOT NULL,
     hash BYTEA NOT NULL
 );
-CREATE INDEX tg_audit_subject ON tg_audit (subject, seq);
 CREATE TABLE tg_audit_head (
     id INT PRIMARY KEY CHECK (id = 1),
     seq BIGINT NOT NULL,
@@ -105,9 +104,9 @@ $$;
 CREATE TRIGGER tg_audit_append_only BEFORE UPDATE OR DELETE ON tg_audit
     FOR EACH ROW EXECUTE FUNCTION tg_audit_append_only();
 
--- Extends the hash chain by one link per payload. The first UPDATE takes the single
--- head row's lock until commit; under READ COMMITTED a writer that waited for it
--- re-reads the committed head, so concurrent transactions (on any replica) chain
+-- Extends the hash chain by one link per payload. SELECT ... FOR UPDATE takes the
+-- single head row's lock until commit; under READ COMMITTED a writer that waited for
+-- it reads the committed head, so concurrent transactions (on any replica) chain
 -- linearly. The head is written once per call, however many events it appends.
 CREATE FUNCTION tg_append(p_kinds TEXT[], p_subjects TEXT[], p_payloads BYTEA[]) RETURNS BIGINT
 LANGUAGE plpgsql AS $$
@@ -124,7 +123,7 @@ BEGIN
     IF n = 0 THEN
         RETURN NULL;
     END IF;
-    UPDATE tg_audit_head SET seq = seq WHERE id = 1 RETURNING seq, hash INTO v_seq, v_hash;
+    SELECT seq, hash INTO v_seq, v_hash FROM tg_audit_head WHERE id = 1 FOR UPDATE;
     FOR i IN 1 .. n LOOP
         v_prev := v_hash;
         v_seq := v_seq + 1;
@@ -215,7 +214,6 @@ CREATE TABLE tg_audit (
     prev_hash BLOB NOT NULL,
     hash BLOB NOT NULL
 );
-CREATE INDEX tg_audit_subject ON tg_audit (subject, seq);
 CREATE TABLE tg_audit_head (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     seq INTEGER NOT NULL,
