@@ -84,6 +84,12 @@ fn ts(t: Option<crate::model::Timestamp>) -> F<'static> {
     t.map_or(F::N, |t| F::I(t.as_micros()))
 }
 
+/// Large texts that never change after insert enter events as their sha256: the
+/// event still pins them (any edit changes the digest) without doubling the write volume.
+fn text_digest(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
 /// The canonical event for a decision row.
 pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
     let rules = d
@@ -93,6 +99,7 @@ pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
         .collect::<Vec<_>>()
         .join("\n");
     let digest = d.digest.to_hex();
+    let request = text_digest(&d.request_json);
     encode(
         kind,
         d.id.as_str(),
@@ -102,7 +109,7 @@ pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
             ("principal", d.principal.as_str().into()),
             ("tool", d.tool.as_str().into()),
             ("request_digest", digest.as_str().into()),
-            ("request_json", d.request_json.as_str().into()),
+            ("request_json_sha256", request.as_str().into()),
             ("tier", d.tier.as_str().into()),
             ("rule_ids", rules.as_str().into()),
             ("policy_version", d.policy_version.as_str().into()),
@@ -120,6 +127,8 @@ pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
 /// The canonical event for an approval row (its full current state).
 pub(crate) fn approval(kind: &str, a: &Approval) -> Vec<u8> {
     let digest = a.digest.to_hex();
+    let request = text_digest(&a.request_json);
+    let explanation = text_digest(&a.explanation_json);
     encode(
         kind,
         a.id.as_str(),
@@ -130,8 +139,8 @@ pub(crate) fn approval(kind: &str, a: &Approval) -> Vec<u8> {
             ("tool", a.tool.as_str().into()),
             ("request_digest", digest.as_str().into()),
             ("policy_version", a.policy_version.as_str().into()),
-            ("request_json", a.request_json.as_str().into()),
-            ("explanation_json", a.explanation_json.as_str().into()),
+            ("request_json_sha256", request.as_str().into()),
+            ("explanation_json_sha256", explanation.as_str().into()),
             ("state", a.state.as_str().into()),
             ("scope", a.scope.as_str().into()),
             ("created_at", a.created_at.as_micros().into()),

@@ -385,6 +385,11 @@ async fn env07_canary_never_stored(ctx: Ctx) {
         Error::Invalid { .. }
     ));
 
+    if !ctx.pg {
+        // Durability on SQLite comes from WAL mode (with synchronous=FULL).
+        let path = ctx.url.trim_start_matches("sqlite://");
+        assert!(std::path::Path::new(&format!("{path}-wal")).exists());
+    }
     let dump = ctx.dump().await;
     assert!(!dump.contains(CANARY), "canary found in stored rows");
     assert!(!dump.contains("AKIAABCDEFGHIJKLMNOP"));
