@@ -152,6 +152,10 @@ fn main() {
     );
     print_side("plain INSERT commit", &base);
     print_side("ledger record_decision (chained, durable)", &scen);
+    println!(
+        "  (context) p50 ratio = {:.3}",
+        scen.p50().as_secs_f64() / base.p50().as_secs_f64()
+    );
     all_met &= report_ratio(
         "ledger_decision_p99_vs_insert_p99",
         scen.p99().as_secs_f64() / base.p99().as_secs_f64(),
