@@ -281,7 +281,8 @@ pub struct Config {
     pub max_tail_bytes: usize,
     /// Runs admitted at once; beyond it `try_run` fails with `Busy`.
     pub max_concurrent_runs: usize,
-    /// Events buffered per run before the output reader stops reading (backpressure).
+    /// Events buffered per run before the output reader stops reading (backpressure). With
+    /// chunks of at most 256 KiB this bounds what a stalled consumer can pin per run.
     pub event_buffer: usize,
     /// Kernel buffer of each output pipe (`F_SETPIPE_SZ`, best effort); 0 keeps the default 64 KiB.
     pub pipe_buffer_bytes: usize,
@@ -315,7 +316,7 @@ impl Default for Config {
             default_tail_bytes: 16 << 10,
             max_tail_bytes: 1 << 20,
             max_concurrent_runs: 64,
-            event_buffer: 16,
+            event_buffer: 4,
             pipe_buffer_bytes: 1 << 20,
             rlimits: Rlimits::default(),
             pid_limit: 1024,
