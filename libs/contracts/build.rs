@@ -23,6 +23,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
 
     tonic_prost_build::configure()
+        // Output chunks and file contents pass through without a copy.
+        .bytes(".toolgate.executor.v1.OutputChunk.data")
+        .bytes(".toolgate.executor.v1.StreamSummary.tail")
         .build_client(std::env::var_os("CARGO_FEATURE_CLIENT").is_some())
         .build_server(std::env::var_os("CARGO_FEATURE_SERVER").is_some())
         .compile_fds(fds)?;

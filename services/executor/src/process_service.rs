@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
@@ -115,48 +115,21 @@ impl ProcessService for ProcessAdapter {
                 .try_run(spec)
                 .map_err(|e| status::from_error(&e))?
         };
-        let (mut events, cancel) = run.into_parts();
-        let stream = async_stream(move |tx| {
-            tracing::Instrument::instrument(
-                async move {
-                    // Holding the cancel handle keeps the run alive exactly as long as this stream.
-                    let _cancel = cancel;
-                    loop {
-                        // Watch for the client going away even while the child is silent.
-                        let event = tokio::select! {
-                            e = events.recv() => e,
-                            () = tx.closed() => {
-                                tracing::info!("client went away; cancelling the run");
-                                return;
-                            }
-                        };
-                        let Some(event) = event else { return };
-                        let last = matches!(event, Event::Exited(_));
-                        if tx.send(Ok(to_wire(event))).await.is_err() {
-                            // The client went away: dropping `events` kills the run.
-                            return;
-                        }
-                        if last {
-                            return;
-                        }
-                    }
-                },
-                span,
-            )
+        let (events, cancel) = run.into_parts();
+        // The runner's own bounded channel is the response: a slow client stops the runner
+        // reading the child's pipe, and when tonic drops this stream (client gone) the
+        // receiver goes with it and the runner kills the run. The cancel handle lives in
+        // the closure so the run is not cancelled while the stream is alive.
+        let stream = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
+            let _keep = &cancel;
+            if let Event::Exited(x) = &event {
+                span.in_scope(|| tracing::info!(status = ?x.status, "run ended"));
+            }
+            Ok(to_wire(event))
         });
+        let stream: RunStream = Box::pin(stream);
         Ok(Response::new(stream))
     }
-}
-
-/// A stream fed by a task through a one-slot channel, so the client's pace reaches the runner.
-fn async_stream<F, Fut>(body: F) -> RunStream
-where
-    F: FnOnce(tokio::sync::mpsc::Sender<Result<pb::RunResponse, Status>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    tokio::spawn(body(tx));
-    Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
 fn to_wire(event: Event) -> pb::RunResponse {
@@ -174,7 +147,7 @@ fn to_wire(event: Event) -> pb::RunResponse {
                 toolgate_process::Stream::Stderr => pb::Stream::Stderr,
             } as i32,
             offset: o.offset,
-            data: o.data.to_vec(),
+            data: o.data,
         }),
         Event::Exited(x) => E::Exited(pb::Exited {
             status: Some(exit_status(&x.status)),
@@ -199,7 +172,7 @@ fn summary(s: &StreamSummary) -> pb::StreamSummary {
             dropped_bytes: s.dropped_bytes,
             truncated: s.truncated,
         }),
-        tail: s.tail.to_vec(),
+        tail: s.tail.clone(),
         tail_offset: s.tail_offset,
     }
 }
