@@ -292,8 +292,13 @@ pub struct Config {
     pub pid_limit: u32,
     /// Environment additions callers may make.
     pub allowed_env: EnvAllow,
-    /// Where per-run private `HOME` directories are created; `None` is the system temp dir.
+    /// Where private `HOME` directories (or, with a tmpfs HOME, the one shared mount point) are
+    /// created; `None` is the system temp dir.
     pub home_parent: Option<PathBuf>,
+    /// With a PID namespace, each run's `HOME` is a fresh tmpfs of this size mounted in the run's
+    /// private mount namespace: nothing to create or delete on disk, invisible to other runs,
+    /// gone with the run. 0 (or no mount namespace) uses a per-run directory on disk instead.
+    pub home_tmpfs_bytes: u64,
     /// Use a PID namespace (plus a private `/proc`) when the kernel allows; off forces the
     /// process-group fallback.
     pub use_pid_namespace: bool,
@@ -322,6 +327,7 @@ impl Default for Config {
             pid_limit: 1024,
             allowed_env: EnvAllow::default(),
             home_parent: None,
+            home_tmpfs_bytes: 128 << 20,
             use_pid_namespace: true,
             use_cgroup: true,
         }

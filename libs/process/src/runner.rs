@@ -118,6 +118,8 @@ struct Plan {
     pid_limit: Option<u32>,
     /// The executor's own cgroup, parent of the per-run cgroups (cgroup mechanism only).
     cgroup_parent: Option<PathBuf>,
+    /// Each run mounts a fresh tmpfs on `Inner::home_mount` as its HOME (PID namespace only).
+    home_tmpfs: bool,
 }
 
 struct Inner {
@@ -129,6 +131,17 @@ struct Inner {
     own_pid_ns: Option<OwnedFd>,
     permits: Arc<Semaphore>,
     shutdown: watch::Sender<bool>,
+    /// The empty directory runs mount their tmpfs HOME on (each in its own mount namespace).
+    home_mount: Option<PathBuf>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.home_mount {
+            // Only ever mounted on inside children's private mount namespaces, so it is empty.
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
 }
 
 /// Runs commands under the configured limits; cheap to clone.
@@ -203,6 +216,21 @@ impl Runner {
             mechanism: KillMechanism::ProcessGroup,
             pid_limit: None,
             cgroup_parent: None,
+            home_tmpfs: false,
+        };
+        let home_mount = if config.home_tmpfs_bytes > 0 && config.use_pid_namespace {
+            let mut builder = tempfile::Builder::new();
+            builder
+                .prefix("toolgate-homes-")
+                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+            match &config.home_parent {
+                Some(parent) => builder.tempdir_in(parent),
+                None => builder.tempdir(),
+            }
+            .map(tempfile::TempDir::keep)
+            .ok()
+        } else {
+            None
         };
         let cgroup_parent = cgroup
             .mount_point
@@ -226,6 +254,7 @@ impl Runner {
             plan: plan.clone(),
             bash,
             own_pid_ns,
+            home_mount,
         };
         if inner.config.use_pid_namespace
             && namespaces.pid
@@ -233,18 +262,21 @@ impl Runner {
             && inner.own_pid_ns.is_some()
         {
             // Try the real spawn path once: with a capped pid_max, then without (pre-6.14 kernels).
+            // Most isolation first; drop what this kernel refuses (per-namespace pid_max needs
+            // Linux 6.14, a tmpfs mount may be forbidden).
+            let tmpfs = inner.home_mount.is_some();
             let candidates = [
-                Plan {
-                    mechanism: KillMechanism::PidNamespace,
-                    pid_limit: Some(inner.config.pid_limit),
-                    cgroup_parent: None,
-                },
-                Plan {
-                    mechanism: KillMechanism::PidNamespace,
-                    pid_limit: None,
-                    cgroup_parent: None,
-                },
-            ];
+                (Some(inner.config.pid_limit), tmpfs),
+                (Some(inner.config.pid_limit), false),
+                (None, tmpfs),
+                (None, false),
+            ]
+            .map(|(pid_limit, home_tmpfs)| Plan {
+                mechanism: KillMechanism::PidNamespace,
+                pid_limit,
+                cgroup_parent: None,
+                home_tmpfs,
+            });
             for candidate in candidates {
                 inner.plan = candidate.clone();
                 if inner.probe_spawn() {
@@ -261,6 +293,7 @@ impl Runner {
                 mechanism: KillMechanism::Cgroup,
                 pid_limit: None,
                 cgroup_parent,
+                home_tmpfs: false,
             };
             inner.plan = candidate.clone();
             if inner.probe_spawn() {
@@ -346,15 +379,12 @@ impl Runner {
                 limit: config.max_concurrent_runs,
             })?;
 
-        let mut home_builder = tempfile::Builder::new();
-        home_builder
-            .prefix("toolgate-home-")
-            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
-        let home = match &config.home_parent {
-            Some(parent) => home_builder.tempdir_in(parent),
-            None => home_builder.tempdir(),
-        }
-        .map_err(setup_err("create the private HOME"))?;
+        let home = inner.private_home()?;
+        let home_path = match (&home, &inner.home_mount) {
+            (Some(dir), _) => dir.path().to_path_buf(),
+            (None, Some(mount)) => mount.clone(),
+            (None, None) => std::env::temp_dir(),
+        };
 
         let (program, args): (&str, Vec<&str>) = match &req.command {
             Command::Argv(argv) => (&argv[0], argv[1..].iter().map(String::as_str).collect()),
@@ -373,7 +403,7 @@ impl Runner {
             program,
             &args,
             &req.env,
-            home.path(),
+            &home_path,
             req.cwd,
             run_cgroup.as_ref(),
         );
@@ -472,7 +502,11 @@ impl Runner {
     /// Spawns `argv` with exactly the isolation, environment and pipe size of a run but none of its
     /// supervision (no pidfd, no pumps, no events). For benchmarks that need the raw cost.
     pub fn spawn_baseline(&self, argv: &[&str], cwd: OwnedFd, stdout: Stdio) -> io::Result<Child> {
-        let home = std::env::temp_dir();
+        let home = self
+            .inner
+            .home_mount
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
         // Joins no cgroup: a baseline for the PID-namespace and process-group mechanisms.
         let mut cmd = self
             .inner
@@ -537,11 +571,41 @@ impl Inner {
                     .filter(|_| pid_ns)
                     .map(|n| n.to_string().into_bytes()),
                 rlimits,
+                home_tmpfs: self
+                    .home_mount
+                    .as_ref()
+                    .filter(|_| pid_ns && self.plan.home_tmpfs)
+                    .and_then(|dir| {
+                        let target = CString::new(dir.clone().into_os_string().into_vec()).ok()?;
+                        let options = CString::new(format!(
+                            "size={},nr_inodes=65536,mode=0700",
+                            self.config.home_tmpfs_bytes
+                        ))
+                        .ok()?;
+                        Some((target, options))
+                    }),
                 join_cgroup: cgroup
                     .and_then(|c| CString::new(c.procs_file().into_os_string().into_vec()).ok()),
             },
         );
         cmd
+    }
+
+    /// A per-run HOME directory on disk, unless runs get a tmpfs HOME.
+    fn private_home(&self) -> Result<Option<tempfile::TempDir>, Error> {
+        if self.plan.mechanism == KillMechanism::PidNamespace && self.plan.home_tmpfs {
+            return Ok(None);
+        }
+        let mut builder = tempfile::Builder::new();
+        builder
+            .prefix("toolgate-home-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+        match &self.config.home_parent {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        }
+        .map(Some)
+        .map_err(setup_err("create the private HOME"))
     }
 
     /// A fresh cgroup for one run when the cgroup mechanism is in force.
@@ -572,7 +636,7 @@ impl Inner {
             return false;
         };
         let program = program.to_string_lossy().into_owned();
-        let home = std::env::temp_dir();
+        let home = self.home_mount.clone().unwrap_or_else(std::env::temp_dir);
         let Ok(cgroup) = self.run_cgroup() else {
             return false;
         };

@@ -26,6 +26,9 @@ pub(crate) struct ChildSetup {
     pub rlimits: Vec<(Resource, u64)>,
     /// The `cgroup.procs` file of the run's cgroup, joined before anything else happens.
     pub join_cgroup: Option<std::ffi::CString>,
+    /// Mount a tmpfs at this path (the `HOME`) with these options, inside the private mount
+    /// namespace (requires `mount_proc`).
+    pub home_tmpfs: Option<(std::ffi::CString, std::ffi::CString)>,
 }
 
 const PID_MAX_PATH: &CStr = c"/proc/sys/kernel/pid_max";
@@ -68,7 +71,8 @@ fn child_setup(setup: &ChildSetup) -> io::Result<()> {
     // Before unsharing the mount namespace, so the copied namespace carries the cwd along.
     rustix::process::fchdir(setup.cwd.as_fd())?;
     if setup.mount_proc {
-        // SAFETY: unshare/mount take only static C strings and flags; the child is single-threaded.
+        // SAFETY: unshare/mount take static C strings, flags and C strings allocated before fork;
+        // the child is single-threaded.
         unsafe {
             if libc::unshare(libc::CLONE_NEWNS) != 0 {
                 return Err(os_err());
@@ -95,6 +99,19 @@ fn child_setup(setup: &ChildSetup) -> io::Result<()> {
             ) != 0
             {
                 return Err(os_err());
+            }
+            if let Some((target, options)) = &setup.home_tmpfs {
+                // A private, size-capped HOME that disappears with the mount namespace.
+                if libc::mount(
+                    c"tmpfs".as_ptr(),
+                    target.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV,
+                    options.as_ptr().cast(),
+                ) != 0
+                {
+                    return Err(os_err());
+                }
             }
         }
     }

@@ -241,3 +241,28 @@ async fn pager_programs_do_not_wait_for_a_terminal() {
     );
     assert_eq!(out.stdout_str(), "first\ndone\n");
 }
+
+#[tokio::test]
+async fn home_is_private_to_each_run() {
+    let runner = runner();
+    let (_ws, cwd) = workspace();
+    let first = run_script(
+        &runner,
+        "echo secret > \"$HOME/note\"; ls \"$HOME\"; echo $HOME",
+        cwd,
+    )
+    .await;
+    let text = first.stdout_str();
+    assert!(text.starts_with("note\n"), "{text}");
+    let home = text.lines().nth(1).unwrap().to_owned();
+    let (_ws, cwd) = workspace();
+    let second = run_script(&runner, "ls -A \"$HOME\" | wc -l", cwd).await;
+    assert_eq!(
+        second.stdout_str().trim(),
+        "0",
+        "a later run sees an empty HOME"
+    );
+    // Nothing of the run is left on the executor's disk.
+    let left = std::fs::read_dir(&home).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "{home} is not empty on the host");
+}
