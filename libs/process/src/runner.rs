@@ -715,6 +715,42 @@ fn signal_all(pid: i32, signal: Signal) {
     }
 }
 
+/// Whether `pid` has a handler installed for `signal` (the `SigCgt` mask of its status).
+fn catches_signal(pid: i32, signal: Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (signal.as_raw() - 1)) != 0)
+}
+
+/// Resolves once `pid` has no children left. For a namespace init this means every other
+/// process of the namespace is gone, because orphans are reparented to it.
+async fn no_children(pid: i32) {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    loop {
+        match std::fs::read_to_string(&path) {
+            // The frozen init cannot reap, so terminated children linger as zombies.
+            Ok(c) if c.split_whitespace().all(is_zombie) => return,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            // Unreadable (already reaped or no CONFIG_PROC_CHILDREN): leave it to the grace period.
+            Err(_) => pending::<()>().await,
+        }
+    }
+}
+
+/// Whether the process `pid` has exited and only waits to be reaped.
+fn is_zombie(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // The state follows the parenthesised command name, which may itself contain `)`.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
 async fn flag(mut rx: watch::Receiver<bool>) {
     if rx.wait_for(|set| *set).await.is_err() {
         // The sender is gone, so the flag can never be raised.
@@ -866,13 +902,28 @@ impl Supervisor {
                 self.kill_everything();
                 killed = true;
             } else {
+                // A namespace init only receives the signals it catches: one that does not
+                // catch TERM would ignore it and carry on (a script would start its next
+                // command after its current one was terminated). Freeze such an init so nothing
+                // new starts, TERM the rest of the tree, and kill the init once its descendants
+                // are gone or the grace period is over.
+                let frozen = self.mechanism == KillMechanism::PidNamespace
+                    && !catches_signal(self.pid, Signal::TERM);
+                if frozen && let Some(p) = Pid::from_raw(self.pid) {
+                    let _ = rustix::process::kill_process(p, Signal::STOP);
+                }
                 signal_all(self.pid, Signal::TERM);
                 if let Some(cgroup) = &self.cgroup {
                     cgroup.signal_all(Signal::TERM);
                 }
+                let pid = self.pid;
                 tokio::select! {
                     biased;
                     () = exited(&self.pidfd) => {}
+                    () = no_children(pid), if frozen => {
+                        self.kill_everything();
+                        killed = true;
+                    }
                     () = tokio::time::sleep(self.grace) => {
                         self.kill_everything();
                         killed = true;

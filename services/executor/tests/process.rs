@@ -310,3 +310,26 @@ async fn client_disconnect_kills_the_run() {
         "the run outlived its client"
     );
 }
+
+#[tokio::test]
+async fn a_timed_out_script_never_runs_its_next_command() {
+    // bash as PID 1 of its namespace ignores SIGTERM; before the fix it went on to `touch`
+    // after its `sleep` was terminated.
+    let sb = Sandbox::new();
+    let exe = Executor::start(&sb.ws, &[], &[]);
+    let mut req = script("sleep 30; touch next-command-ran");
+    req.timeout = Some(prost_types::Duration {
+        seconds: 0,
+        nanos: 300_000_000,
+    });
+    let t = Instant::now();
+    let o = run(&exe, req).await.unwrap();
+    assert!(matches!(status(&o), S::TimedOut(_)), "{:?}", status(&o));
+    // The run is over and its namespace is gone, so nothing can create the file any more.
+    assert!(!sb.ws.join("next-command-ran").exists());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "no grace period wasted: {:?}",
+        t.elapsed()
+    );
+}
