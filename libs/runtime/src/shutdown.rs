@@ -76,3 +76,37 @@ pub fn on_signals() -> std::io::Result<Shutdown> {
 pub async fn drain_within<F: std::future::Future<Output = ()>>(grace: Duration, fut: F) -> bool {
     tokio::time::timeout(grace, fut).await.is_ok()
 }
+
+/// Drives `server` until it ends or `shutdown` fires; then runs `on_drain` (mark health
+/// NOT_SERVING) and lets in-flight calls finish for at most `grace`.
+///
+/// Returns whether the drain completed within the grace period.
+pub async fn serve_until<F, E>(
+    server: F,
+    shutdown: Shutdown,
+    grace: Duration,
+    on_drain: impl std::future::Future<Output = ()>,
+) -> Result<bool, E>
+where
+    F: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => return result.map(|()| true),
+        () = shutdown.wait() => {}
+    }
+    on_drain.await;
+    let drained = drain_within(grace, async {
+        if let Err(e) = (&mut server).await {
+            tracing::warn!(error = %e, "server stopped with an error while draining");
+        }
+    })
+    .await;
+    if drained {
+        tracing::info!("drained and stopped");
+    } else {
+        tracing::warn!(?grace, "grace period over; abandoning in-flight calls");
+    }
+    Ok(drained)
+}

@@ -133,29 +133,16 @@ pub async fn serve(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown.clone().wait(),
         );
-    tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => return result.map_err(Error::from),
-        () = shutdown.wait() => {}
-    }
-    health
-        .set_not_serving::<FilesystemServiceServer<FsService>>()
-        .await;
-    health
-        .set_not_serving::<ProcessServiceServer<ProcessAdapter>>()
-        .await;
     let grace = Duration::from_millis(config.shutdown_grace_ms);
-    let drained = shutdown::drain_within(grace, async {
-        if let Err(e) = (&mut server).await {
-            tracing::warn!(error = %e, "server stopped with an error while draining");
-        }
+    shutdown::serve_until(server, shutdown, grace, async {
+        health
+            .set_not_serving::<FilesystemServiceServer<FsService>>()
+            .await;
+        health
+            .set_not_serving::<ProcessServiceServer<ProcessAdapter>>()
+            .await;
     })
-    .await;
-    if drained {
-        tracing::info!("executor drained and stopped");
-    } else {
-        tracing::warn!(?grace, "grace period over; terminating in-flight runs");
-    }
+    .await?;
     // Whatever still runs is terminated (TERM, grace, KILL) and reaped before we exit.
     runner.shutdown().await;
     Ok(())

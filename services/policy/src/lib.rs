@@ -99,23 +99,12 @@ pub async fn serve(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown.clone().wait(),
         );
-    tokio::pin!(server);
-    tokio::select! {
-        result = &mut server => return result.map_err(Error::from),
-        () = shutdown.wait() => {}
-    }
-    health
-        .set_not_serving::<PolicyServiceServer<PolicyAdapter>>()
-        .await;
     let grace = Duration::from_millis(config.shutdown_grace_ms);
-    if !shutdown::drain_within(grace, async {
-        if let Err(e) = (&mut server).await {
-            tracing::warn!(error = %e, "server stopped with an error while draining");
-        }
+    shutdown::serve_until(server, shutdown, grace, async {
+        health
+            .set_not_serving::<PolicyServiceServer<PolicyAdapter>>()
+            .await;
     })
-    .await
-    {
-        tracing::warn!(?grace, "grace period over; abandoning in-flight calls");
-    }
+    .await?;
     Ok(())
 }
