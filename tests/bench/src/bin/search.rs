@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use toolgate_bench::{Goal, heading, interleave, print_side, report_ratio, sample_count};
+use toolgate_contracts::common::v1::CallContext;
+use toolgate_contracts::executor::v1::SearchFilesRequest;
+use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
 use toolgate_fs::{SearchRequest, Workspace, WorkspaceConfig, WorkspacePath};
 
 const DIRS: usize = 200;
@@ -197,6 +200,70 @@ fn main() {
     );
     let ratio = rg.p50().as_secs_f64() / ours.p50().as_secs_f64();
     report_ratio("search throughput (ours / rg)", ratio, Goal::AtLeast(0.9));
+
+    // The same search as an orchestrator sees it: SearchFiles over loopback gRPC against
+    // the real executor service, interleaved with rg again.
+    heading("SearchFiles over gRPC (executor, loopback) vs ripgrep, same tree, same run");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (_trigger, shutdown) = toolgate_runtime::shutdown::channel();
+    let mut client = rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let mut cfg = toolgate_executor::Config::default();
+        cfg.workspace.root.clone_from(&root);
+        cfg.log.filter = "warn".into();
+        tokio::spawn(toolgate_executor::serve(cfg, l, shutdown));
+        FilesystemServiceClient::connect(format!("http://{addr}"))
+            .await
+            .expect("connect")
+    });
+    let grpc_req = SearchFilesRequest {
+        context: Some(CallContext {
+            call_id: "bench".into(),
+            session_id: "bench".into(),
+            ..Default::default()
+        }),
+        pattern: PATTERN.into(),
+        max_results: 10_000,
+        ..Default::default()
+    };
+    let mut run_grpc = || {
+        let r = rt
+            .block_on(client.search_files(grpc_req.clone()))
+            .expect("SearchFiles")
+            .into_inner();
+        assert!(!r.truncated, "bench caps must not truncate");
+        r.matches.len()
+    };
+    assert_eq!(
+        run_grpc(),
+        expected,
+        "SearchFiles found a different number of matches"
+    );
+    let (rg2, grpc) = interleave(
+        n,
+        3,
+        || {
+            run_rg();
+        },
+        || {
+            run_grpc();
+        },
+    );
+    print_side("rg (ripgrep binary, incl. spawn)", &rg2);
+    print_side("SearchFiles over gRPC", &grpc);
+    let ratio = rg2.p50().as_secs_f64() / grpc.p50().as_secs_f64();
+    report_ratio(
+        "SearchFiles throughput (grpc / rg)",
+        ratio,
+        Goal::AtLeast(0.9),
+    );
     let _ = std::io::stdout().flush();
     let _ = std::fs::remove_dir_all(&root);
 }
