@@ -3,7 +3,7 @@
 use tonic::{Response, Status};
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_core::ToolKind;
-use toolgate_fs::{EntryKind, FindRequest, SearchRequest};
+use toolgate_fs::{FindRequest, SearchRequest};
 
 use crate::fs_service::{FsService, entry_type, path_or_root, truncation};
 use crate::wire::{self, CallContext};
@@ -125,10 +125,7 @@ pub(crate) async fn find(
         paths: out
             .matches
             .into_iter()
-            .filter(|f| {
-                entry_type(f.kind) == want
-                    || (want == pb::EntryType::File && f.kind == EntryKind::File)
-            })
+            .filter(|f| entry_type(f.kind) == want)
             .map(|f| f.path)
             .collect(),
         truncated,

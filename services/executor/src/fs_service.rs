@@ -210,7 +210,7 @@ impl FilesystemService for FsService {
                     path: e.path,
                     r#type: entry_type(e.kind) as i32,
                     size: e.size,
-                    mtime: Some(wire::timestamp(e.mtime)),
+                    mtime: Some(prost_types::Timestamp::from(e.mtime)),
                     symlink_target: e.symlink_target.unwrap_or_default(),
                     depth: e.depth as u32,
                 })
@@ -271,7 +271,7 @@ impl FilesystemService for FsService {
             r#type: entry_type(out.kind) as i32,
             size: out.size,
             mode: out.mode,
-            mtime: Some(wire::timestamp(out.mtime)),
+            mtime: Some(prost_types::Timestamp::from(out.mtime)),
             nlink: out.nlink,
             sha256: out.sha256.map(|s| s.to_hex()).unwrap_or_default(),
             symlink_target: out.symlink_target.unwrap_or_default(),

@@ -138,7 +138,7 @@ fn to_wire(event: Event) -> pb::RunResponse {
         Event::Started(s) => E::Started(pb::Started {
             pid: s.pid as i32,
             isolation: Some(isolation(&s.isolation)),
-            started_at: Some(wire::timestamp(s.started_at)),
+            started_at: Some(prost_types::Timestamp::from(s.started_at)),
             decision_id: String::new(),
         }),
         Event::Output(o) => E::Output(pb::OutputChunk {
@@ -159,7 +159,7 @@ fn to_wire(event: Event) -> pb::RunResponse {
                 system_cpu_time: Some(proto_duration(x.usage.system_cpu)),
                 peak_rss_bytes: x.usage.peak_rss_bytes,
             }),
-            finished_at: Some(wire::timestamp(x.finished_at)),
+            finished_at: Some(prost_types::Timestamp::from(x.finished_at)),
         }),
     };
     pb::RunResponse { event: Some(event) }
@@ -227,11 +227,12 @@ fn isolation(i: &Isolation) -> pb::Isolation {
     }
 }
 
+/// A wire duration; the configured limits are far below the (saturated) overflow point.
 fn proto_duration(d: Duration) -> prost_types::Duration {
-    prost_types::Duration {
-        seconds: d.as_secs() as i64,
-        nanos: d.subsec_nanos() as i32,
-    }
+    d.try_into().unwrap_or(prost_types::Duration {
+        seconds: i64::MAX,
+        nanos: 999_999_999,
+    })
 }
 
 #[tonic::async_trait]

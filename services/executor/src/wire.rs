@@ -1,6 +1,6 @@
 //! Parsing wire messages into domain values at the edge.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tonic::Status;
 use toolgate_contracts::common::v1 as common;
@@ -79,18 +79,6 @@ pub fn duration(field: &'static str, d: prost_types::Duration) -> Result<Duratio
         ));
     }
     Ok(Duration::new(d.seconds as u64, d.nanos as u32))
-}
-
-/// A wire timestamp for a system time.
-pub fn timestamp(t: SystemTime) -> prost_types::Timestamp {
-    let (seconds, nanos) = match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => (d.as_secs() as i64, d.subsec_nanos() as i32),
-        Err(e) => {
-            let d = e.duration();
-            (-(d.as_secs() as i64), -(d.subsec_nanos() as i32))
-        }
-    };
-    prost_types::Timestamp { seconds, nanos }
 }
 
 /// Zero means "use the default", anything else is a requested cap.

@@ -122,7 +122,7 @@ impl PolicyService for PolicyAdapter {
                     line: r.line as u32,
                 })
                 .collect(),
-            loaded_at: Some(wire::timestamp(self.loaded_at)),
+            loaded_at: Some(prost_types::Timestamp::from(self.loaded_at)),
             source: self.source.describe(),
         }))
     }

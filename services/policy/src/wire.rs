@@ -1,7 +1,5 @@
 //! Wire ↔ domain conversions for the policy surfaces.
 
-use std::time::SystemTime;
-
 use tonic::Status;
 use toolgate_contracts::convert::{tier_to_wire, tool_from_wire};
 use toolgate_contracts::policy::v1 as pb;
@@ -103,14 +101,5 @@ pub fn explanation(d: &Decision) -> pb::Explanation {
             .collect(),
         policy_version: d.policy_version.clone(),
         message: d.message.clone(),
-    }
-}
-
-/// A wire timestamp.
-pub fn timestamp(t: SystemTime) -> prost_types::Timestamp {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    prost_types::Timestamp {
-        seconds: d.as_secs() as i64,
-        nanos: d.subsec_nanos() as i32,
     }
 }
