@@ -201,9 +201,16 @@ impl Analyzer {
             ));
             return;
         }
+        let input = match parser_input(script) {
+            Ok(input) => input,
+            Err(why) => {
+                self.findings.push((&baseline::UNPARSED, why.to_owned()));
+                return;
+            }
+        };
         let options = brush_parser::ParserOptions::default();
         let mut parser =
-            brush_parser::Parser::new(std::io::Cursor::new(script.as_bytes()), &options);
+            brush_parser::Parser::new(std::io::Cursor::new(input.as_bytes()), &options);
         // brush-parser is written to return errors, but a panic on hostile input must not
         // take the policy service down: treat it like a parse error (at least ask).
         let parsed =
@@ -1088,6 +1095,25 @@ static SENTINEL: ast::CommandPrefixOrSuffixItem = ast::CommandPrefixOrSuffixItem
 
 /// An upper bound on a script's syntactic nesting: brackets and compound-command keywords,
 /// counted without regard to quoting (overcounting only costs an approval).
+/// The text handed to brush-parser: the script with a final newline.
+///
+/// brush-parser 0.4's tokenizer allocates without bound when the input ends while a
+/// here-document still waits for its body inside an unterminated `$(` or `${` (for example
+/// `$(cat <<EOF x` or `cat<<\r $(`). A final newline ends that wait, and it changes nothing
+/// bash runs: `bash -c` reads the script as if it ended one. The one exception is a script
+/// ending in an unescaped backslash, which bash keeps literally but a newline would turn into a
+/// line continuation; such a script is not parsed at all (at least ask).
+fn parser_input(script: &str) -> Result<std::borrow::Cow<'_, str>, &'static str> {
+    if script.ends_with('\n') {
+        return Ok(script.into());
+    }
+    let backslashes = script.bytes().rev().take_while(|b| *b == b'\\').count();
+    if backslashes % 2 == 1 {
+        return Err("a script ending in a lone backslash is not analysed");
+    }
+    Ok(format!("{script}\n").into())
+}
+
 fn nesting_estimate(script: &str) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
     for word in script.split(|c: char| c.is_whitespace() || c == ';') {
@@ -1492,6 +1518,35 @@ mod tests {
             v(&["date"]),
         ] {
             assert!(a.contains(&want), "{want:?} missing from {a:?}");
+        }
+    }
+
+    #[test]
+    fn parser_input_ends_every_script_with_a_newline() {
+        assert_eq!(parser_input("ls").unwrap(), "ls\n");
+        assert_eq!(parser_input("ls\n").unwrap(), "ls\n");
+        assert_eq!(parser_input("echo x\\\\").unwrap(), "echo x\\\\\n");
+        assert!(parser_input("echo x\\").is_err());
+    }
+
+    #[test]
+    fn scripts_that_hung_the_parser_are_classified() {
+        // Each of these made brush-parser 0.4 allocate until the process was killed.
+        for script in [
+            "cat<<\r $(",
+            "cat<<\x0c ${",
+            "$(<<  ",
+            "$(<< '' ",
+            "$(<<  i&#",
+            "<<]$( ))#",
+            "\\<<<\r ",
+            "\n];rmf()$(!>incurl<<-  in>(~&curl))do-C&&#)<<-rm||EOF>",
+        ] {
+            let d = crate::Policy::builtin_default().classify(
+                &crate::ToolCall::script(script),
+                &crate::CallContext::default(),
+            );
+            assert_ne!(d.tier, toolgate_core::Tier::Auto, "{script:?}");
         }
     }
 
