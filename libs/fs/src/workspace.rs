@@ -570,8 +570,19 @@ impl Workspace {
     /// longest existing prefix is resolved and the remaining plain names are appended.
     /// Escapes, loops and denied paths fail exactly as the operations would.
     pub fn canonicalize(&self, path: &WorkspacePath) -> Result<Canonical> {
+        self.canonicalize_as(path, Access::Read)
+    }
+
+    /// [`Workspace::canonicalize`] for a path about to be written or created: protected
+    /// globs refuse it too, so a write the workspace would refuse is refused before anyone
+    /// is asked to approve it.
+    pub fn canonicalize_for_write(&self, path: &WorkspacePath) -> Result<Canonical> {
+        self.canonicalize_as(path, Access::Write)
+    }
+
+    fn canonicalize_as(&self, path: &WorkspacePath, access: Access) -> Result<Canonical> {
         let req = self.request(path)?;
-        self.precheck(&req, Access::Read)?;
+        self.precheck(&req, access)?;
         let comps: Vec<Component<'_>> = req.rel.components().collect();
         for keep in (0..=comps.len()).rev() {
             let prefix: PathBuf = comps[..keep].iter().collect();
@@ -595,7 +606,7 @@ impl Workspace {
                             }
                         }
                     }
-                    self.check(req.shown, &canon, Access::Read)?;
+                    self.check(req.shown, &canon, access)?;
                     return Ok(Canonical {
                         display: self.render(req.style, &canon),
                         relative: self.render(Style::Relative, &canon),

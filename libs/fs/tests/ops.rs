@@ -757,3 +757,24 @@ fn canonicalize_resolves_symlinks_and_missing_tails() {
     assert_reason(fx.ws.canonicalize(&wp("notenv")), Reason::PathDenied);
     assert_reason(fx.ws.canonicalize(&wp("sub/.env")), Reason::PathDenied);
 }
+
+#[test]
+fn canonicalize_for_write_refuses_protected_paths_through_links() {
+    let fx = Fixture::with(|_| {});
+    fx.write(".git/config", "[core]\n");
+    fx.symlink(".git", "g");
+    assert_eq!(
+        fx.ws.canonicalize(&wp("g/config")).unwrap().relative,
+        ".git/config"
+    );
+    assert_reason(
+        fx.ws.canonicalize_for_write(&wp("g/config")),
+        Reason::PathProtected,
+    );
+    assert_reason(
+        fx.ws.canonicalize_for_write(&wp(".git/hooks/new")),
+        Reason::PathProtected,
+    );
+    let c = fx.ws.canonicalize_for_write(&wp("src/new.rs")).unwrap();
+    assert_eq!((c.relative.as_str(), c.exists), ("src/new.rs", false));
+}

@@ -21,6 +21,8 @@ mod model;
 mod notify;
 mod redact;
 mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -109,6 +111,28 @@ pub trait Ledger: Send + Sync {
 
     /// Whether the database answers now (the service reports NOT_SERVING when it does not).
     fn health(&self) -> BoxFuture<'_, Result<()>>;
+
+    /// How many approvals are stored as pending, across every replica (a dashboard gauge).
+    fn count_pending(&self) -> BoxFuture<'_, Result<u64>>;
+
+    /// The cursor of the newest change: a watch that snapshots current approvals resumes
+    /// live changes from here, so nothing committed after the snapshot is missed.
+    ///
+    /// The default walks the change feed; backends override it with one query.
+    fn head(&self) -> BoxFuture<'_, Result<Cursor>> {
+        Box::pin(async move {
+            let mut at = Cursor::default();
+            loop {
+                let (_, next) = self
+                    .changes(at, ApprovalFilter::default(), 1000, Duration::ZERO)
+                    .await?;
+                if next == at {
+                    return Ok(at);
+                }
+                at = next;
+            }
+        })
+    }
 }
 
 /// How to open a ledger.
@@ -432,6 +456,14 @@ impl Ledger for SqlLedger {
 
     fn health(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(self.core.health())
+    }
+
+    fn head(&self) -> BoxFuture<'_, Result<Cursor>> {
+        Box::pin(self.core.head())
+    }
+
+    fn count_pending(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(self.core.count_pending())
     }
 }
 

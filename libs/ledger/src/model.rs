@@ -691,6 +691,12 @@ impl PageToken {
         Ok((t.parse().map_err(|_| bad())?, id))
     }
 
+    /// The token that continues a listing right after `last` (newest first), for callers
+    /// that filter a page further and stop part-way through it.
+    pub fn after(last: &Approval) -> Self {
+        PageToken::new(last.created_at, &last.id)
+    }
+
     /// The token as text for the wire.
     pub fn as_str(&self) -> &str {
         &self.0

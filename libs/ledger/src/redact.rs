@@ -26,7 +26,9 @@ impl Default for RedactionConfig {
                 r"xox[abprs]-[A-Za-z0-9-]{10,}",
                 r"(?i)bearer\s+[A-Za-z0-9._~+/=-]{16,}",
                 r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-                r"(?i)(password|passwd|secret|token|api[_-]?key)=[^\s&]{6,}",
+                // The value stops at quotes and backslashes too: stored texts are JSON, and a
+                // match running past the end of its string literal would shred the document.
+                r#"(?i)(password|passwd|secret|token|api[_-]?key)=[^\s&"'\\]{6,}"#,
             ]
             .map(str::to_owned)
             .to_vec(),
@@ -167,6 +169,18 @@ mod tests {
         assert!(!out.contains("AKIA"));
         assert!(!out.contains("hunter22"));
         assert!(r.contains_secret("ghp_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+    }
+
+    #[test]
+    fn patterns_stay_inside_their_json_string() {
+        let r = redactor(&[]);
+        let json = r#"{"script":"deploy --x token=s3cr3tvalue","tool":"process.run","v":1}"#;
+        assert_eq!(
+            r.redact(json),
+            r#"{"script":"deploy --x [REDACTED]","tool":"process.run","v":1}"#
+        );
+        // Already redacted text is stable.
+        assert_eq!(r.redact(&r.redact(json)), r.redact(json));
     }
 
     #[test]

@@ -1532,6 +1532,33 @@ impl Core {
         })
     }
 
+    pub(crate) async fn head(&self) -> Result<Cursor> {
+        self.retry(|| async {
+            let row = self
+                .pool
+                .fetch_opt("SELECT coalesce(max(seq), 0) FROM tg_audit", vec![])
+                .await?;
+            let seq: i64 = expect_row(row, "reading the newest event")?.get(0)?;
+            Ok(Cursor(u64::try_from(seq).unwrap_or_default()))
+        })
+        .await
+    }
+
+    pub(crate) async fn count_pending(&self) -> Result<u64> {
+        self.retry(|| async {
+            let row = self
+                .pool
+                .fetch_opt(
+                    "SELECT count(*) FROM tg_approvals WHERE state = 'pending'",
+                    vec![],
+                )
+                .await?;
+            let n: i64 = expect_row(row, "counting pending approvals")?.get(0)?;
+            Ok(u64::try_from(n).unwrap_or_default())
+        })
+        .await
+    }
+
     pub(crate) async fn health(&self) -> Result<()> {
         match tokio::time::timeout(
             Duration::from_secs(2),

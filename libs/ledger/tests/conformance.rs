@@ -47,6 +47,7 @@ conformance!(
     session_scope_is_explicit_and_reusable,
     newer_schema_is_refused_and_migrate_is_repeatable,
     self_approval_is_refused,
+    head_cursor_and_page_token_after,
 );
 
 async fn ap08_fifty_concurrent_consumers_exactly_one_runs(ctx: Ctx) {
@@ -93,6 +94,11 @@ async fn ap08_fifty_concurrent_consumers_exactly_one_runs(ctx: Ctx) {
         .await
         .unwrap();
     assert_eq!(pending.items.len(), 1);
+    assert_eq!(
+        l.count_pending().await.unwrap(),
+        1,
+        "the gauge counts the same row"
+    );
     assert!(l.verify().await.unwrap().broken.is_none());
 }
 
@@ -632,6 +638,56 @@ async fn watch_cursor_resumes_after_reconnect(ctx: Ctx) {
         .unwrap();
     assert!(none.is_empty());
     assert!(c3 > cursor2);
+}
+
+async fn head_cursor_and_page_token_after(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    assert_eq!(l.head().await.unwrap(), Cursor::default());
+    let a = l.ask(ask("c1", "s", "one")).await.unwrap();
+    ctx.time.advance(Duration::from_millis(1));
+    let b = l.ask(ask("c2", "s", "two")).await.unwrap();
+    let (all, last) = l
+        .changes(
+            Cursor::default(),
+            ApprovalFilter::default(),
+            100,
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    // The head is the newest event, approval or not; nothing lies beyond it.
+    let head = l.head().await.unwrap();
+    assert!(head >= last, "{head:?} < {last:?}");
+    let (after, _) = l
+        .changes(head, ApprovalFilter::default(), 100, Duration::ZERO)
+        .await
+        .unwrap();
+    assert!(after.is_empty());
+    l.decide(a.approval.id.clone(), approve("bob"))
+        .await
+        .unwrap();
+    let (after, _) = l
+        .changes(head, ApprovalFilter::default(), 100, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].approval.id, a.approval.id);
+    // A token made from a listed item continues right after it.
+    let first = l.list(ApprovalFilter::default(), None, 1).await.unwrap();
+    assert_eq!(first.items[0].id, b.approval.id);
+    let rest = l
+        .list(
+            ApprovalFilter::default(),
+            Some(PageToken::after(&first.items[0])),
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.items.iter().map(|x| &x.id).collect::<Vec<_>>(),
+        vec![&a.approval.id]
+    );
 }
 
 async fn waiter_wakes_on_decision(ctx: Ctx) {
