@@ -1,7 +1,10 @@
-//! Plumbing every toolgate service shares: layered configuration, logging, shutdown
-//! signals and the standard gRPC services (health, reflection).
+//! Plumbing every toolgate service shares: layered configuration, logging and traces, Prometheus
+//! metrics, shutdown signals, bearer-token authentication and the standard gRPC services (health, reflection).
 
+pub mod auth;
 pub mod config;
 pub mod grpc;
 pub mod logging;
+pub mod metrics;
 pub mod shutdown;
+pub mod telemetry;

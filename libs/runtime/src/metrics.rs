@@ -1,0 +1,439 @@
+//! Prometheus metrics: typed metric sets per service and a `/metrics` endpoint on its own port.
+//!
+//! A service builds a [`Registry`] with [`registry`], registers its set ([`PolicyMetrics`],
+//! [`ExecutorMetrics`], or both in `toolgate up`) and hands the registry to [`serve`]. The
+//! endpoint speaks the OpenMetrics text format, which Prometheus scrapes natively.
+//!
+//! # Metrics
+//!
+//! Labels hold closed sets only (tool kinds, tiers, statuses, reasons, gRPC codes) plus the
+//! policy's own rule ids; never paths, call ids or principals.
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | `toolgate_policy_decisions_total` | counter | `tool`, `tier`, `rule` | Authorize decisions by tool kind, tier (`auto`/`ask`/`deny`) and deciding rule (`default` when none) |
+//! | `toolgate_policy_approvals_pending` | gauge | | approvals waiting for a human |
+//! | `toolgate_policy_approvals_decided_total` | counter | `verdict` | approvals decided (`approved`, `denied`, `cancelled`, `expired`) |
+//! | `toolgate_policy_approval_decision_seconds` | histogram | | time from an approval's creation to its decision |
+//! | `toolgate_policy_authorize_duration_seconds` | histogram | | Authorize handling time, ledger write included |
+//! | `toolgate_policy_ledger_write_seconds` | histogram | | one durable ledger write |
+//! | `toolgate_executor_runs_total` | counter | `status` | finished process runs by final status |
+//! | `toolgate_executor_run_duration_seconds` | histogram | | process run wall time, spawn to exit |
+//! | `toolgate_executor_runs_in_flight` | gauge | | process runs currently executing |
+//! | `toolgate_executor_output_bytes_total` | counter | `stream` | child output bytes read (`stdout`/`stderr`), capped or not |
+//! | `toolgate_executor_output_truncations_total` | counter | `stream` | runs whose stream hit its byte cap |
+//! | `toolgate_executor_rejections_total` | counter | `reason` | calls refused before running, by `ErrorReason` (`POLICY_DENIED`, `APPROVAL_REQUIRED`, ...) |
+//! | `toolgate_executor_fs_ops_total` | counter | `op`, `code` | filesystem operations by operation and gRPC status code |
+//! | `toolgate_executor_authorize_seconds` | histogram | | Authorize round trip from the executor to the policy service |
+//! | `toolgate_executor_approval_wait_seconds` | histogram | | time a call spent waiting for a human decision |
+//!
+//! Histogram buckets: request paths 50 µs to ~1.6 s (`authorize`, `ledger_write`), runs 1 ms to
+//! ~25 min, human waits 0.1 s to ~41 h.
+
+mod server;
+
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Unit;
+
+pub use prometheus_client::registry::Registry;
+pub use server::{CONTENT_TYPE, serve};
+
+/// A registry whose metric names start with `toolgate_`.
+pub fn registry() -> Registry {
+    Registry::with_prefix("toolgate")
+}
+
+/// Buckets for latencies on the request path: 50 µs doubling to ~1.6 s.
+fn request_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 16))
+}
+
+/// Buckets for process runs: 1 ms, ×2.5 each, to ~25 min.
+fn run_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.5, 16))
+}
+
+/// Buckets for human decisions: 0.1 s, ×2.5 each, to ~41 h.
+fn human_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.1, 2.5, 15))
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    tool: &'static str,
+    tier: &'static str,
+    rule: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    verdict: &'static str,
+}
+
+/// The policy service's metrics, under `toolgate_policy_`.
+#[derive(Debug, Clone)]
+pub struct PolicyMetrics {
+    decisions: Family<DecisionLabels, Counter>,
+    approvals_pending: Gauge,
+    approvals_decided: Family<VerdictLabels, Counter>,
+    approval_decision: Histogram,
+    authorize_duration: Histogram,
+    ledger_write: Histogram,
+}
+
+impl PolicyMetrics {
+    /// Registers the set in `registry` (normally from [`registry`]).
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = PolicyMetrics {
+            decisions: Family::default(),
+            approvals_pending: Gauge::default(),
+            approvals_decided: Family::default(),
+            approval_decision: human_buckets(),
+            authorize_duration: request_buckets(),
+            ledger_write: request_buckets(),
+        };
+        let r = registry.sub_registry_with_prefix("policy");
+        r.register(
+            "decisions",
+            "Authorize decisions by tool kind, tier and deciding rule",
+            m.decisions.clone(),
+        );
+        r.register(
+            "approvals_pending",
+            "Approvals waiting for a human decision",
+            m.approvals_pending.clone(),
+        );
+        r.register(
+            "approvals_decided",
+            "Approvals decided, by verdict",
+            m.approvals_decided.clone(),
+        );
+        r.register_with_unit(
+            "approval_decision",
+            "Time from an approval's creation to its decision",
+            Unit::Seconds,
+            m.approval_decision.clone(),
+        );
+        r.register_with_unit(
+            "authorize_duration",
+            "Authorize handling time, ledger write included",
+            Unit::Seconds,
+            m.authorize_duration.clone(),
+        );
+        r.register_with_unit(
+            "ledger_write",
+            "Duration of one durable ledger write",
+            Unit::Seconds,
+            m.ledger_write.clone(),
+        );
+        m
+    }
+
+    /// Counts one decision. `tool` is `ToolKind::as_str`, `tier` is `Tier::as_str`, `rule` the
+    /// deciding rule id (`None` when the default applied).
+    pub fn decision(&self, tool: &'static str, tier: &'static str, rule: Option<&str>) {
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                tool,
+                tier,
+                rule: rule.unwrap_or("default").to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets the number of pending approvals. Replicas share one ledger, so set it from a count
+    /// over the ledger rather than adding and subtracting locally.
+    pub fn set_approvals_pending(&self, pending: i64) {
+        self.approvals_pending.set(pending);
+    }
+
+    /// Counts a decided approval (`approved`, `denied`, `cancelled`, `expired`) and, for a
+    /// human verdict, how long it was pending.
+    pub fn approval_decided(&self, verdict: &'static str, pending_for: Option<Duration>) {
+        self.approvals_decided
+            .get_or_create(&VerdictLabels { verdict })
+            .inc();
+        if let Some(d) = pending_for {
+            self.approval_decision.observe(d.as_secs_f64());
+        }
+    }
+
+    /// Observes one Authorize call's handling time.
+    pub fn authorize_duration(&self, elapsed: Duration) {
+        self.authorize_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Observes one ledger write.
+    pub fn ledger_write(&self, elapsed: Duration) {
+        self.ledger_write.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// A child output stream.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl Stream {
+    /// The label value: `stdout` or `stderr`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+impl EncodeLabelValue for Stream {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    stream: Stream,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FsOpLabels {
+    op: &'static str,
+    code: &'static str,
+}
+
+/// The executor's metrics, under `toolgate_executor_`.
+#[derive(Debug, Clone)]
+pub struct ExecutorMetrics {
+    runs: Family<StatusLabels, Counter>,
+    run_duration: Histogram,
+    runs_in_flight: Gauge,
+    output: Family<StreamLabels, Counter>,
+    output_truncations: Family<StreamLabels, Counter>,
+    rejections: Family<ReasonLabels, Counter>,
+    fs_ops: Family<FsOpLabels, Counter>,
+    authorize: Histogram,
+    approval_wait: Histogram,
+}
+
+impl ExecutorMetrics {
+    /// Registers the set in `registry` (normally from [`registry`]).
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = ExecutorMetrics {
+            runs: Family::default(),
+            run_duration: run_buckets(),
+            runs_in_flight: Gauge::default(),
+            output: Family::default(),
+            output_truncations: Family::default(),
+            rejections: Family::default(),
+            fs_ops: Family::default(),
+            authorize: request_buckets(),
+            approval_wait: human_buckets(),
+        };
+        let r = registry.sub_registry_with_prefix("executor");
+        r.register(
+            "runs",
+            "Finished process runs by final status",
+            m.runs.clone(),
+        );
+        r.register_with_unit(
+            "run_duration",
+            "Process run wall time, spawn to exit",
+            Unit::Seconds,
+            m.run_duration.clone(),
+        );
+        r.register(
+            "runs_in_flight",
+            "Process runs currently executing",
+            m.runs_in_flight.clone(),
+        );
+        r.register_with_unit(
+            "output",
+            "Child output bytes read, by stream",
+            Unit::Bytes,
+            m.output.clone(),
+        );
+        r.register(
+            "output_truncations",
+            "Runs whose stream hit its byte cap",
+            m.output_truncations.clone(),
+        );
+        r.register(
+            "rejections",
+            "Calls refused before running, by error reason",
+            m.rejections.clone(),
+        );
+        r.register(
+            "fs_ops",
+            "Filesystem operations by operation and gRPC status code",
+            m.fs_ops.clone(),
+        );
+        r.register_with_unit(
+            "authorize",
+            "Authorize round trip to the policy service",
+            Unit::Seconds,
+            m.authorize.clone(),
+        );
+        r.register_with_unit(
+            "approval_wait",
+            "Time a call spent waiting for a human decision",
+            Unit::Seconds,
+            m.approval_wait.clone(),
+        );
+        m
+    }
+
+    /// Marks a run as started; the run counts as in flight until the guard is dropped.
+    pub fn run_started(&self) -> InFlight {
+        self.runs_in_flight.inc();
+        InFlight(self.runs_in_flight.clone())
+    }
+
+    /// Counts a finished run by final status (`exited`, `signaled`, `timed_out`, `cancelled`,
+    /// `failed`, ...) and observes its duration.
+    pub fn run_finished(&self, status: &'static str, elapsed: Duration) {
+        self.runs.get_or_create(&StatusLabels { status }).inc();
+        self.run_duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Adds a stream's bytes at the end of a run and whether it hit its cap.
+    pub fn output(&self, stream: Stream, bytes: u64, truncated: bool) {
+        let labels = StreamLabels { stream };
+        self.output.get_or_create(&labels).inc_by(bytes);
+        if truncated {
+            self.output_truncations.get_or_create(&labels).inc();
+        }
+    }
+
+    /// Counts a call refused before running; `reason` is `toolgate_core::Reason::as_str`.
+    pub fn rejection(&self, reason: &'static str) {
+        self.rejections
+            .get_or_create(&ReasonLabels { reason })
+            .inc();
+    }
+
+    /// Counts a filesystem operation (`read`, `write`, ...) by its outcome.
+    pub fn fs_op(&self, op: &'static str, code: tonic::Code) {
+        self.fs_ops
+            .get_or_create(&FsOpLabels {
+                op,
+                code: code_name(code),
+            })
+            .inc();
+    }
+
+    /// Observes one Authorize round trip to the policy service.
+    pub fn authorize(&self, elapsed: Duration) {
+        self.authorize.observe(elapsed.as_secs_f64());
+    }
+
+    /// Observes the time one call waited for a human decision.
+    pub fn approval_wait(&self, elapsed: Duration) {
+        self.approval_wait.observe(elapsed.as_secs_f64());
+    }
+}
+
+/// Keeps a run counted in `toolgate_executor_runs_in_flight` until dropped.
+#[derive(Debug)]
+#[must_use = "the run stops counting as in flight when this is dropped"]
+pub struct InFlight(Gauge);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// The canonical gRPC name of a status code.
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(registry: &Registry) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, registry).expect("encodes");
+        text
+    }
+
+    #[test]
+    fn both_sets_share_one_registry_without_clashes() {
+        let mut registry = registry();
+        let policy = PolicyMetrics::register(&mut registry);
+        let executor = ExecutorMetrics::register(&mut registry);
+        policy.decision("fs.write", "ask", Some("protect-git"));
+        policy.decision("fs.read", "auto", None);
+        executor.fs_op("read", tonic::Code::NotFound);
+        let text = render(&registry);
+        assert!(text.contains(
+            "toolgate_policy_decisions_total{tool=\"fs.write\",tier=\"ask\",rule=\"protect-git\"} 1\n"
+        ));
+        assert!(text.contains(
+            "toolgate_policy_decisions_total{tool=\"fs.read\",tier=\"auto\",rule=\"default\"} 1\n"
+        ));
+        assert!(
+            text.contains("toolgate_executor_fs_ops_total{op=\"read\",code=\"NOT_FOUND\"} 1\n")
+        );
+    }
+
+    #[test]
+    fn in_flight_guard_decrements() {
+        let mut registry = registry();
+        let executor = ExecutorMetrics::register(&mut registry);
+        let first = executor.run_started();
+        let second = executor.run_started();
+        assert!(render(&registry).contains("toolgate_executor_runs_in_flight 2\n"));
+        drop(first);
+        drop(second);
+        assert!(render(&registry).contains("toolgate_executor_runs_in_flight 0\n"));
+    }
+
+    #[test]
+    fn every_code_has_a_distinct_name() {
+        let names: std::collections::HashSet<_> = (0..=16)
+            .map(|i| code_name(tonic::Code::from_i32(i)))
+            .collect();
+        assert_eq!(names.len(), 17);
+    }
+}

@@ -1,0 +1,532 @@
+//! Logs plus OpenTelemetry traces: one trace follows a call through every toolgate hop.
+//!
+//! A service calls [`init`] once at startup instead of [`crate::logging::init`] and keeps the
+//! returned [`Telemetry`] guard until it exits; [`Telemetry::shutdown`] flushes queued spans.
+//!
+//! # When spans are exported
+//!
+//! Only when the standard environment asks for it ([`TelemetryConfig::from_env`]):
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set (OTLP over gRPC,
+//! for example `http://otel-collector:4317`), `OTEL_SDK_DISABLED` is not `true` and
+//! `OTEL_TRACES_EXPORTER` is not `none`. The service name is `OTEL_SERVICE_NAME`, else
+//! `service.name` from `OTEL_RESOURCE_ATTRIBUTES`, else the binary's own name; the other
+//! `OTEL_RESOURCE_ATTRIBUTES` become resource attributes. The exporter also honours
+//! `OTEL_EXPORTER_OTLP_{,TRACES_}HEADERS`, `_TIMEOUT` and `_COMPRESSION`; the SDK honours
+//! `OTEL_TRACES_SAMPLER{,_ARG}` and `OTEL_BSP_*`. Context travels as W3C `traceparent` /
+//! `tracestate` (the TraceContext propagator; baggage is not propagated).
+//!
+//! With exporting off no OpenTelemetry layer is installed at all: spans cost what they cost
+//! with plain logging, and [`server_layer`] adds one header lookup per RPC (to forward the
+//! caller's context, below).
+//!
+//! # Propagation
+//!
+//! - Servers add [`server_layer`] to `tonic::transport::Server::builder().layer(..)`: each RPC
+//!   gets a `server` span named `package.Service/Method` whose parent is the caller's
+//!   `traceparent` metadata.
+//! - Clients call [`inject`] on outgoing request metadata, inside a [`client_span`] when the
+//!   hop should show as its own span; [`traceparent`] gives the header
+//!   value for a child's `TRACEPARENT` variable, and [`trace_id`] the id to store on ledger rows.
+//! - Work moved to another task keeps its trace with [`in_current_trace`].
+//!
+//! With exporting off this process makes no spans, but it still forwards the caller's trace
+//! context unchanged: [`server_layer`] remembers a valid incoming `traceparent` for the
+//! duration of the RPC, and [`inject`], [`traceparent`] and [`trace_id`] return it. The next
+//! hop's spans then attach to the caller's span, skipping the silent hop, and ledger rows still
+//! carry the caller's trace id. Without an incoming context they return nothing.
+
+mod grpc;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::resource::{EnvResourceDetector, ResourceDetector};
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use tracing::Instrument;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+pub use grpc::{GrpcTrace, GrpcTraceLayer, TracedBody, TracedFuture, client_span, server_layer};
+
+use crate::logging::Format;
+
+/// Targets never traced: the exporter's own transport would otherwise trace its exports.
+const QUIET_TARGETS: &str = "h2=off,hyper=off,hyper_util=off,tonic=off,tower=off,\
+                             opentelemetry=off,opentelemetry_sdk=off,opentelemetry_otlp=off";
+
+/// How long [`Telemetry::shutdown`] and the guard's drop wait for queued spans.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Set once the OpenTelemetry layer is installed; read on the request path.
+static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+tokio::task_local! {
+    /// The caller's trace context while exporting is off (see the module docs).
+    static INCOMING: Context;
+}
+
+/// Telemetry failures at startup.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The OTLP exporter could not be built from its configuration.
+    #[error("invalid OTLP trace exporter configuration ({endpoint}): {message}")]
+    Exporter {
+        /// The endpoint that was configured.
+        endpoint: String,
+        /// What the exporter rejected.
+        message: String,
+    },
+    /// The log or trace filter does not parse.
+    #[error("invalid {field} `{value}`: {message}")]
+    Filter {
+        /// Which filter (`log filter` or `traces filter`).
+        field: &'static str,
+        /// The rejected text.
+        value: String,
+        /// Why it was rejected.
+        message: String,
+    },
+    /// A global `tracing` subscriber was already installed in this process.
+    #[error("a global tracing subscriber is already installed")]
+    AlreadyInstalled,
+    /// Flushing or shutting down the exporter failed.
+    #[error("cannot flush spans: {0}")]
+    Flush(String),
+}
+
+/// Where spans go when exporting is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtlpConfig {
+    /// The OTLP/gRPC endpoint, `http://host:4317`.
+    pub endpoint: String,
+}
+
+/// Everything [`init_with`] needs; [`TelemetryConfig::from_env`] reads the standard variables.
+#[derive(Debug, Clone)]
+pub struct TelemetryConfig {
+    /// `service.name` on every exported span.
+    pub service_name: String,
+    /// Log line format.
+    pub format: Format,
+    /// Log filter in `RUST_LOG` syntax; invalid text falls back to `info` like [`crate::logging`].
+    pub filter: String,
+    /// The OTLP exporter, or `None` for logs only.
+    pub otlp: Option<OtlpConfig>,
+    /// Extra resource attributes (from `OTEL_RESOURCE_ATTRIBUTES`).
+    pub resource: Vec<KeyValue>,
+    /// Which spans are exported, in `RUST_LOG` syntax (default `info`). The transport crates
+    /// (`h2`, `hyper`, `tonic`, `tower`) and OpenTelemetry itself are always excluded.
+    pub traces_filter: String,
+}
+
+impl TelemetryConfig {
+    /// Logs only: no exporter.
+    pub fn new(service_name: &str, format: Format, filter: &str) -> Self {
+        TelemetryConfig {
+            service_name: service_name.to_owned(),
+            format,
+            filter: filter.to_owned(),
+            otlp: None,
+            resource: Vec::new(),
+            traces_filter: "info".to_owned(),
+        }
+    }
+
+    /// Reads the standard `OTEL_*` variables of this process (see the module docs).
+    pub fn from_env(default_service_name: &str, format: Format, filter: &str) -> Self {
+        let mut config = Self::from_vars(default_service_name, format, filter, |name| {
+            std::env::var(name).ok()
+        });
+        if config.otlp.is_some() {
+            // The SDK's detector handles the percent-decoding the specification asks for.
+            config.resource = EnvResourceDetector::new()
+                .detect()
+                .iter()
+                .filter(|(key, _)| key.as_str() != "service.name")
+                .map(|(key, value)| KeyValue::new(key.clone(), value.clone()))
+                .collect();
+        }
+        config
+    }
+
+    /// [`TelemetryConfig::from_env`] over any variable lookup (tests pass a map).
+    /// `OTEL_RESOURCE_ATTRIBUTES` contributes only `service.name` here.
+    pub fn from_vars(
+        default_service_name: &str,
+        format: Format,
+        filter: &str,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Self {
+        let set = |name: &str| {
+            var(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let mut config = Self::new(default_service_name, format, filter);
+        if let Some(name) = set("OTEL_SERVICE_NAME").or_else(|| {
+            set("OTEL_RESOURCE_ATTRIBUTES").and_then(|attrs| {
+                attrs.split(',').find_map(|pair| {
+                    let (key, value) = pair.split_once('=')?;
+                    (key.trim() == "service.name").then(|| value.trim().to_owned())
+                })
+            })
+        }) {
+            config.service_name = name;
+        }
+        let disabled = set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+            || set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"));
+        if !disabled {
+            config.otlp = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"))
+                .map(|endpoint| OtlpConfig { endpoint });
+        }
+        config
+    }
+
+    /// Exports to `endpoint` (OTLP/gRPC).
+    #[must_use]
+    pub fn with_otlp_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.otlp = Some(OtlpConfig {
+            endpoint: endpoint.into(),
+        });
+        self
+    }
+}
+
+/// Installs logging, and trace export when the standard `OTEL_*` environment asks for it.
+/// `service_name` is the default `service.name`.
+pub fn init(service_name: &str, format: Format, filter: &str) -> Result<Telemetry, Error> {
+    init_with(&TelemetryConfig::from_env(service_name, format, filter))
+}
+
+/// Installs the global subscriber from an explicit configuration. Call it inside the Tokio
+/// runtime: the OTLP exporter's connection lives there.
+pub fn init_with(config: &TelemetryConfig) -> Result<Telemetry, Error> {
+    let log_filter = EnvFilter::try_new(&config.filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = match config.format {
+        Format::Text => fmt.boxed(),
+        Format::Json => fmt.json().flatten_event(true).boxed(),
+    }
+    .with_filter(log_filter);
+
+    let Some(otlp) = &config.otlp else {
+        return tracing_subscriber::registry()
+            .with(fmt)
+            .try_init()
+            .map(|()| Telemetry { provider: None })
+            .map_err(|_| Error::AlreadyInstalled);
+    };
+
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Err(Error::Exporter {
+            endpoint: otlp.endpoint.clone(),
+            message: "telemetry::init must run inside the Tokio runtime that drives the exporter"
+                .to_owned(),
+        });
+    }
+    let trace_filter = EnvFilter::try_new(format!("{},{QUIET_TARGETS}", config.traces_filter))
+        .map_err(|e| Error::Filter {
+            field: "traces filter",
+            value: config.traces_filter.clone(),
+            message: e.to_string(),
+        })?;
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .with_endpoint(otlp.endpoint.clone())
+        .build()
+        .map_err(|e| Error::Exporter {
+            endpoint: otlp.endpoint.clone(),
+            message: e.to_string(),
+        })?;
+    let resource = Resource::builder_empty()
+        .with_attributes(config.resource.iter().cloned())
+        .with_service_name(config.service_name.clone())
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource)
+        .build();
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("toolgate"))
+        .with_filter(trace_filter);
+    if tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .try_init()
+        .is_err()
+    {
+        let _ = provider.shutdown();
+        return Err(Error::AlreadyInstalled);
+    }
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    opentelemetry::global::set_tracer_provider(provider.clone());
+    EXPORTING.store(true, Ordering::Release);
+    tracing::info!(endpoint = %otlp.endpoint, service = %config.service_name, "exporting traces over OTLP");
+    Ok(Telemetry {
+        provider: Some(provider),
+    })
+}
+
+/// Keeps the exporter alive; dropping it (or [`Telemetry::shutdown`]) flushes queued spans.
+/// On a current-thread runtime prefer `shutdown().await`: a drop there blocks the only thread
+/// that could drive the export, so queued spans wait out the five-second timeout and are lost.
+#[must_use = "dropping the guard shuts the trace exporter down"]
+#[derive(Debug)]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are being exported.
+    pub fn is_exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Exports every span ended so far.
+    pub async fn flush(&self) -> Result<(), Error> {
+        let Some(provider) = self.provider.clone() else {
+            return Ok(());
+        };
+        // The batch processor blocks its caller until the export is done; keep that off the
+        // runtime's worker threads, which drive the exporter's connection.
+        tokio::task::spawn_blocking(move || provider.force_flush())
+            .await
+            .map_err(|e| Error::Flush(e.to_string()))?
+            .map_err(|e| Error::Flush(e.to_string()))
+    }
+
+    /// Flushes queued spans (waiting at most five seconds) and stops the exporter.
+    pub async fn shutdown(mut self) -> Result<(), Error> {
+        let Some(provider) = self.provider.take() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(FLUSH_TIMEOUT))
+            .await
+            .map_err(|e| Error::Flush(e.to_string()))?
+            .map_err(|e| Error::Flush(e.to_string()))
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        let Some(provider) = self.provider.take() else {
+            return;
+        };
+        let flush = move || {
+            let _ = provider.shutdown_with_timeout(FLUSH_TIMEOUT);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(flush);
+            }
+            _ => flush(),
+        }
+    }
+}
+
+/// Whether this process exports spans (an OpenTelemetry layer is installed).
+pub fn is_exporting() -> bool {
+    EXPORTING.load(Ordering::Acquire)
+}
+
+/// The trace context outgoing calls continue: the current span's when exporting, else the
+/// caller's context remembered by [`server_layer`], else none.
+fn current_context() -> Option<Context> {
+    if is_exporting() {
+        let cx = tracing::Span::current().context();
+        if cx.span().span_context().is_valid() {
+            return Some(cx);
+        }
+    }
+    INCOMING.try_with(Context::clone).ok()
+}
+
+/// Writes the current trace context into outgoing gRPC metadata (`traceparent`, `tracestate`).
+/// Does nothing when there is no context.
+pub fn inject(metadata: &mut MetadataMap) {
+    if let Some(cx) = current_context() {
+        TraceContextPropagator::new().inject_context(&cx, &mut MetadataInjector(metadata));
+    }
+}
+
+/// The W3C `traceparent` value of the current context, for a child's `TRACEPARENT` variable.
+pub fn traceparent() -> Option<String> {
+    let cx = current_context()?;
+    let mut headers = HashMap::new();
+    TraceContextPropagator::new().inject_context(&cx, &mut headers);
+    headers.remove("traceparent")
+}
+
+/// The current trace id as 32 lowercase hex digits, for ledger rows.
+pub fn trace_id() -> Option<String> {
+    let cx = current_context()?;
+    let span = cx.span();
+    let context = span.span_context();
+    context.is_valid().then(|| context.trace_id().to_string())
+}
+
+/// The trace id inside a W3C `traceparent` value, if the value is valid.
+pub fn trace_id_of(traceparent: &str) -> Option<String> {
+    let cx = extract(&SingleHeader(traceparent));
+    let span = cx.span();
+    let context = span.span_context();
+    context.is_valid().then(|| context.trace_id().to_string())
+}
+
+/// Runs `future` (typically a spawned task) inside the current span and trace context.
+pub fn in_current_trace<F: Future>(future: F) -> impl Future<Output = F::Output> {
+    let incoming = INCOMING.try_with(Context::clone).ok();
+    let future = future.in_current_span();
+    async move {
+        match incoming {
+            Some(cx) => INCOMING.scope(cx, future).await,
+            None => future.await,
+        }
+    }
+}
+
+/// Parses W3C trace context from `carrier`; an empty context when absent or invalid.
+fn extract(carrier: &dyn Extractor) -> Context {
+    TraceContextPropagator::new().extract_with_context(&Context::new(), carrier)
+}
+
+/// A carrier holding only a `traceparent` value.
+struct SingleHeader<'a>(&'a str);
+
+impl Extractor for SingleHeader<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        (key == "traceparent").then_some(self.0)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        vec!["traceparent"]
+    }
+}
+
+/// Writes propagation fields into gRPC metadata, skipping values metadata cannot carry.
+struct MetadataInjector<'a>(&'a mut MetadataMap);
+
+impl Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(key), Ok(value)) = (
+            MetadataKey::from_bytes(key.as_bytes()),
+            MetadataValue::try_from(value.as_str()),
+        ) {
+            self.0.insert(key, value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn config(pairs: &[(&str, &str)]) -> TelemetryConfig {
+        TelemetryConfig::from_vars("toolgate-policy", Format::Text, "info", vars(pairs))
+    }
+
+    #[test]
+    fn no_endpoint_means_no_exporter() {
+        let c = config(&[("OTEL_SERVICE_NAME", "policy-a")]);
+        assert_eq!(c.otlp, None);
+        assert_eq!(c.service_name, "policy-a");
+    }
+
+    #[test]
+    fn traces_endpoint_wins_over_the_generic_one() {
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://generic:4317"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4317"),
+        ]);
+        assert_eq!(
+            c.otlp.map(|o| o.endpoint).as_deref(),
+            Some("http://traces:4317")
+        );
+        let c = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://generic:4317")]);
+        assert_eq!(
+            c.otlp.map(|o| o.endpoint).as_deref(),
+            Some("http://generic:4317")
+        );
+    }
+
+    #[test]
+    fn sdk_disabled_or_exporter_none_turns_export_off() {
+        let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317");
+        assert_eq!(
+            config(&[endpoint, ("OTEL_SDK_DISABLED", "TRUE")]).otlp,
+            None
+        );
+        assert_eq!(
+            config(&[endpoint, ("OTEL_TRACES_EXPORTER", "none")]).otlp,
+            None
+        );
+        assert!(
+            config(&[endpoint, ("OTEL_SDK_DISABLED", "false")])
+                .otlp
+                .is_some()
+        );
+        assert!(
+            config(&[endpoint, ("OTEL_TRACES_EXPORTER", "otlp")])
+                .otlp
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn service_name_precedence() {
+        assert_eq!(config(&[]).service_name, "toolgate-policy");
+        let attrs = (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment=prod,service.name=p2",
+        );
+        assert_eq!(config(&[attrs]).service_name, "p2");
+        assert_eq!(
+            config(&[attrs, ("OTEL_SERVICE_NAME", "p3")]).service_name,
+            "p3"
+        );
+    }
+
+    #[test]
+    fn trace_id_of_parses_only_valid_traceparents() {
+        assert_eq!(
+            trace_id_of("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").as_deref(),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        assert_eq!(
+            trace_id_of("00-00000000000000000000000000000000-00f067aa0ba902b7-01"),
+            None
+        );
+        assert_eq!(trace_id_of("garbage"), None);
+    }
+
+    #[test]
+    fn nothing_to_propagate_outside_a_trace() {
+        assert_eq!(traceparent(), None);
+        assert_eq!(trace_id(), None);
+        let mut md = MetadataMap::new();
+        inject(&mut md);
+        assert!(md.is_empty());
+    }
+}
