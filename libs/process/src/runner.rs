@@ -159,6 +159,19 @@ impl std::fmt::Debug for Runner {
     }
 }
 
+/// The limits a run gets once request values and configured defaults are combined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EffectiveLimits {
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// Bytes of stdout streamed live.
+    pub stdout_cap: u64,
+    /// Bytes of stderr streamed live.
+    pub stderr_cap: u64,
+    /// Bytes of each stream's end kept after its cap.
+    pub tail_bytes: usize,
+}
+
 /// Cancels a run from anywhere; cloning is cheap.
 #[derive(Debug, Clone)]
 pub struct CancelHandle(Arc<watch::Sender<bool>>);
@@ -318,18 +331,12 @@ impl Runner {
         &self.inner.config
     }
 
-    /// Starts a run, or fails at once with `Busy` when all slots are taken.
-    ///
-    /// Must be called from inside a Tokio runtime: the run is supervised by a spawned task. A
-    /// program that cannot be started is not an error here: the run's only event is then an
-    /// `Exited` with `Status::SpawnFailed`.
-    pub fn try_run(&self, spec: RunSpec) -> Result<Run, Error> {
-        let inner = &self.inner;
-        let config = &inner.config;
-        if *inner.shutdown.borrow() {
-            return Err(Error::ShuttingDown);
-        }
-        let req = spec.request;
+    /// The limits a run of `spec` gets (request values, else the configured defaults), or
+    /// the error `try_run` would fail with: an environment name outside the allowlist or a
+    /// value above its maximum. The executor asks the policy about exactly these values.
+    pub fn effective(&self, spec: &RunSpec) -> Result<EffectiveLimits, Error> {
+        let config = &self.inner.config;
+        let req = &spec.request;
         for (name, _) in &req.env {
             if !config.allowed_env.allows(name) {
                 return Err(Error::EnvNotAllowed {
@@ -364,13 +371,48 @@ impl Runner {
             }
             caps[i] = cap;
         }
-        let tail = req.tail_bytes.unwrap_or(config.default_tail_bytes);
-        if tail > config.max_tail_bytes {
+        let tail_bytes = req.tail_bytes.unwrap_or(config.default_tail_bytes);
+        if tail_bytes > config.max_tail_bytes {
             return Err(Error::AboveMaximum {
                 field: "tail_bytes",
-                requested: tail.to_string(),
+                requested: tail_bytes.to_string(),
                 max: config.max_tail_bytes.to_string(),
             });
+        }
+        Ok(EffectiveLimits {
+            timeout,
+            stdout_cap: caps[0],
+            stderr_cap: caps[1],
+            tail_bytes,
+        })
+    }
+
+    /// Starts a run, or fails at once with `Busy` when all slots are taken.
+    ///
+    /// Must be called from inside a Tokio runtime: the run is supervised by a spawned task. A
+    /// program that cannot be started is not an error here: the run's only event is then an
+    /// `Exited` with `Status::SpawnFailed`.
+    pub fn try_run(&self, spec: RunSpec) -> Result<Run, Error> {
+        let inner = &self.inner;
+        let config = &inner.config;
+        if *inner.shutdown.borrow() {
+            return Err(Error::ShuttingDown);
+        }
+        let limits = self.effective(&spec)?;
+        let (timeout, caps, tail) = (
+            limits.timeout,
+            [limits.stdout_cap, limits.stderr_cap],
+            limits.tail_bytes,
+        );
+        let RunSpec {
+            request: req,
+            trace_parent,
+        } = spec;
+        // The call's trace context wins over a caller-supplied one.
+        let mut env = req.env;
+        if let Some(tp) = trace_parent {
+            env.retain(|(name, _)| name != "TRACEPARENT");
+            env.push(("TRACEPARENT".to_owned(), tp));
         }
         let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let permit = Arc::clone(&inner.permits)
@@ -402,7 +444,7 @@ impl Runner {
         let mut cmd = inner.command(
             program,
             &args,
-            &req.env,
+            &env,
             &home_path,
             req.cwd,
             run_cgroup.as_ref(),

@@ -141,6 +141,8 @@ impl RunRequest {
 #[derive(Debug)]
 pub struct RunSpec {
     pub(crate) request: RunRequest,
+    /// The W3C trace context the child gets as `TRACEPARENT`.
+    pub(crate) trace_parent: Option<String>,
 }
 
 impl RunSpec {
@@ -153,6 +155,28 @@ impl RunSpec {
     pub fn env(&self) -> &[(String, String)] {
         &self.request.env
     }
+
+    /// Hands the child a W3C trace context as `TRACEPARENT`, so its own telemetry joins the
+    /// call's trace. It is set after the caller's additions and wins over them. A value that
+    /// is not `version-traceid-spanid-flags` in lowercase hex is ignored.
+    #[must_use]
+    pub fn with_trace_parent(mut self, value: &str) -> Self {
+        if is_trace_parent(value) {
+            self.trace_parent = Some(value.to_owned());
+        }
+        self
+    }
+}
+
+/// Whether `v` has the W3C `traceparent` shape: `2-32-16-2` lowercase hex fields.
+fn is_trace_parent(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('-').collect();
+    parts.len() == 4
+        && parts.iter().zip([2, 32, 16, 2]).all(|(p, n)| {
+            p.len() == n
+                && p.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
 }
 
 impl TryFrom<RunRequest> for RunSpec {
@@ -192,7 +216,10 @@ impl TryFrom<RunRequest> for RunSpec {
         if request.timeout.is_some_and(|t| t.is_zero()) {
             return Err(Error::ZeroTimeout);
         }
-        Ok(RunSpec { request })
+        Ok(RunSpec {
+            request,
+            trace_parent: None,
+        })
     }
 }
 
@@ -202,6 +229,22 @@ mod tests {
 
     fn cwd() -> OwnedFd {
         std::fs::File::open("/").unwrap().into()
+    }
+
+    #[test]
+    fn only_well_formed_trace_parents_are_kept() {
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let spec = RunSpec::try_from(RunRequest::argv(["true"], cwd())).unwrap();
+        assert_eq!(spec.with_trace_parent(tp).trace_parent.as_deref(), Some(tp));
+        for bad in [
+            "",
+            "00-abc-def-01",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "x\n",
+        ] {
+            let spec = RunSpec::try_from(RunRequest::argv(["true"], cwd())).unwrap();
+            assert_eq!(spec.with_trace_parent(bad).trace_parent, None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -266,3 +266,22 @@ async fn home_is_private_to_each_run() {
     let left = std::fs::read_dir(&home).map_or(0, |d| d.count());
     assert_eq!(left, 0, "{home} is not empty on the host");
 }
+
+#[tokio::test]
+async fn trace_parent_reaches_the_child_and_limits_are_reported_before_the_run() {
+    let runner = runner();
+    let (_ws, cwd) = workspace();
+    let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let req = RunRequest::script("echo \"$TRACEPARENT\"", cwd);
+    let traced = spec(req).with_trace_parent(tp);
+    let limits = runner.effective(&traced).unwrap();
+    assert_eq!(limits.timeout, config().default_timeout);
+    let out = collect(runner.try_run(traced).unwrap()).await;
+    assert_eq!(out.stdout_str(), format!("{tp}\n"));
+
+    let (_ws, cwd) = workspace();
+    let mut req = RunRequest::argv(["true"], cwd);
+    req.env = vec![("SECRET_TOKEN".into(), "x".into())];
+    let err = runner.effective(&spec(req)).unwrap_err();
+    assert!(err.to_string().contains("SECRET_TOKEN"), "{err}");
+}
