@@ -1,37 +1,93 @@
-//! The toolgate policy service: the decision point.
+//! The toolgate policy service: the decision point and the only writer of the ledger.
 //!
-//! Today it serves `PolicyService.Classify` and `GetPolicy` from the policy engine, with the
-//! policy file reloaded on change and on SIGHUP (an invalid new version keeps the old one in
-//! force). `Authorize` and `RecordOutcome` answer UNIMPLEMENTED / UNSUPPORTED until the
-//! approval ledger is wired in.
+//! It serves, behind bearer-token authentication (health and reflection stay open):
+//!
+//! - `PolicyService.Authorize`: classify a call with the policy in force, record the
+//!   decision in the approval ledger, and answer allowed (with a decision id, and for a
+//!   consumed approval its lease), denied (rule id and a message for the model), pending
+//!   (the approval to wait for), or already executed (this `call_id` ran before; the
+//!   recorded outcome is attached). Executors authorize for any principal, agents only
+//!   for themselves.
+//! - `PolicyService.RecordOutcome`: attach an executor's outcome to its decision,
+//!   idempotently, fenced by the consumption the decision holds.
+//! - `PolicyService.Classify` / `GetPolicy`: dry-run decisions and the policy in force,
+//!   reloaded on change and on SIGHUP (an invalid new version keeps the old one).
+//! - `ApprovalService`: list, get, decide, cancel and watch approvals (approvers and
+//!   admins; nobody decides their own request), and wait for a decision.
+//!
+//! The ledger is Postgres (shared by replicas) or SQLite (single node), opened from
+//! `[ledger]`. A timer sweeps expired approvals and lapsed leases; another probes the
+//! database and reports NOT_SERVING on the gRPC health endpoint while it is unreachable.
+//! [`PolicyCore`] holds the logic; the tonic adapters and the in-process path of
+//! `toolgate up` share it.
 
+mod approval_service;
 pub mod config;
+mod core;
+mod outcome;
 mod policy_service;
+mod stored;
+mod trace;
 mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
+use tonic::server::NamedService;
+use tonic_health::ServingStatus;
+use tonic_health::server::HealthReporter;
+use toolgate_contracts::policy::v1::approval_service_server::ApprovalServiceServer;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyServiceServer;
-use toolgate_runtime::{grpc, shutdown};
+use toolgate_ledger::Ledger;
+use toolgate_runtime::auth::{AuthError, Authenticator};
+use toolgate_runtime::metrics::{self, PolicyMetrics, Registry};
+use toolgate_runtime::{grpc, shutdown, telemetry};
 
+pub use crate::core::PolicyCore;
+pub use approval_service::ApprovalAdapter;
 pub use config::Config;
 pub use policy_service::{PolicyAdapter, PolicySource};
+pub use trace::trace_id;
 
 /// Why the policy service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The configuration is incomplete or inconsistent; the message names the field.
+    #[error("invalid configuration: {0}")]
+    Config(String),
     /// The policy document is invalid.
     #[error("cannot load the policy: {0}")]
     Policy(#[from] toolgate_policy_engine::Error),
+    /// The ledger could not be opened.
+    #[error("cannot open the ledger: {0}")]
+    Ledger(#[from] toolgate_ledger::Error),
+    /// The credentials could not be loaded.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     /// The listener failed.
     #[error("listener: {0}")]
     Io(#[from] std::io::Error),
     /// The gRPC server failed.
     #[error("grpc server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The metrics endpoint could not listen on `metrics_listen`.
+    #[error("metrics_listen: cannot listen on {addr}: {source}")]
+    Metrics {
+        /// The configured address.
+        addr: String,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+}
+
+/// What [`serve_with_options`] takes beyond the configuration and the core.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// The registry the core's metrics are registered in, served on `metrics_listen`.
+    /// `None`: no metrics endpoint (an embedding process such as `toolgate up` serves its
+    /// own registry).
+    pub metrics_registry: Option<Arc<Registry>>,
 }
 
 /// Loads the policy named by the configuration (or the shipped default) and, for a file,
@@ -68,43 +124,218 @@ fn log_reload(result: Result<bool, toolgate_policy_engine::Error>) {
     }
 }
 
-/// Serves the policy service on `listener` until `shutdown` fires, then drains in-flight calls
-/// for at most the configured grace period.
+/// Opens the core from `config` and serves until `shutdown` fires, with the metrics
+/// endpoint on `metrics_listen` when set.
 pub async fn serve(
     config: Config,
     listener: TcpListener,
     shutdown: shutdown::Shutdown,
 ) -> Result<(), Error> {
-    let (source, _watcher) = policy_source(&config)?;
+    let mut registry = metrics::registry();
+    let core = PolicyCore::open_with(&config, PolicyMetrics::register(&mut registry)).await?;
+    let options = ServeOptions {
+        metrics_registry: Some(Arc::new(registry)),
+    };
+    serve_with_options(config, core, listener, shutdown, options).await
+}
+
+/// Serves `PolicyService` and `ApprovalService` from `core` on `listener` until `shutdown`
+/// fires, then drains in-flight calls for at most the configured grace period.
+///
+/// Prints one JSON line `{"service": "toolgate-policy", "listening": "ip:port"}` on stdout
+/// once the socket accepts calls.
+pub async fn serve_with(
+    config: Config,
+    core: PolicyCore,
+    listener: TcpListener,
+    shutdown: shutdown::Shutdown,
+) -> Result<(), Error> {
+    serve_with_options(config, core, listener, shutdown, ServeOptions::default()).await
+}
+
+/// [`serve_with`], with [`ServeOptions`]. The listening line gains `"metrics": "ip:port"`
+/// when the metrics endpoint is served.
+pub async fn serve_with_options(
+    config: Config,
+    core: PolicyCore,
+    listener: TcpListener,
+    shutdown: shutdown::Shutdown,
+    options: ServeOptions,
+) -> Result<(), Error> {
+    let metrics_listener = match (&config.metrics_listen, options.metrics_registry) {
+        (Some(addr), Some(registry)) => {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| Error::Metrics {
+                    addr: addr.clone(),
+                    source,
+                })?;
+            Some((listener, registry))
+        }
+        (Some(addr), None) => {
+            tracing::warn!(%addr, "metrics_listen ignored: the embedding process serves the metrics");
+            None
+        }
+        (None, _) => None,
+    };
+    let authenticator = Authenticator::from_config(&config.auth)?;
     let addr = listener.local_addr()?;
     let (health, health_service) = grpc::health();
     let (reflection_v1, reflection_v1alpha) = grpc::reflection();
-    let version = source.current().version().to_owned();
-    health
-        .set_serving::<PolicyServiceServer<PolicyAdapter>>()
-        .await;
-    println!(
-        "{}",
-        serde_json::json!({"service": "toolgate-policy", "listening": addr.to_string()})
-    );
-    tracing::info!(%addr, policy_version = %version, "policy service listening");
 
-    let server = tonic::transport::Server::builder()
+    // The first probe runs before the address is announced, so a client that sees the
+    // listening line also sees an accurate health status.
+    let ledger = core.ledger();
+    let up = ledger.health().await.is_ok();
+    set_health(&health, up).await;
+    let mut tasks = vec![
+        tokio::spawn(probe_health(
+            ledger.clone(),
+            health.clone(),
+            Duration::from_millis(config.ledger.health_interval_ms),
+            up,
+            shutdown.clone(),
+        )),
+        tokio::spawn(sweep(
+            ledger,
+            core.metrics().clone(),
+            Duration::from_millis(config.ledger.sweep_interval_ms),
+            shutdown.clone(),
+        )),
+    ];
+
+    // One machine-readable line on stdout so scripts and tests learn the bound ports.
+    let mut line = serde_json::json!({"service": "toolgate-policy", "listening": addr.to_string()});
+    if let Some((listener, registry)) = metrics_listener {
+        line["metrics"] = listener.local_addr()?.to_string().into();
+        let serve = metrics::serve(listener, registry, shutdown.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = serve.await {
+                tracing::error!(error = %e, "metrics endpoint failed");
+            }
+        }));
+    }
+    let _tasks = Tasks(tasks);
+    println!("{line}");
+    tracing::info!(%addr, policy_version = %core.policy().version(), ledger_up = up, "policy service listening");
+
+    let policy = PolicyServiceServer::with_interceptor(
+        PolicyAdapter::new(core.clone()),
+        authenticator.interceptor(),
+    );
+    let approvals = ApprovalServiceServer::with_interceptor(
+        ApprovalAdapter::new(core, shutdown.clone()),
+        authenticator.interceptor(),
+    );
+    let server = grpc::server()
+        .layer(telemetry::server_layer())
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(PolicyServiceServer::new(PolicyAdapter::new(source)))
-        .serve_with_incoming_shutdown(
-            // Without TCP_NODELAY small unary answers wait out delayed ACKs (~40 ms).
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown.clone().wait(),
-        );
+        .add_service(policy)
+        .add_service(approvals)
+        .serve_with_incoming_shutdown(grpc::incoming(listener), shutdown.clone().wait());
     let grace = Duration::from_millis(config.shutdown_grace_ms);
     shutdown::serve_until(server, shutdown, grace, async {
-        health
-            .set_not_serving::<PolicyServiceServer<PolicyAdapter>>()
-            .await;
+        set_health(&health, false).await;
     })
     .await?;
     Ok(())
+}
+
+/// Aborts background tasks when the server returns.
+struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+const POLICY: &str = <PolicyServiceServer<PolicyAdapter> as NamedService>::NAME;
+const APPROVALS: &str = <ApprovalServiceServer<ApprovalAdapter> as NamedService>::NAME;
+
+async fn set_health(health: &HealthReporter, up: bool) {
+    let status = if up {
+        ServingStatus::Serving
+    } else {
+        ServingStatus::NotServing
+    };
+    for name in ["", POLICY, APPROVALS] {
+        health.set_service_status(name, status).await;
+    }
+}
+
+/// Reports NOT_SERVING while the database does not answer, SERVING once it does again.
+async fn probe_health(
+    ledger: Arc<dyn Ledger>,
+    health: HealthReporter,
+    every: Duration,
+    mut up: bool,
+    shutdown: shutdown::Shutdown,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = shutdown.clone().wait() => return,
+        }
+        let result = ledger.health().await;
+        // Draining owns the status from here on.
+        if shutdown.is_triggered() {
+            return;
+        }
+        let now_up = result.is_ok();
+        if now_up != up {
+            match &result {
+                Ok(()) => tracing::info!("ledger database reachable again; serving"),
+                Err(e) => tracing::error!(error = %e, "ledger database unreachable; not serving"),
+            }
+            set_health(&health, now_up).await;
+            up = now_up;
+        }
+    }
+}
+
+/// Expires overdue approvals and turns lapsed leases `unknown`, so states are current
+/// even when nobody touches them (use-time checks guard correctness regardless). Each
+/// round also sets the pending-approvals gauge from the ledger, which replicas share.
+async fn sweep(
+    ledger: Arc<dyn Ledger>,
+    metrics: PolicyMetrics,
+    every: Duration,
+    shutdown: shutdown::Shutdown,
+) {
+    let mut failing = false;
+    loop {
+        match ledger.count_pending().await {
+            Ok(n) => metrics.set_approvals_pending(i64::try_from(n).unwrap_or(i64::MAX)),
+            Err(e) => tracing::debug!(error = %e, "cannot count pending approvals"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = shutdown.clone().wait() => return,
+        }
+        match ledger.sweep().await {
+            Ok(r) => {
+                failing = false;
+                for _ in 0..r.expired {
+                    metrics.approval_decided("expired", None);
+                }
+                if r.expired + r.unknown > 0 {
+                    tracing::info!(
+                        expired = r.expired,
+                        unknown = r.unknown,
+                        "ledger sweep closed approvals"
+                    );
+                }
+            }
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(error = %e, "ledger sweep failed; retrying on the next tick");
+            }
+            Err(_) => {}
+        }
+    }
 }

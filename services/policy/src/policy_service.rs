@@ -1,17 +1,14 @@
 //! The tonic adapter for `PolicyService`.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use tonic::{Request, Response, Status};
-use toolgate_contracts::convert::tier_to_wire;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyService;
-use toolgate_contracts::status;
-use toolgate_core::Reason;
-use toolgate_policy_engine::{CallContext, Policy, request_digest};
+use toolgate_policy_engine::Policy;
+use toolgate_runtime::auth;
 
-use crate::wire;
+use crate::core::PolicyCore;
 
 /// Where the policy in force comes from: a watched file or the shipped default.
 #[derive(Debug, Clone)]
@@ -31,7 +28,8 @@ impl PolicySource {
         }
     }
 
-    fn describe(&self) -> String {
+    /// A path, or `builtin`.
+    pub fn describe(&self) -> String {
         match self {
             PolicySource::File(f) => f.path().display().to_string(),
             PolicySource::Builtin(_) => "builtin".into(),
@@ -39,32 +37,27 @@ impl PolicySource {
     }
 }
 
-/// Serves `PolicyService`.
+/// Serves `PolicyService` from a [`PolicyCore`]; callers are authenticated by the
+/// interceptor in front of it.
 #[derive(Debug, Clone)]
 pub struct PolicyAdapter {
-    source: PolicySource,
-    loaded_at: SystemTime,
+    core: PolicyCore,
 }
 
 impl PolicyAdapter {
-    /// An adapter answering from `source`.
-    pub fn new(source: PolicySource) -> Self {
-        PolicyAdapter {
-            source,
-            loaded_at: SystemTime::now(),
-        }
+    /// An adapter answering from `core`.
+    pub fn new(core: PolicyCore) -> Self {
+        PolicyAdapter { core }
     }
 }
 
-fn unsupported(rpc: &str) -> Status {
-    status::status(
-        Reason::Unsupported,
-        format!(
-            "{rpc} needs the approval ledger, which this policy service does not run yet; \
-             use Classify for a dry-run decision"
-        ),
-        [],
-    )
+/// The W3C `traceparent` of an incoming request, if any.
+pub(crate) fn traceparent<T>(request: &Request<T>) -> Option<String> {
+    request
+        .metadata()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 #[tonic::async_trait]
@@ -73,57 +66,42 @@ impl PolicyService for PolicyAdapter {
         &self,
         request: Request<pb::ClassifyRequest>,
     ) -> Result<Response<pb::ClassifyResponse>, Status> {
-        let r = request.into_inner();
-        let call = wire::tool_call(r.call)?;
-        let policy = self.source.current();
-        let ctx = CallContext {
-            session_id: r.session_id,
-            principal: r.principal,
-            labels: r.labels.into_iter().collect(),
-        };
-        let decision = policy.classify(&call, &ctx);
-        let digest = request_digest(&call, &ctx.session_id, &ctx.principal, policy.version());
-        Ok(Response::new(pb::ClassifyResponse {
-            explanation: Some(wire::explanation(&decision)),
-            request_digest: digest,
-        }))
+        let caller = auth::caller(&request)?;
+        let mut r = request.into_inner();
+        if r.principal.is_empty() {
+            r.principal = caller.name;
+        }
+        self.core.classify(r).map(Response::new)
     }
 
     async fn authorize(
         &self,
-        _request: Request<pb::AuthorizeRequest>,
+        request: Request<pb::AuthorizeRequest>,
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
-        Err(unsupported("Authorize"))
+        let caller = auth::caller(&request)?;
+        let tp = traceparent(&request);
+        self.core
+            .authorize(&caller, request.into_inner(), tp.as_deref())
+            .await
+            .map(Response::new)
     }
 
     async fn record_outcome(
         &self,
-        _request: Request<pb::RecordOutcomeRequest>,
+        request: Request<pb::RecordOutcomeRequest>,
     ) -> Result<Response<pb::RecordOutcomeResponse>, Status> {
-        Err(unsupported("RecordOutcome"))
+        let caller = auth::caller(&request)?;
+        self.core
+            .record_outcome(&caller, request.into_inner())
+            .await
+            .map(Response::new)
     }
 
     async fn get_policy(
         &self,
-        _request: Request<pb::GetPolicyRequest>,
+        request: Request<pb::GetPolicyRequest>,
     ) -> Result<Response<pb::GetPolicyResponse>, Status> {
-        let policy = self.source.current();
-        Ok(Response::new(pb::GetPolicyResponse {
-            version: policy.version().to_owned(),
-            default_tier: tier_to_wire(policy.default_tier()) as i32,
-            rules: policy
-                .summary()
-                .into_iter()
-                .map(|r| pb::RuleSummary {
-                    rule_id: r.id,
-                    tier: tier_to_wire(r.tier) as i32,
-                    reason: r.reason,
-                    source: wire::source(r.source) as i32,
-                    line: r.line as u32,
-                })
-                .collect(),
-            loaded_at: Some(prost_types::Timestamp::from(self.loaded_at)),
-            source: self.source.describe(),
-        }))
+        auth::caller(&request)?;
+        Ok(Response::new(self.core.get_policy()))
     }
 }

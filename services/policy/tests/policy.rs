@@ -1,51 +1,23 @@
 //! End-to-end: the real `toolgate-policy` binary answering Classify and GetPolicy over gRPC.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::time::Duration;
 
+use support::{AGENT, Backend, Bearer, Db, Options, Server};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use toolgate_contracts::common::v1::{Tier, ToolKind};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
 
-struct Policy {
-    child: Child,
-    addr: String,
-}
+type Client = PolicyServiceClient<InterceptedService<Channel, Bearer>>;
 
-impl Drop for Policy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(policy_file: &Path) -> Policy {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate-policy"))
-        .args(["--listen", "127.0.0.1:0", "--policy"])
-        .arg(policy_file)
-        .env("TOOLGATE_RELOAD_INTERVAL_MS", "50")
-        .env("TOOLGATE_LOG__FILTER", "warn")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn toolgate-policy");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_str(&line).expect("listening line");
-    Policy {
-        child,
-        addr: v["listening"].as_str().unwrap().to_owned(),
-    }
-}
-
-async fn client(p: &Policy) -> PolicyServiceClient<Channel> {
-    PolicyServiceClient::connect(format!("http://{}", p.addr))
-        .await
-        .unwrap()
+async fn start(policy: &str) -> (Db, Server, Client) {
+    let db = Db::new(Backend::Sqlite).await;
+    let server = Server::start_with_policy(&db.url, &Options::default(), policy);
+    let client = server.policy(AGENT).await;
+    (db, server, client)
 }
 
 fn script(s: &str) -> pb::ClassifyRequest {
@@ -74,11 +46,7 @@ except = ["terraform fmt"]
 
 #[tokio::test]
 async fn classify_explains_each_command_and_binds_a_digest() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("policy.toml");
-    std::fs::write(&file, POLICY).unwrap();
-    let p = start(&file);
-    let mut c = client(&p).await;
+    let (_db, _p, mut c) = start(POLICY).await;
 
     let r = c
         .classify(script("ls && rm -rf build"))
@@ -131,11 +99,8 @@ async fn classify_explains_each_command_and_binds_a_digest() {
 
 #[tokio::test]
 async fn the_policy_file_reloads_and_a_bad_version_keeps_the_old_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("policy.toml");
-    std::fs::write(&file, POLICY).unwrap();
-    let p = start(&file);
-    let mut c = client(&p).await;
+    let (_db, p, mut c) = start(POLICY).await;
+    let file = p.policy_path();
     let v1 = c
         .get_policy(pb::GetPolicyRequest {})
         .await
@@ -149,8 +114,8 @@ async fn the_policy_file_reloads_and_a_bad_version_keeps_the_old_one() {
     );
 
     // An invalid document is refused; the old version stays in force.
-    std::fs::write(&file, "[[rule]]\nid = 1\n").unwrap();
-    std::fs::write(
+    replace(&file, "[[rule]]\nid = 1\n").unwrap();
+    replace(
         &file,
         format!("{POLICY}\n[[rule]]\nid = \"x\"\ndecision = \"perhaps\"\n"),
     )
@@ -162,7 +127,7 @@ async fn the_policy_file_reloads_and_a_bad_version_keeps_the_old_one() {
     );
 
     // A valid change takes effect without a restart.
-    std::fs::write(
+    replace(
         &file,
         POLICY.replace("default = \"ask\"", "default = \"deny\""),
     )
@@ -171,12 +136,16 @@ async fn the_policy_file_reloads_and_a_bad_version_keeps_the_old_one() {
     assert_ne!(v2, v1.version, "a valid new policy is picked up");
 }
 
+/// Replaces the document atomically, as a deploy would: the watcher must never see a
+/// half-written file (a truncated prefix of a valid policy can itself be valid).
+fn replace(path: &std::path::Path, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
 /// Polls GetPolicy until `done` holds or `limit` passes, returning the last version seen.
-async fn wait_for_version(
-    c: &mut PolicyServiceClient<Channel>,
-    done: impl Fn(&str) -> bool,
-    limit: Duration,
-) -> String {
+async fn wait_for_version(c: &mut Client, done: impl Fn(&str) -> bool, limit: Duration) -> String {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let v = c
@@ -193,17 +162,88 @@ async fn wait_for_version(
 }
 
 #[tokio::test]
-async fn authorize_is_refused_until_the_ledger_is_wired() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("policy.toml");
-    std::fs::write(&file, POLICY).unwrap();
-    let p = start(&file);
-    let err = client(&p)
-        .await
+async fn calls_without_a_known_token_are_unauthenticated_but_health_is_open() {
+    let (_db, p, _) = start(POLICY).await;
+    let channel = p.channel().await;
+    let mut anon = PolicyServiceClient::new(channel.clone());
+    let e = anon.get_policy(pb::GetPolicyRequest {}).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    assert_eq!(support::reason(&e), "UNAUTHENTICATED");
+    let e = anon
         .authorize(pb::AuthorizeRequest::default())
         .await
         .unwrap_err();
-    assert_eq!(err.code(), tonic::Code::Unimplemented);
-    let (reason, _) = toolgate_contracts::status::error_info(&err).unwrap();
-    assert_eq!(reason, "UNSUPPORTED");
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    let mut forged = PolicyServiceClient::with_interceptor(
+        channel.clone(),
+        Bearer::new("not-a-configured-token-000"),
+    );
+    let e = forged
+        .get_policy(pb::GetPolicyRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+    let mut approvals =
+        toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient::new(
+            channel.clone(),
+        );
+    let e = approvals
+        .list_approvals(pb::ListApprovalsRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated);
+
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let s = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "toolgate.policy.v1.PolicyService".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        s.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+}
+
+#[test]
+fn migrate_applies_the_schema_and_prints_its_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("m.db").display());
+    for _ in 0..2 {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate-policy"))
+            .args(["migrate", "--database-url", &url])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["schema_version"], toolgate_ledger::SCHEMA_VERSION);
+    }
+}
+
+#[test]
+fn a_missing_ledger_url_is_a_clear_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[[auth.tokens]]\nprincipal = \"a\"\nrole = \"agent\"\ntoken = \"aaaaaaaaaaaaaaaaaaaa\"\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate-policy"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--listen", "127.0.0.1:0"])
+        .env_remove("TOOLGATE_LEDGER__URL")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ledger.url"), "{err}");
+    assert!(out.stdout.is_empty(), "must not announce a listener");
 }

@@ -1,0 +1,244 @@
+//! The tonic adapter for `ApprovalService`: how humans see and decide parked calls.
+//!
+//! Unary methods delegate to [`PolicyCore`]; `WatchApprovals` is a long-poll loop over the
+//! ledger's change feed that ends when the client goes away or the service shuts down.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::policy::v1::approval_service_server::ApprovalService;
+use toolgate_contracts::status;
+use toolgate_ledger::{ApprovalFilter, ApprovalState, Cursor, PageToken};
+use toolgate_runtime::auth;
+use toolgate_runtime::shutdown::Shutdown;
+
+use crate::core::{APPROVERS, PolicyCore, ledger_status, require};
+
+/// How long one long-poll of the change feed waits before polling again.
+const POLL: Duration = Duration::from_secs(25);
+
+/// Serves `ApprovalService` from a [`PolicyCore`].
+#[derive(Debug, Clone)]
+pub struct ApprovalAdapter {
+    core: PolicyCore,
+    shutdown: Shutdown,
+}
+
+impl ApprovalAdapter {
+    /// An adapter answering from `core`; open watches end when `shutdown` fires.
+    pub fn new(core: PolicyCore, shutdown: Shutdown) -> Self {
+        ApprovalAdapter { core, shutdown }
+    }
+}
+
+#[tonic::async_trait]
+impl ApprovalService for ApprovalAdapter {
+    async fn list_approvals(
+        &self,
+        request: Request<pb::ListApprovalsRequest>,
+    ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        self.core
+            .list_approvals(&caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn get_approval(
+        &self,
+        request: Request<pb::GetApprovalRequest>,
+    ) -> Result<Response<pb::GetApprovalResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        self.core
+            .get_approval(&caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn decide_approval(
+        &self,
+        request: Request<pb::DecideApprovalRequest>,
+    ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        self.core
+            .decide_approval(&caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn cancel_approval(
+        &self,
+        request: Request<pb::CancelApprovalRequest>,
+    ) -> Result<Response<pb::CancelApprovalResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        self.core
+            .cancel_approval(&caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    type WatchApprovalsStream = ReceiverStream<Result<pb::WatchApprovalsResponse, Status>>;
+
+    async fn watch_approvals(
+        &self,
+        request: Request<pb::WatchApprovalsRequest>,
+    ) -> Result<Response<Self::WatchApprovalsStream>, Status> {
+        let caller = auth::caller(&request)?;
+        require(&caller, "WatchApprovals", APPROVERS)?;
+        let r = request.into_inner();
+        let (filter, states) = crate::core::filter(&r.states, r.session_id, r.principal)?;
+        let cursor = if r.cursor.is_empty() {
+            None
+        } else {
+            Some(parse_cursor(&r.cursor)?)
+        };
+        let (tx, rx) = mpsc::channel(64);
+        let watch = Watch {
+            core: self.core.clone(),
+            filter,
+            states,
+            tx,
+        };
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let tx = watch.tx.clone();
+            tokio::select! {
+                r = watch.run(cursor) => {
+                    if let Err(s) = r {
+                        let _ = tx.send(Err(s)).await;
+                    }
+                }
+                () = shutdown.wait() => {}
+                () = tx.closed() => {}
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn wait_for_approval(
+        &self,
+        request: Request<pb::WaitForApprovalRequest>,
+    ) -> Result<Response<pb::WaitForApprovalResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        self.core
+            .wait_for_approval(&caller, request.into_inner())
+            .await
+            .map(Response::new)
+    }
+}
+
+fn parse_cursor(s: &str) -> Result<Cursor, Status> {
+    s.parse::<u64>().map(Cursor).map_err(|_| {
+        status::invalid(
+            "cursor",
+            "cursor is not a value from a previous WatchApprovals event; omit it to start over",
+        )
+    })
+}
+
+/// One open watch.
+struct Watch {
+    core: PolicyCore,
+    filter: ApprovalFilter,
+    /// Several states, checked here (the ledger filters on one at most); empty: all.
+    states: Vec<ApprovalState>,
+    tx: mpsc::Sender<Result<pb::WatchApprovalsResponse, Status>>,
+}
+
+/// The client went away; stop quietly.
+struct Gone;
+
+impl Watch {
+    fn wanted(&self, s: ApprovalState) -> bool {
+        self.states.is_empty() || self.states.contains(&s)
+    }
+
+    async fn send(
+        &self,
+        cursor: Cursor,
+        kind: pb::ApprovalEventKind,
+        a: toolgate_ledger::Approval,
+    ) -> Result<Result<(), Gone>, Status> {
+        let event = pb::WatchApprovalsResponse {
+            cursor: cursor.0.to_string(),
+            kind: kind as i32,
+            approval: Some(self.core.approval_to_wire(a).await?),
+        };
+        Ok(self.tx.send(Ok(event)).await.map_err(|_| Gone))
+    }
+
+    async fn run(&self, cursor: Option<Cursor>) -> Result<(), Status> {
+        let ledger = self.core.ledger();
+        let mut at = match cursor {
+            Some(c) => c,
+            None => {
+                // Read the head before the snapshot: whatever changes after it arrives as
+                // a live event, so the snapshot can be stale but never leaves a gap.
+                let head = ledger.head().await.map_err(ledger_status)?;
+                if self.snapshot(head).await?.is_err() {
+                    return Ok(());
+                }
+                head
+            }
+        };
+        loop {
+            let (changes, next) = ledger
+                .changes(at, self.filter.clone(), 256, POLL)
+                .await
+                .map_err(ledger_status)?;
+            for c in changes {
+                if !self.wanted(c.approval.state) {
+                    continue;
+                }
+                let kind = if c.kind == "approval.created" {
+                    pb::ApprovalEventKind::Created
+                } else {
+                    pb::ApprovalEventKind::Updated
+                };
+                if self.send(c.cursor, kind, c.approval).await?.is_err() {
+                    return Ok(());
+                }
+            }
+            at = next;
+        }
+    }
+
+    /// Sends every current approval the watch selects: without a state filter, the
+    /// pending ones (what an approver has to act on).
+    async fn snapshot(&self, head: Cursor) -> Result<Result<(), Gone>, Status> {
+        let states = if self.states.is_empty() {
+            vec![ApprovalState::Pending]
+        } else {
+            self.states.clone()
+        };
+        let filter = ApprovalFilter {
+            state: (states.len() == 1).then(|| states[0]),
+            ..self.filter.clone()
+        };
+        let ledger = self.core.ledger();
+        let mut token: Option<PageToken> = None;
+        loop {
+            let page = ledger
+                .list(filter.clone(), token.take(), 500)
+                .await
+                .map_err(ledger_status)?;
+            for a in page.items {
+                if states.contains(&a.state)
+                    && self
+                        .send(head, pb::ApprovalEventKind::Snapshot, a)
+                        .await?
+                        .is_err()
+                {
+                    return Ok(Err(Gone));
+                }
+            }
+            match page.next {
+                Some(n) => token = Some(n),
+                None => return Ok(Ok(())),
+            }
+        }
+    }
+}

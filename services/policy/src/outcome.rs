@@ -1,0 +1,257 @@
+//! Outcomes between the wire and the ledger.
+//!
+//! The mapping is deterministic, so an identical retry of `RecordOutcome` maps to an
+//! identical ledger outcome and is recognised as a retry rather than a conflict.
+
+use tonic::Status;
+use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::common::v1::exit_status::Status as Exit;
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::status;
+use toolgate_ledger::{DecisionId, ExecutorIdentity, ExitStatus, LeaseToken, NewOutcome, Outcome};
+
+use crate::core::timestamp;
+
+fn micros(t: &prost_types::Timestamp) -> toolgate_ledger::Timestamp {
+    toolgate_ledger::Timestamp::from_micros(
+        t.seconds
+            .saturating_mul(1_000_000)
+            .saturating_add(i64::from(t.nanos) / 1_000),
+    )
+}
+
+/// The ledger outcome for a wire report.
+pub fn from_wire(
+    decision_id: DecisionId,
+    lease_token: Option<LeaseToken>,
+    o: pb::Outcome,
+) -> Result<NewOutcome, Status> {
+    let times = o.times.unwrap_or_default();
+    let (started, finished) = match (&times.started_at, &times.finished_at) {
+        (Some(s), Some(f)) => (micros(s), micros(f)),
+        (Some(t), None) | (None, Some(t)) => (micros(t), micros(t)),
+        (None, None) => {
+            return Err(status::invalid(
+                "outcome.times",
+                "outcome.times needs started_at and finished_at",
+            ));
+        }
+    };
+    let code = o.result_code.trim().to_owned();
+    let (exit, error) = match o.status.and_then(|s| s.status) {
+        Some(Exit::Exited(c)) => (ExitStatus::Exited(c), None),
+        Some(Exit::Signaled(s)) => (ExitStatus::Signaled(s.signal), None),
+        Some(Exit::TimedOut(_)) => (ExitStatus::TimedOut, None),
+        Some(Exit::Cancelled(c)) => (ExitStatus::Cancelled, non_empty(c.cause)),
+        Some(Exit::SpawnFailed(f)) => (
+            ExitStatus::FailedToStart,
+            Some(format!("spawn failed: {} (errno {})", f.reason, f.errno)),
+        ),
+        Some(Exit::Completed(_)) => (ExitStatus::Ok, None),
+        None if code.is_empty() => {
+            return Err(status::invalid(
+                "outcome.status",
+                "outcome needs an exit status (runs) or a result_code (filesystem calls)",
+            ));
+        }
+        None if code == "OK" => (ExitStatus::Ok, None),
+        // Stored as `CODE REASON` so the wire form can be rebuilt.
+        None => (
+            ExitStatus::Failed,
+            Some(
+                format!("{code} {}", o.result_reason.trim())
+                    .trim_end()
+                    .to_owned(),
+            ),
+        ),
+    };
+    let stats = |s: Option<common::OutputStats>| {
+        let s = s.unwrap_or_default();
+        (s.total_bytes, s.truncated)
+    };
+    let (stdout_bytes, stdout_truncated) = stats(o.stdout);
+    let (stderr_bytes, stderr_truncated) = stats(o.stderr);
+    let e = o.executor.unwrap_or_default();
+    Ok(NewOutcome {
+        decision_id,
+        lease_token,
+        executor: ExecutorIdentity {
+            pod: if e.pod.is_empty() {
+                e.executor_id
+            } else {
+                e.pod
+            },
+            node: e.node,
+            namespace: e.namespace,
+            image: e.image,
+        },
+        started_at: started,
+        finished_at: finished,
+        exit,
+        stdout_bytes,
+        stderr_bytes,
+        stdout_truncated,
+        stderr_truncated,
+        error,
+    })
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// The wire form of a recorded outcome (what `AlreadyExecuted` carries).
+pub fn to_wire(o: &Outcome) -> pb::Outcome {
+    let error = o.error.clone().unwrap_or_default();
+    let (status, result_code, result_reason) = match o.exit {
+        ExitStatus::Exited(c) => (Some(Exit::Exited(c)), String::new(), String::new()),
+        ExitStatus::Signaled(s) => (
+            Some(Exit::Signaled(common::Signaled {
+                signal: s,
+                ..Default::default()
+            })),
+            String::new(),
+            String::new(),
+        ),
+        ExitStatus::TimedOut => (
+            Some(Exit::TimedOut(common::TimedOut {
+                timeout: None,
+                killed: true,
+            })),
+            String::new(),
+            String::new(),
+        ),
+        ExitStatus::Cancelled => (
+            Some(Exit::Cancelled(common::Cancelled { cause: error })),
+            String::new(),
+            String::new(),
+        ),
+        ExitStatus::FailedToStart => (
+            Some(Exit::SpawnFailed(common::SpawnFailed {
+                reason: error,
+                errno: 0,
+            })),
+            String::new(),
+            String::new(),
+        ),
+        ExitStatus::Ok => (
+            Some(Exit::Completed(common::Completed::default())),
+            "OK".to_owned(),
+            String::new(),
+        ),
+        ExitStatus::Failed => {
+            let (code, reason) = error.split_once(' ').unwrap_or((error.as_str(), ""));
+            (None, code.to_owned(), reason.to_owned())
+        }
+    };
+    pb::Outcome {
+        status: status.map(|s| common::ExitStatus { status: Some(s) }),
+        times: Some(common::Timestamps {
+            started_at: Some(timestamp(o.started_at)),
+            finished_at: Some(timestamp(o.finished_at)),
+        }),
+        usage: None,
+        stdout: Some(common::OutputStats {
+            total_bytes: o.stdout_bytes,
+            dropped_bytes: 0,
+            truncated: o.stdout_truncated,
+        }),
+        stderr: Some(common::OutputStats {
+            total_bytes: o.stderr_bytes,
+            dropped_bytes: 0,
+            truncated: o.stderr_truncated,
+        }),
+        executor: Some(common::ExecutorIdentity {
+            executor_id: o.executor.pod.clone(),
+            pod: o.executor.pod.clone(),
+            namespace: o.executor.namespace.clone(),
+            node: o.executor.node.clone(),
+            image: o.executor.image.clone(),
+            version: String::new(),
+        }),
+        result_code,
+        result_reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: i64) -> Option<prost_types::Timestamp> {
+        Some(prost_types::Timestamp {
+            seconds: s,
+            nanos: 500_000,
+        })
+    }
+
+    fn times() -> Option<common::Timestamps> {
+        Some(common::Timestamps {
+            started_at: at(10),
+            finished_at: at(11),
+        })
+    }
+
+    #[test]
+    fn runs_and_filesystem_results_map_both_ways() {
+        let run = pb::Outcome {
+            status: Some(common::ExitStatus {
+                status: Some(Exit::Exited(3)),
+            }),
+            times: times(),
+            stdout: Some(common::OutputStats {
+                total_bytes: 9,
+                dropped_bytes: 0,
+                truncated: true,
+            }),
+            ..Default::default()
+        };
+        let d = DecisionId::try_from("dec_1").unwrap();
+        let n = from_wire(d.clone(), None, run).unwrap();
+        assert_eq!(n.exit, ExitStatus::Exited(3));
+        assert_eq!(n.started_at.as_micros(), 10_000_500);
+        assert!(n.stdout_truncated);
+
+        let fs = pb::Outcome {
+            times: times(),
+            result_code: "NOT_FOUND".into(),
+            result_reason: "NOT_FOUND".into(),
+            ..Default::default()
+        };
+        let n = from_wire(d.clone(), None, fs).unwrap();
+        assert_eq!(n.exit, ExitStatus::Failed);
+        let back = to_wire(&Outcome {
+            decision_id: d,
+            approval_id: None,
+            executor: n.executor.clone(),
+            started_at: n.started_at,
+            finished_at: n.finished_at,
+            exit: n.exit,
+            stdout_bytes: 0,
+            stderr_bytes: 0,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            error: n.error.clone(),
+            recorded_at: n.finished_at,
+        });
+        assert_eq!(back.result_code, "NOT_FOUND");
+        assert_eq!(back.result_reason, "NOT_FOUND");
+    }
+
+    #[test]
+    fn an_outcome_without_status_or_times_is_refused() {
+        let d = DecisionId::try_from("dec_1").unwrap();
+        let e = from_wire(d.clone(), None, pb::Outcome::default()).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let e = from_wire(
+            d,
+            None,
+            pb::Outcome {
+                times: times(),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+        assert!(e.message().contains("exit status"), "{}", e.message());
+    }
+}

@@ -1,0 +1,425 @@
+//! Test harness: the real `toolgate-policy` binary on port 0 over a fresh database
+//! (a Postgres database created for the test, or a SQLite file), with a fixed set of
+//! credentials, and gRPC clients that present them.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sqlx::{AssertSqlSafe, Connection};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+use toolgate_contracts::common::v1::{CallContext, ToolKind};
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
+use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
+
+/// A credential of the test configuration: principal, role, token.
+pub type Cred = (&'static str, &'static str, &'static str);
+
+pub const AGENT: Cred = ("agent-1", "agent", "agent-1-token-0123456789");
+pub const AGENT2: Cred = ("agent-2", "agent", "agent-2-token-0123456789");
+pub const EXEC: Cred = ("exec-1", "executor", "exec-1-token-0123456789");
+pub const ALICE: Cred = ("alice", "approver", "alice-token-0123456789");
+pub const BOB: Cred = ("bob", "approver", "bob-token-0123456789");
+pub const OPS: Cred = ("ops", "admin", "ops-token-0123456789");
+const ALL: [Cred; 6] = [AGENT, AGENT2, EXEC, ALICE, BOB, OPS];
+
+/// A secret the ledger is configured to scrub; it must never be stored.
+pub const CANARY: &str = "CANARY-4d1f8a2b-policy-secret";
+
+/// The policy the tests run under.
+pub const POLICY: &str = r#"
+default = "ask"
+
+[[rule]]
+id = "echo"
+decision = "auto"
+reason = "printing is harmless"
+commands = ["echo *"]
+
+[[rule]]
+id = "no-curl"
+decision = "deny"
+reason = "network downloads are not allowed; vendor the file instead"
+commands = ["curl *"]
+
+[[rule]]
+id = "terraform"
+decision = "ask"
+reason = "terraform changes infrastructure"
+commands = ["terraform *"]
+"#;
+
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// Which ledger backend a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// One test's database, dropped afterwards.
+pub struct Db {
+    pub url: String,
+    /// Postgres: (admin url, database name) to drop.
+    pg: Option<(String, String)>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Db {
+    pub async fn new(backend: Backend) -> Db {
+        match backend {
+            Backend::Postgres => {
+                let admin = admin_url();
+                let name = format!("tg_policy_test_{}", uuid::Uuid::new_v4().simple());
+                let mut c = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .expect("postgres reachable");
+                sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+                let (base, _) = admin.rsplit_once('/').unwrap();
+                Db {
+                    url: format!("{base}/{name}"),
+                    pg: Some((admin.clone(), name)),
+                    _dir: None,
+                }
+            }
+            Backend::Sqlite => {
+                let dir = tempfile::tempdir().unwrap();
+                Db {
+                    url: format!("sqlite:{}", dir.path().join("ledger.db").display()),
+                    pg: None,
+                    _dir: Some(dir),
+                }
+            }
+        }
+    }
+
+    /// Every stored text of the ledger tables, for leak checks.
+    pub async fn dump(&self) -> String {
+        let queries = [
+            "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_decisions t",
+            "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_approvals t",
+            "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_outcomes t",
+            "SELECT coalesce(string_agg(kind || subject || encode(payload, 'escape'), ''), '') FROM tg_audit",
+        ];
+        if self.pg.is_some() {
+            let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
+            let mut out = String::new();
+            for q in queries {
+                let s: String = sqlx::query_scalar(q).fetch_one(&mut c).await.unwrap();
+                out.push_str(&s);
+            }
+            out
+        } else {
+            let path = self.url.trim_start_matches("sqlite:");
+            let mut bytes = std::fs::read(path).unwrap();
+            if let Ok(wal) = std::fs::read(format!("{path}-wal")) {
+                bytes.extend(wal);
+            }
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.pg.take() else {
+            return;
+        };
+        // Drop runs inside the test's runtime; do the async cleanup on a thread of its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+                    let _ = sqlx::raw_sql(AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                    )))
+                    .execute(&mut c)
+                    .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Knobs of one server's configuration.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub lease_ms: u64,
+    pub pending_ttl_ms: u64,
+    pub max_wait_ms: u64,
+    pub retry_ms: u64,
+    /// Serve `/metrics` on a port of its own.
+    pub metrics: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            lease_ms: 60_000,
+            pending_ttl_ms: 3_600_000,
+            max_wait_ms: 60_000,
+            retry_ms: 2_000,
+            metrics: false,
+        }
+    }
+}
+
+/// A running `toolgate-policy`, SIGKILLed on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub addr: String,
+    /// `ip:port` of `/metrics`, when [`Options::metrics`] is set.
+    pub metrics: Option<String>,
+    dir: tempfile::TempDir,
+}
+
+pub fn config_text(url: &str, o: &Options) -> String {
+    let mut s = format!(
+        "listen = \"127.0.0.1:0\"\npolicy_file = \"policy.toml\"\nreload_interval_ms = 50\nmax_wait_ms = {}\n\n\
+         [log]\nfilter = \"warn\"\n\n\
+         [ledger]\nurl = \"{url}\"\nlease_ms = {}\npending_ttl_ms = {}\nretry_ms = {}\n\
+         sweep_interval_ms = 100\nhealth_interval_ms = 100\nsecrets = [\"{CANARY}\"]\n",
+        o.max_wait_ms, o.lease_ms, o.pending_ttl_ms, o.retry_ms
+    );
+    if o.metrics {
+        s.insert_str(0, "metrics_listen = \"127.0.0.1:0\"\n");
+    }
+    for (principal, role, token) in ALL {
+        s.push_str(&format!(
+            "\n[[auth.tokens]]\nprincipal = \"{principal}\"\nrole = \"{role}\"\ntoken = \"{token}\"\n"
+        ));
+    }
+    s
+}
+
+impl Server {
+    /// Starts the binary against `url` and waits for its listening line.
+    pub fn start(url: &str, options: &Options) -> Server {
+        Self::start_with_policy(url, options, POLICY)
+    }
+
+    /// Starts the binary under another policy document.
+    pub fn start_with_policy(url: &str, options: &Options, policy: &str) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+        std::fs::write(dir.path().join("config.toml"), config_text(url, options)).unwrap();
+        let mut s = Server {
+            child: None,
+            addr: String::new(),
+            metrics: None,
+            dir,
+        };
+        s.spawn();
+        s
+    }
+
+    /// The policy document the server watches.
+    pub fn policy_path(&self) -> PathBuf {
+        self.dir.path().join("policy.toml")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("config.toml")
+    }
+
+    fn spawn(&mut self) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate-policy"))
+            .arg("--config")
+            .arg(self.config_path())
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn toolgate-policy");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("no listening line ({e}): {line:?}"));
+        self.addr = v["listening"].as_str().unwrap().to_owned();
+        self.metrics = v["metrics"].as_str().map(str::to_owned);
+        self.child = Some(child);
+    }
+
+    /// SIGKILL: no drain, no cleanup.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the same configuration again (on a new port).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect to toolgate-policy")
+    }
+
+    pub async fn policy(
+        &self,
+        cred: Cred,
+    ) -> PolicyServiceClient<InterceptedService<Channel, Bearer>> {
+        PolicyServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2))
+    }
+
+    pub async fn approvals(
+        &self,
+        cred: Cred,
+    ) -> ApprovalServiceClient<InterceptedService<Channel, Bearer>> {
+        ApprovalServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Presents a bearer token on every call.
+#[derive(Clone)]
+pub struct Bearer(MetadataValue<Ascii>);
+
+impl Bearer {
+    pub fn new(token: &str) -> Self {
+        Bearer(toolgate_runtime::auth::bearer(token).unwrap())
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+/// An argv `process.run` call.
+pub fn run(argv: &[&str]) -> pb::ToolCall {
+    pb::ToolCall {
+        tool: ToolKind::ProcessRun as i32,
+        argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+        ..Default::default()
+    }
+}
+
+/// An Authorize request for `principal` (empty: the caller's own).
+pub fn authorize(
+    call_id: &str,
+    session: &str,
+    principal: &str,
+    call: pb::ToolCall,
+) -> pb::AuthorizeRequest {
+    pb::AuthorizeRequest {
+        context: Some(CallContext {
+            call_id: call_id.into(),
+            session_id: session.into(),
+            approval_wait: None,
+            description: "the agent says: harmless".into(),
+        }),
+        call: Some(call),
+        principal: principal.into(),
+        labels: Default::default(),
+        executor: Some(toolgate_contracts::common::v1::ExecutorIdentity {
+            executor_id: "exec-pod-1".into(),
+            pod: "exec-pod-1".into(),
+            node: "node-a".into(),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The ErrorInfo reason of a status.
+pub fn reason(s: &Status) -> String {
+    toolgate_contracts::status::error_info(s)
+        .map(|(r, _)| r)
+        .unwrap_or_default()
+}
+
+/// A successful run outcome.
+pub fn exited(code: i32) -> pb::Outcome {
+    use toolgate_contracts::common::v1 as c;
+    let t = |s| {
+        Some(prost_types::Timestamp {
+            seconds: s,
+            nanos: 0,
+        })
+    };
+    pb::Outcome {
+        status: Some(c::ExitStatus {
+            status: Some(c::exit_status::Status::Exited(code)),
+        }),
+        times: Some(c::Timestamps {
+            started_at: t(1_700_000_000),
+            finished_at: t(1_700_000_001),
+        }),
+        stdout: Some(c::OutputStats {
+            total_bytes: 12,
+            dropped_bytes: 0,
+            truncated: false,
+        }),
+        executor: Some(c::ExecutorIdentity {
+            executor_id: "exec-pod-1".into(),
+            pod: "exec-pod-1".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A generous bound for things that happen "soon" (wake-ups, sweeps).
+pub const SOON: Duration = Duration::from_secs(20);
+
+/// One HTTP/1.1 GET; returns the status code and the body.
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("write request");
+    let mut response = Vec::new();
+    stream
+        .take(1 << 20)
+        .read_to_end(&mut response)
+        .await
+        .expect("read response");
+    let response = String::from_utf8(response).expect("utf-8 response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("header end");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    (status, body.to_owned())
+}
