@@ -1,9 +1,11 @@
 //! Executor configuration: defaults → TOML file → `TOOLGATE_` environment → flags.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use toolgate_runtime::auth::AuthConfig;
 use toolgate_runtime::logging;
 
 /// The whole executor configuration.
@@ -12,6 +14,9 @@ use toolgate_runtime::logging;
 pub struct Config {
     /// gRPC listen address; port 0 picks a free port (the bound address is printed).
     pub listen: String,
+    /// Where `GET /metrics` (Prometheus text format) is served, `ip:port`; port 0 picks a
+    /// free port (printed as `metrics` on the listening line). Unset: no metrics endpoint.
+    pub metrics_listen: Option<String>,
     /// Log settings.
     pub log: LogConfig,
     /// The workspace this executor confines every call to.
@@ -26,12 +31,77 @@ pub struct Config {
     pub executor_id: String,
     /// Largest request message accepted (write content, run stdin), in bytes.
     pub max_request_bytes: usize,
+    /// The policy service every call is authorized by.
+    pub policy: PolicySection,
+    /// The agent and admin credentials this executor accepts.
+    pub auth: AuthConfig,
+    /// Longest a call may wait for a human when its context asks to (`approval_wait`), in
+    /// milliseconds; longer requests are clamped to it.
+    pub max_approval_wait_ms: u64,
+    /// Workspace labels sent with every authorization (policy label selectors match them).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// How the executor reaches the policy service.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicySection {
+    /// The policy service URL, for example `http://127.0.0.1:7071` (required).
+    pub endpoint: String,
+    /// This executor's credential (role `executor`); prefer `token_file`.
+    pub token: Option<String>,
+    /// A file holding this executor's credential, for mounted secrets.
+    pub token_file: Option<PathBuf>,
+    /// Longest wait for a connection to the policy service, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Longest wait for one Authorize or RecordOutcome answer, in milliseconds.
+    pub request_timeout_ms: u64,
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        PolicySection {
+            endpoint: String::new(),
+            token: None,
+            token_file: None,
+            connect_timeout_ms: 2_000,
+            request_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl PolicySection {
+    /// The executor's credential, from `token` or `token_file`; the error names the field.
+    pub fn credential(&self) -> Result<String, String> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(t), None) => t.trim().to_owned(),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map_err(|e| format!("policy.token_file: {}: {e}", path.display()))?
+                .trim()
+                .to_owned(),
+            (Some(_), Some(_)) => {
+                return Err("policy.token / policy.token_file: set only one".into());
+            }
+            (None, None) => {
+                return Err(
+                    "policy.token: required (this executor's credential for the policy service; or set policy.token_file)"
+                        .into(),
+                );
+            }
+        };
+        if token.is_empty() {
+            return Err("policy.token: is empty".into());
+        }
+        toolgate_runtime::auth::bearer(&token).map_err(|e| format!("policy.token: {e}"))?;
+        Ok(token)
+    }
 }
 
 impl Default for Config {
     fn default() -> Self {
         Config {
             listen: "127.0.0.1:7070".into(),
+            metrics_listen: None,
             log: LogConfig::default(),
             workspace: WorkspaceSection::default(),
             fs: FsLimits::default(),
@@ -39,6 +109,10 @@ impl Default for Config {
             shutdown_grace_ms: 10_000,
             executor_id: String::new(),
             max_request_bytes: 64 << 20,
+            policy: PolicySection::default(),
+            auth: AuthConfig::default(),
+            max_approval_wait_ms: 15 * 60 * 1000,
+            labels: BTreeMap::new(),
         }
     }
 }
@@ -147,6 +221,9 @@ pub struct ProcessSection {
     pub allowed_env: Vec<String>,
     /// Use a PID namespace per run when the kernel allows.
     pub pid_namespace: bool,
+    /// The sandbox profile name runs are reported and authorized under; approvals are bound
+    /// to it, so executors with a different sandbox never reuse each other's approvals.
+    pub sandbox_profile: String,
 }
 
 impl Default for ProcessSection {
@@ -162,6 +239,7 @@ impl Default for ProcessSection {
             max_concurrent_runs: p.max_concurrent_runs,
             allowed_env: p.allowed_env.patterns(),
             pid_namespace: p.use_pid_namespace,
+            sandbox_profile: "default".into(),
         }
     }
 }
@@ -188,8 +266,15 @@ impl Config {
         Ok(c)
     }
 
-    /// Checks cross-field rules once at startup; the error names the field.
+    /// Checks every rule, `[policy]` included, once at startup; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_embedded()?;
+        self.validate_policy()
+    }
+
+    /// Checks every rule except the `[policy]` section, for an executor whose authorizer
+    /// runs in the same process (`toolgate up`).
+    pub fn validate_embedded(&self) -> Result<(), String> {
         if self.workspace.root.as_os_str().is_empty() {
             return Err("workspace.root: required (pass --workspace DIR)".into());
         }
@@ -204,6 +289,16 @@ impl Config {
                 "listen: `{}` is not an ip:port address",
                 self.listen
             ));
+        }
+        if let Some(m) = &self.metrics_listen {
+            let addr = m
+                .parse::<std::net::SocketAddr>()
+                .map_err(|_| format!("metrics_listen: `{m}` is not an ip:port address"))?;
+            if addr.port() != 0 && self.listen.parse::<std::net::SocketAddr>().ok() == Some(addr) {
+                return Err(format!(
+                    "metrics_listen: `{m}` is the gRPC listen address; pick another port"
+                ));
+            }
         }
         for a in &self.workspace.aliases {
             if !a.is_absolute() {
@@ -220,6 +315,38 @@ impl Config {
             return Err("fs.default_search_time_ms: exceeds fs.max_search_time_ms".into());
         }
         self.process_config()?;
+        if self.process.sandbox_profile.is_empty() {
+            return Err("process.sandbox_profile: must not be empty".into());
+        }
+        toolgate_runtime::auth::Authenticator::from_config(&self.auth)
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Checks the `[policy]` section: endpoint, credential and timeouts.
+    pub fn validate_policy(&self) -> Result<(), String> {
+        let p = &self.policy;
+        if p.endpoint.is_empty() {
+            return Err(
+                "policy.endpoint: required (the policy service URL, for example http://127.0.0.1:7071); the executor runs nothing without it"
+                    .into(),
+            );
+        }
+        match p.endpoint.split_once("://") {
+            Some(("http" | "https", rest)) if !rest.is_empty() => {}
+            _ => {
+                return Err(format!(
+                    "policy.endpoint: `{}` is not an http:// or https:// URL",
+                    p.endpoint
+                ));
+            }
+        }
+        if p.connect_timeout_ms == 0 || p.request_timeout_ms == 0 {
+            return Err(
+                "policy.connect_timeout_ms / policy.request_timeout_ms: must be positive".into(),
+            );
+        }
+        p.credential()?;
         Ok(())
     }
 
@@ -240,5 +367,37 @@ impl Config {
         l.max_search_time = Duration::from_millis(self.fs.max_search_time_ms);
         l.default_search_time = Duration::from_millis(self.fs.default_search_time_ms);
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(metrics_listen: Option<&str>) -> Config {
+        let mut c = Config::default();
+        c.workspace.root = PathBuf::from("/");
+        c.listen = "127.0.0.1:7070".into();
+        c.metrics_listen = metrics_listen.map(str::to_owned);
+        c.auth.tokens.push(toolgate_runtime::auth::TokenEntry {
+            principal: "agent-1".into(),
+            role: toolgate_runtime::auth::Role::Agent,
+            token: Some(toolgate_runtime::auth::generate_token()),
+            token_file: None,
+        });
+        c
+    }
+
+    #[test]
+    fn metrics_listen_is_optional_and_validated() {
+        assert_eq!(config(None).validate_embedded(), Ok(()));
+        assert_eq!(config(Some("0.0.0.0:9464")).validate_embedded(), Ok(()));
+        assert_eq!(config(Some("127.0.0.1:0")).validate_embedded(), Ok(()));
+        let err = config(Some("localhost")).validate_embedded().unwrap_err();
+        assert!(err.starts_with("metrics_listen:"), "{err}");
+        let err = config(Some("127.0.0.1:7070"))
+            .validate_embedded()
+            .unwrap_err();
+        assert!(err.contains("gRPC listen address"), "{err}");
     }
 }

@@ -2,20 +2,24 @@
 
 use tonic::{Response, Status};
 use toolgate_contracts::executor::v1 as pb;
-use toolgate_core::ToolKind;
 use toolgate_fs::{FindRequest, SearchRequest};
 
-use crate::fs_service::{FsService, entry_type, path_or_root, truncation};
-use crate::wire::{self, CallContext};
+use toolgate_contracts::policy::v1::ToolCall;
+use toolgate_runtime::auth::Principal;
+
+use crate::fs_service::{FsService, Observed, Prepared, entry_type, path_or_root, truncation};
+use crate::wire;
 
 /// Largest context a request may ask for; the workspace limit may be lower.
 const MAX_CONTEXT_LINES: u32 = 10;
 
 pub(crate) async fn search(
     svc: &FsService,
+    obs: &mut Observed,
+    caller: (Principal, Option<String>),
     r: pb::SearchFilesRequest,
 ) -> Result<Response<pb::SearchFilesResponse>, Status> {
-    let ctx = CallContext::try_from(r.context)?;
+    let prepared = Prepared::new(caller, r.context)?;
     if r.pattern.is_empty() {
         return Err(toolgate_contracts::status::invalid(
             "pattern",
@@ -28,11 +32,11 @@ pub(crate) async fn search(
             format!("context_lines must be at most {MAX_CONTEXT_LINES}"),
         ));
     }
-    let mut req = SearchRequest::new(path_or_root(r.path)?, r.pattern);
+    let mut req = SearchRequest::new(path_or_root(r.path)?, r.pattern.clone());
     req.literal = r.literal;
     req.case_insensitive = r.case_insensitive;
     req.context_lines = r.context_lines as usize;
-    req.include = r.include_globs;
+    req.include = r.include_globs.clone();
     req.exclude = r.exclude_globs;
     req.respect_gitignore = r.respect_gitignore;
     req.include_hidden = r.include_hidden;
@@ -42,8 +46,14 @@ pub(crate) async fn search(
         .timeout
         .map(|d| wire::duration("timeout", d))
         .transpose()?;
+    let call = ToolCall {
+        path: Some(svc.canonical(&req.path).await?),
+        pattern: Some(r.pattern),
+        globs: r.include_globs,
+        ..Default::default()
+    };
     let out = svc
-        .blocking(ctx.span(ToolKind::FsSearch), move |ws| ws.search(&req))
+        .perform(obs, prepared, call, move |ws| ws.search(&req))
         .await?;
 
     let mut matches = Vec::with_capacity(out.match_count);
@@ -86,9 +96,11 @@ pub(crate) async fn search(
 
 pub(crate) async fn find(
     svc: &FsService,
+    obs: &mut Observed,
+    caller: (Principal, Option<String>),
     r: pb::FindFilesRequest,
 ) -> Result<Response<pb::FindFilesResponse>, Status> {
-    let ctx = CallContext::try_from(r.context)?;
+    let prepared = Prepared::new(caller, r.context)?;
     if r.patterns.is_empty() {
         return Err(toolgate_contracts::status::invalid(
             "patterns",
@@ -107,7 +119,7 @@ pub(crate) async fn find(
     };
     let req = FindRequest {
         path: path_or_root(r.path)?,
-        patterns: r.patterns,
+        patterns: r.patterns.clone(),
         exclude: Vec::new(),
         respect_gitignore: r.respect_gitignore,
         include_hidden: r.include_hidden,
@@ -117,8 +129,13 @@ pub(crate) async fn find(
             .map(|d| wire::duration("timeout", d))
             .transpose()?,
     };
+    let call = ToolCall {
+        path: Some(svc.canonical(&req.path).await?),
+        globs: r.patterns,
+        ..Default::default()
+    };
     let out = svc
-        .blocking(ctx.span(ToolKind::FsFind), move |ws| ws.find(&req))
+        .perform(obs, prepared, call, move |ws| ws.find(&req))
         .await?;
     let (truncated, reason) = truncation(out.truncated);
     Ok(Response::new(pb::FindFilesResponse {

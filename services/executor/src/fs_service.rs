@@ -1,60 +1,165 @@
 //! The tonic adapter for `FilesystemService`.
 //!
-//! Every handler parses its request into a validated `toolgate_fs` request, runs the
-//! blocking operation on the blocking pool, and maps the outcome back to the wire.
+//! Every handler authenticates the caller, parses its request into a validated `toolgate_fs`
+//! request, resolves the canonical form the policy decides on, gets an [`Authorized`] proof
+//! through the [`Gate`], performs the operation on the blocking pool and reports its outcome.
 
-use std::sync::Arc;
+use std::time::SystemTime;
 
+use sha2::Digest;
 use tonic::{Request, Response, Status};
+use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemService;
+use toolgate_contracts::policy::v1::ToolCall;
 use toolgate_contracts::status;
 use toolgate_core::ToolKind;
 use toolgate_fs::{
     EditRequest, EntryKind, ListRequest, MkdirRequest, ReadRange, ReadRequest, Sha256, StatRequest,
     Truncation, Workspace, WorkspacePath, WriteRequest,
 };
+use toolgate_runtime::auth::Principal;
+use tracing::Instrument;
 
+use crate::authz::{Authorized, Call, Gate, fs_outcome};
+use crate::confined::Confined;
 use crate::wire::{self, CallContext};
 
 /// Serves `FilesystemService` for one workspace.
 #[derive(Debug, Clone)]
 pub struct FsService {
-    workspace: Arc<Workspace>,
+    confined: Confined,
+    gate: Gate,
 }
 
 impl FsService {
-    /// An adapter over `workspace`.
-    pub fn new(workspace: Arc<Workspace>) -> Self {
-        FsService { workspace }
+    /// An adapter over the confined workspace, authorizing every call through `gate`.
+    pub(crate) fn new(confined: Confined, gate: Gate) -> Self {
+        FsService { confined, gate }
     }
 
-    /// Runs a blocking workspace operation off the async threads, mapping domain errors.
-    pub(crate) async fn blocking<T, F>(&self, span: tracing::Span, op: F) -> Result<T, Status>
+    /// The canonical workspace-relative path the policy sees for `path` (read or listed).
+    pub(crate) async fn canonical(&self, path: &WorkspacePath) -> Result<String, Status> {
+        Ok(self
+            .confined
+            .canonicalize(path.clone(), false)
+            .await?
+            .relative)
+    }
+
+    /// The canonical workspace-relative path the policy sees for `path` (written or created).
+    pub(crate) async fn canonical_write(&self, path: &WorkspacePath) -> Result<String, Status> {
+        Ok(self
+            .confined
+            .canonicalize(path.clone(), true)
+            .await?
+            .relative)
+    }
+
+    /// Asks the policy about `call`, then performs `op` with the proof (in a span named
+    /// after the tool) and reports its outcome.
+    pub(crate) async fn perform<T, F>(
+        &self,
+        obs: &mut Observed,
+        prepared: Prepared,
+        call: ToolCall,
+        op: F,
+    ) -> Result<T, Status>
     where
         T: Send + 'static,
         F: FnOnce(&Workspace) -> Result<T, toolgate_fs::Error> + Send + 'static,
     {
-        let ws = self.workspace.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            let _entered = span.enter();
-            let result = op(&ws);
-            if let Err(e) = &result {
-                tracing::info!(reason = %toolgate_core::ReasonedError::reason(e), error = %e, "refused");
-            }
-            result
-        })
-        .await;
-        match result {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(status::from_error(&e)),
-            Err(join) => Err(status::status(
-                toolgate_core::Reason::Internal,
-                format!("filesystem operation panicked: {join}"),
-                [],
-            )),
+        let tool = obs.tool;
+        let span = prepared.ctx.span(tool);
+        let call = Call {
+            principal: prepared.principal,
+            ctx: prepared.ctx,
+            call: ToolCall {
+                tool: toolgate_contracts::convert::tool_to_wire(tool) as i32,
+                ..call
+            },
+            trace_parent: prepared.trace_parent,
+        };
+        let proof: Authorized = self.gate.authorize(&call).instrument(span.clone()).await?;
+        obs.performed = true;
+        let op_span = tracing::info_span!(
+            parent: &span,
+            "fs.op",
+            otel.name = tool.as_str(),
+            fs.op = op_label(tool),
+            decision_id = %proof.decision_id(),
+        );
+        let started = SystemTime::now();
+        let result = self.confined.fs(&proof, op_span, op).await;
+        self.gate
+            .reporter()
+            .report(&proof, fs_outcome(started, result.as_ref().map(|_| ())));
+        result
+    }
+}
+
+/// One filesystem call as the metrics see it: which operation, and whether it got as far
+/// as running (an error before that is a refusal).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Observed {
+    tool: ToolKind,
+    performed: bool,
+}
+
+impl Observed {
+    fn new(tool: ToolKind) -> Self {
+        Observed {
+            tool,
+            performed: false,
         }
     }
+}
+
+impl FsService {
+    /// Records a finished call: `fs_ops{op,code}` always, and a rejection by reason when it
+    /// was refused before the operation ran (auth, validation, policy, approval).
+    fn observe<T>(&self, obs: Observed, result: Result<T, Status>) -> Result<T, Status> {
+        let code = result.as_ref().err().map_or(tonic::Code::Ok, Status::code);
+        self.gate.metrics().fs_op(op_label(obs.tool), code);
+        if obs.performed {
+            result
+        } else {
+            self.gate.count_refusal(result)
+        }
+    }
+}
+
+/// The `op` label of a filesystem tool: `read`, `write`, ...
+fn op_label(tool: ToolKind) -> &'static str {
+    let name = tool.as_str();
+    name.strip_prefix("fs.").unwrap_or(name)
+}
+
+/// A call whose caller and context are known, before the policy is asked.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    principal: Principal,
+    trace_parent: Option<String>,
+    ctx: CallContext,
+}
+
+impl Prepared {
+    /// The authenticated caller plus the validated context.
+    pub(crate) fn new(
+        (principal, trace_parent): (Principal, Option<String>),
+        context: Option<common::CallContext>,
+    ) -> Result<Self, Status> {
+        Ok(Prepared {
+            principal,
+            trace_parent,
+            ctx: CallContext::try_from(context)?,
+        })
+    }
+}
+
+/// Lowercase hex sha256 of `bytes`.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 fn path(raw: String) -> Result<WorkspacePath, Status> {
@@ -92,14 +197,16 @@ pub(crate) fn truncation(t: Option<Truncation>) -> (bool, pb::TruncationReason) 
     (true, reason)
 }
 
-#[tonic::async_trait]
-impl FilesystemService for FsService {
-    async fn read_file(
+/// The handlers; each records what it did through [`FsService::observe`].
+impl FsService {
+    async fn read_file_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::ReadFileRequest>,
     ) -> Result<Response<pb::ReadFileResponse>, Status> {
+        let caller = wire::caller(&request, "FilesystemService/ReadFile")?;
         let r = request.into_inner();
-        let ctx = CallContext::try_from(r.context)?;
+        let prepared = Prepared::new(caller, r.context)?;
         let range = match r.range {
             None => ReadRange::Whole,
             Some(pb::read_file_request::Range::Bytes(b)) => ReadRange::Bytes {
@@ -116,8 +223,12 @@ impl FilesystemService for FsService {
             range,
             max_bytes: wire::cap(r.max_bytes),
         };
+        let call = ToolCall {
+            path: Some(self.canonical(&req.path).await?),
+            ..Default::default()
+        };
         let out = self
-            .blocking(ctx.span(ToolKind::FsRead), move |ws| ws.read(&req))
+            .perform(obs, prepared, call, move |ws| ws.read(&req))
             .await?;
         let (start_line, line_count) = match range {
             ReadRange::Lines { start, .. } => (start, line_count(&out.content)),
@@ -135,12 +246,14 @@ impl FilesystemService for FsService {
         }))
     }
 
-    async fn write_file(
+    async fn write_file_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::WriteFileRequest>,
     ) -> Result<Response<pb::WriteFileResponse>, Status> {
+        let caller = wire::caller(&request, "FilesystemService/WriteFile")?;
         let r = request.into_inner();
-        let ctx = CallContext::try_from(r.context)?;
+        let prepared = Prepared::new(caller, r.context)?;
         let req = WriteRequest {
             path: path(r.path)?,
             content: r.content,
@@ -148,8 +261,14 @@ impl FilesystemService for FsService {
             create_new: r.create_new,
             create_parents: r.create_parents,
         };
+        let call = ToolCall {
+            path: Some(self.canonical_write(&req.path).await?),
+            content_sha256: Some(sha256_hex(&req.content)),
+            content_size: Some(req.content.len() as u64),
+            ..Default::default()
+        };
         let out = self
-            .blocking(ctx.span(ToolKind::FsWrite), move |ws| ws.write(&req))
+            .perform(obs, prepared, call, move |ws| ws.write(&req))
             .await?;
         Ok(Response::new(pb::WriteFileResponse {
             path: out.path,
@@ -159,12 +278,14 @@ impl FilesystemService for FsService {
         }))
     }
 
-    async fn edit_file(
+    async fn edit_file_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::EditFileRequest>,
     ) -> Result<Response<pb::EditFileResponse>, Status> {
+        let caller = wire::caller(&request, "FilesystemService/EditFile")?;
         let r = request.into_inner();
-        let ctx = CallContext::try_from(r.context)?;
+        let prepared = Prepared::new(caller, r.context)?;
         let req = EditRequest {
             path: path(r.path)?,
             old: r.old_text,
@@ -173,8 +294,15 @@ impl FilesystemService for FsService {
             replace_all: r.replace_all,
             expected_sha256: sha(r.expected_sha256)?,
         };
+        let call = ToolCall {
+            path: Some(self.canonical_write(&req.path).await?),
+            edit_old_sha256: Some(sha256_hex(req.old.as_bytes())),
+            edit_new_sha256: Some(sha256_hex(req.new.as_bytes())),
+            expected_occurrences: r.expected_occurrences,
+            ..Default::default()
+        };
         let out = self
-            .blocking(ctx.span(ToolKind::FsEdit), move |ws| ws.edit(&req))
+            .perform(obs, prepared, call, move |ws| ws.edit(&req))
             .await?;
         Ok(Response::new(pb::EditFileResponse {
             path: out.path,
@@ -184,12 +312,14 @@ impl FilesystemService for FsService {
         }))
     }
 
-    async fn list_directory(
+    async fn list_directory_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::ListDirectoryRequest>,
     ) -> Result<Response<pb::ListDirectoryResponse>, Status> {
+        let caller = wire::caller(&request, "FilesystemService/ListDirectory")?;
         let r = request.into_inner();
-        let ctx = CallContext::try_from(r.context)?;
+        let prepared = Prepared::new(caller, r.context)?;
         let req = ListRequest {
             path: path(r.path)?,
             recursive: r.recursive,
@@ -197,8 +327,13 @@ impl FilesystemService for FsService {
             max_entries: wire::cap(r.max_entries as usize),
             include_hidden: r.include_hidden,
         };
+        let call = ToolCall {
+            path: Some(self.canonical(&req.path).await?),
+            recursive: req.recursive,
+            ..Default::default()
+        };
         let out = self
-            .blocking(ctx.span(ToolKind::FsList), move |ws| ws.list(&req))
+            .perform(obs, prepared, call, move |ws| ws.list(&req))
             .await?;
         let (truncated, truncation_reason) = truncation(out.truncated);
         Ok(Response::new(pb::ListDirectoryResponse {
@@ -220,32 +355,42 @@ impl FilesystemService for FsService {
         }))
     }
 
-    async fn search_files(
+    async fn search_files_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::SearchFilesRequest>,
     ) -> Result<Response<pb::SearchFilesResponse>, Status> {
-        crate::fs_search::search(self, request.into_inner()).await
+        let caller = wire::caller(&request, "FilesystemService/SearchFiles")?;
+        crate::fs_search::search(self, obs, caller, request.into_inner()).await
     }
 
-    async fn find_files(
+    async fn find_files_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::FindFilesRequest>,
     ) -> Result<Response<pb::FindFilesResponse>, Status> {
-        crate::fs_search::find(self, request.into_inner()).await
+        let caller = wire::caller(&request, "FilesystemService/FindFiles")?;
+        crate::fs_search::find(self, obs, caller, request.into_inner()).await
     }
 
-    async fn create_directory(
+    async fn create_directory_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::CreateDirectoryRequest>,
     ) -> Result<Response<pb::CreateDirectoryResponse>, Status> {
+        let caller = wire::caller(&request, "FilesystemService/CreateDirectory")?;
         let r = request.into_inner();
-        let ctx = CallContext::try_from(r.context)?;
+        let prepared = Prepared::new(caller, r.context)?;
         let req = MkdirRequest {
             path: path(r.path)?,
             parents: r.parents,
         };
+        let call = ToolCall {
+            path: Some(self.canonical_write(&req.path).await?),
+            ..Default::default()
+        };
         let out = self
-            .blocking(ctx.span(ToolKind::FsMkdir), move |ws| ws.mkdir(&req))
+            .perform(obs, prepared, call, move |ws| ws.mkdir(&req))
             .await?;
         Ok(Response::new(pb::CreateDirectoryResponse {
             path: out.path,
@@ -253,18 +398,24 @@ impl FilesystemService for FsService {
         }))
     }
 
-    async fn stat_path(
+    async fn stat_path_call(
         &self,
+        obs: &mut Observed,
         request: Request<pb::StatPathRequest>,
     ) -> Result<Response<pb::StatPathResponse>, Status> {
+        let caller = wire::caller(&request, "FilesystemService/StatPath")?;
         let r = request.into_inner();
-        let ctx = CallContext::try_from(r.context)?;
+        let prepared = Prepared::new(caller, r.context)?;
         let req = StatRequest {
             path: path(r.path)?,
             sha256: r.compute_sha256,
         };
+        let call = ToolCall {
+            path: Some(self.canonical(&req.path).await?),
+            ..Default::default()
+        };
         let out = self
-            .blocking(ctx.span(ToolKind::FsStat), move |ws| ws.stat(&req))
+            .perform(obs, prepared, call, move |ws| ws.stat(&req))
             .await?;
         Ok(Response::new(pb::StatPathResponse {
             path: out.path,
@@ -276,6 +427,81 @@ impl FilesystemService for FsService {
             sha256: out.sha256.map(|s| s.to_hex()).unwrap_or_default(),
             symlink_target: out.symlink_target.unwrap_or_default(),
         }))
+    }
+}
+
+#[tonic::async_trait]
+impl FilesystemService for FsService {
+    async fn read_file(
+        &self,
+        request: Request<pb::ReadFileRequest>,
+    ) -> Result<Response<pb::ReadFileResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsRead);
+        let result = self.read_file_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn write_file(
+        &self,
+        request: Request<pb::WriteFileRequest>,
+    ) -> Result<Response<pb::WriteFileResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsWrite);
+        let result = self.write_file_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn edit_file(
+        &self,
+        request: Request<pb::EditFileRequest>,
+    ) -> Result<Response<pb::EditFileResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsEdit);
+        let result = self.edit_file_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn list_directory(
+        &self,
+        request: Request<pb::ListDirectoryRequest>,
+    ) -> Result<Response<pb::ListDirectoryResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsList);
+        let result = self.list_directory_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn search_files(
+        &self,
+        request: Request<pb::SearchFilesRequest>,
+    ) -> Result<Response<pb::SearchFilesResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsSearch);
+        let result = self.search_files_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn find_files(
+        &self,
+        request: Request<pb::FindFilesRequest>,
+    ) -> Result<Response<pb::FindFilesResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsFind);
+        let result = self.find_files_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn create_directory(
+        &self,
+        request: Request<pb::CreateDirectoryRequest>,
+    ) -> Result<Response<pb::CreateDirectoryResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsMkdir);
+        let result = self.create_directory_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn stat_path(
+        &self,
+        request: Request<pb::StatPathRequest>,
+    ) -> Result<Response<pb::StatPathResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsStat);
+        let result = self.stat_path_call(&mut call, request).await;
+        self.observe(call, result)
     }
 }
 

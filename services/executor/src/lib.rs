@@ -1,11 +1,15 @@
 //! The toolgate executor: the enforcement point.
 //!
-//! `serve` wires the domain crates (`toolgate-fs`, later `toolgate-process`) behind their
-//! tonic adapters. Adapters parse wire messages into validated domain requests at the edge
-//! (`INVALID_ARGUMENT` dies there) and map domain errors to statuses through
-//! `toolgate_contracts::status`, the one place that knows the `ErrorInfo` shape.
+//! `serve` wires the domain crates (`toolgate-fs`, `toolgate-process`) behind their tonic
+//! adapters. Adapters authenticate the caller, parse wire messages into validated domain
+//! requests at the edge (`INVALID_ARGUMENT` dies there), ask the policy service through an
+//! [`Authorizer`] and only then perform the call with the proof it yields (see `authz`), and
+//! map domain errors to statuses through `toolgate_contracts::status`, the one place that
+//! knows the `ErrorInfo` shape.
 
+pub mod authz;
 pub mod config;
+mod confined;
 mod fs_search;
 mod fs_service;
 mod process_service;
@@ -14,18 +18,29 @@ mod wire;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tonic::service::interceptor::InterceptedService;
+use toolgate_runtime::auth::{AuthInterceptor, Authenticator};
+
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 use toolgate_contracts::common::v1::ExecutorIdentity;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::executor_service_server::ExecutorServiceServer;
 use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemServiceServer;
 use toolgate_contracts::executor::v1::process_service_server::ProcessServiceServer;
-use toolgate_runtime::{grpc, shutdown};
+use toolgate_runtime::metrics::{self, ExecutorMetrics};
+use toolgate_runtime::{grpc, shutdown, telemetry};
 
+pub use authz::{Authorized, Authorizer, GrpcAuthorizer};
 pub use config::Config;
 pub use fs_service::FsService;
 pub use process_service::ProcessAdapter;
+
+type Fs = InterceptedService<FilesystemServiceServer<FsService>, AuthInterceptor>;
+type Process = InterceptedService<ProcessServiceServer<ProcessAdapter>, AuthInterceptor>;
+type Exec = InterceptedService<ExecutorServiceServer<ProcessAdapter>, AuthInterceptor>;
+
+/// How long outcome reports still in flight may delay the exit after a shutdown.
+const REPORT_FLUSH: Duration = Duration::from_secs(5);
 
 /// Why the executor could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +60,23 @@ pub enum Error {
     /// The process runner could not start.
     #[error("cannot start the process runner: {0}")]
     Runner(#[from] toolgate_process::runner::Error),
+    /// The metrics endpoint could not listen on `metrics_listen`.
+    #[error("metrics_listen: cannot listen on {addr}: {source}")]
+    Metrics {
+        /// The configured address.
+        addr: String,
+        /// Why binding failed.
+        source: std::io::Error,
+    },
+}
+
+/// What [`serve_with_options`] takes beyond the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct ServeOptions {
+    /// Record into these metrics, registered in a registry the caller serves (`toolgate up`
+    /// shares one between both services). `None`: the executor registers its own set and
+    /// serves it on `metrics_listen` when that is set.
+    pub metrics: Option<ExecutorMetrics>,
 }
 
 /// Who this executor is: configured id, else host name and pid, plus the Kubernetes
@@ -75,20 +107,89 @@ pub fn identity(config: &Config) -> ExecutorIdentity {
     }
 }
 
-/// Serves every executor gRPC service on `listener` until `shutdown` fires, then drains
-/// in-flight calls for at most the configured grace period.
+/// Serves every executor gRPC service on `listener` until `shutdown` fires, authorizing every
+/// call with the policy service named by `config.policy` (required).
 pub async fn serve(
     config: Config,
     listener: TcpListener,
     shutdown: shutdown::Shutdown,
 ) -> Result<(), Error> {
+    config.validate_policy().map_err(Error::Config)?;
+    let authorizer = GrpcAuthorizer::new(&config.policy).map_err(Error::Config)?;
+    serve_with(config, listener, shutdown, Arc::new(authorizer)).await
+}
+
+/// Serves every executor gRPC service on `listener` until `shutdown` fires, authorizing every
+/// call with `authorizer`, then drains in-flight calls for at most the configured grace
+/// period and flushes outcome reports.
+pub async fn serve_with(
+    config: Config,
+    listener: TcpListener,
+    shutdown: shutdown::Shutdown,
+    authorizer: Arc<dyn Authorizer>,
+) -> Result<(), Error> {
+    serve_with_options(
+        config,
+        listener,
+        shutdown,
+        authorizer,
+        ServeOptions::default(),
+    )
+    .await
+}
+
+/// [`serve_with`], with [`ServeOptions`].
+pub async fn serve_with_options(
+    config: Config,
+    listener: TcpListener,
+    shutdown: shutdown::Shutdown,
+    authorizer: Arc<dyn Authorizer>,
+    options: ServeOptions,
+) -> Result<(), Error> {
+    let (metrics, metrics_endpoint) = match options.metrics {
+        Some(metrics) => {
+            if let Some(addr) = &config.metrics_listen {
+                tracing::warn!(%addr, "metrics_listen ignored: the embedding process serves the metrics");
+            }
+            (metrics, None)
+        }
+        None => {
+            let mut registry = metrics::registry();
+            let metrics = ExecutorMetrics::register(&mut registry);
+            let endpoint = match &config.metrics_listen {
+                Some(addr) => {
+                    let listener =
+                        TcpListener::bind(addr)
+                            .await
+                            .map_err(|source| Error::Metrics {
+                                addr: addr.clone(),
+                                source,
+                            })?;
+                    Some((listener, Arc::new(registry)))
+                }
+                None => None,
+            };
+            (metrics, endpoint)
+        }
+    };
+    let auth =
+        Authenticator::from_config(&config.auth).map_err(|e| Error::Config(e.to_string()))?;
     let workspace = Arc::new(toolgate_fs::Workspace::open(config.workspace_config())?);
     let addr = listener.local_addr()?;
 
     let (health, health_service) = grpc::health();
     let (reflection_v1, reflection_v1alpha) = grpc::reflection();
-    let fs = FsService::new(workspace.clone());
     let runner = toolgate_process::Runner::new(config.process_config().map_err(Error::Config)?)?;
+    let confined = confined::Confined::new(workspace.clone(), runner.clone());
+    let identity = identity(&config);
+    let gate = authz::Gate::new(
+        authorizer,
+        identity.clone(),
+        config.labels.clone().into_iter().collect(),
+        Duration::from_millis(config.max_approval_wait_ms),
+        metrics,
+    );
+    let fs = FsService::new(confined.clone(), gate.clone());
     let view = pb::WorkspaceView {
         root: workspace.real_root().display().to_string(),
         aliases: config
@@ -100,50 +201,66 @@ pub async fn serve(
         deny: config.workspace.deny.clone(),
         protected: config.workspace.protected.clone(),
     };
-    let process = ProcessAdapter::new(workspace.clone(), runner.clone(), identity(&config), view);
-    health
-        .set_serving::<FilesystemServiceServer<FsService>>()
-        .await;
-    health
-        .set_serving::<ProcessServiceServer<ProcessAdapter>>()
-        .await;
-    health
-        .set_serving::<ExecutorServiceServer<ProcessAdapter>>()
-        .await;
-
-    // One machine-readable line on stdout so scripts and tests learn the bound port.
-    println!(
-        "{}",
-        serde_json::json!({"service": "toolgate-executor", "listening": addr.to_string()})
+    let process = ProcessAdapter::new(
+        confined,
+        gate.clone(),
+        identity,
+        view,
+        config.process.sandbox_profile.clone(),
     );
+    health.set_serving::<Fs>().await;
+    health.set_serving::<Process>().await;
+    health.set_serving::<Exec>().await;
+
+    // One machine-readable line on stdout so scripts and tests learn the bound ports.
+    let mut line =
+        serde_json::json!({"service": "toolgate-executor", "listening": addr.to_string()});
+    let metrics_task = match metrics_endpoint {
+        Some((listener, registry)) => {
+            let metrics_addr = listener.local_addr()?;
+            line["metrics"] = metrics_addr.to_string().into();
+            Some(tokio::spawn(metrics::serve(
+                listener,
+                registry,
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
+    println!("{line}");
     tracing::info!(%addr, root = %workspace.real_root().display(), "executor listening");
 
     let max_request = config.max_request_bytes;
-    let server = tonic::transport::Server::builder()
+    let server = grpc::server()
+        .layer(telemetry::server_layer())
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(FilesystemServiceServer::new(fs).max_decoding_message_size(max_request))
-        .add_service(
+        .add_service(InterceptedService::new(
+            FilesystemServiceServer::new(fs).max_decoding_message_size(max_request),
+            auth.interceptor(),
+        ))
+        .add_service(InterceptedService::new(
             ProcessServiceServer::new(process.clone()).max_decoding_message_size(max_request),
-        )
-        .add_service(ExecutorServiceServer::new(process))
-        .serve_with_incoming_shutdown(
-            // Without TCP_NODELAY small unary answers wait out delayed ACKs (~40 ms).
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown.clone().wait(),
-        );
+            auth.interceptor(),
+        ))
+        .add_service(InterceptedService::new(
+            ExecutorServiceServer::new(process),
+            auth.interceptor(),
+        ))
+        .serve_with_incoming_shutdown(grpc::incoming(listener), shutdown.clone().wait());
     let grace = Duration::from_millis(config.shutdown_grace_ms);
     shutdown::serve_until(server, shutdown, grace, async {
-        health
-            .set_not_serving::<FilesystemServiceServer<FsService>>()
-            .await;
-        health
-            .set_not_serving::<ProcessServiceServer<ProcessAdapter>>()
-            .await;
+        health.set_not_serving::<Fs>().await;
+        health.set_not_serving::<Process>().await;
     })
     .await?;
     // Whatever still runs is terminated (TERM, grace, KILL) and reaped before we exit.
     runner.shutdown().await;
+    gate.reporter().flush(REPORT_FLUSH).await;
+    if let Some(task) = metrics_task {
+        // A scraper's idle keep-alive connection must not hold the exit up.
+        task.abort();
+    }
     Ok(())
 }

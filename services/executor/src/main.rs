@@ -1,4 +1,4 @@
-//! `toolgate-executor`: parses configuration, installs logging and serves.
+//! `toolgate-executor`: parses configuration, installs telemetry and serves.
 
 use std::path::PathBuf;
 
@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use toml::Value;
 use toolgate_executor::{Config, serve};
-use toolgate_runtime::{config, logging, shutdown};
+use toolgate_runtime::{config, shutdown, telemetry};
 
 /// The toolgate executor: runs filesystem operations and processes confined to one workspace.
 #[derive(Debug, Parser)]
@@ -21,6 +21,9 @@ struct Args {
     /// gRPC listen address, `ip:port`; port 0 picks a free one (overrides `listen`).
     #[arg(long)]
     listen: Option<String>,
+    /// Prometheus `/metrics` listen address, `ip:port` (overrides `metrics_listen`).
+    #[arg(long)]
+    metrics_listen: Option<String>,
     /// Print the effective configuration with secrets redacted, then exit.
     #[arg(long)]
     print_config: bool,
@@ -39,6 +42,9 @@ async fn main() -> anyhow::Result<()> {
     if let Some(l) = &args.listen {
         overrides.push(("listen".to_owned(), Value::String(l.clone())));
     }
+    if let Some(m) = &args.metrics_listen {
+        overrides.push(("metrics_listen".to_owned(), Value::String(m.clone())));
+    }
     let cfg: Config = config::load(&config::Sources {
         file: args.config.as_deref(),
         env: std::env::vars().collect(),
@@ -51,11 +57,17 @@ async fn main() -> anyhow::Result<()> {
     if let Err(field) = cfg.validate() {
         anyhow::bail!("invalid configuration: {field}");
     }
-    logging::init(cfg.log.format, &cfg.log.filter);
+    // Logs, plus OTLP trace export when the standard OTEL_* variables ask for it.
+    let telemetry = telemetry::init("toolgate-executor", cfg.log.format, &cfg.log.filter)?;
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let shutdown = shutdown::on_signals()?;
-    serve(cfg, listener, shutdown).await?;
+    let served = serve(cfg, listener, shutdown).await;
+    // Flush the spans of the last calls even when serving failed.
+    if let Err(e) = telemetry.shutdown().await {
+        tracing::warn!(error = %e, "spans lost at exit");
+    }
+    served?;
     Ok(())
 }

@@ -1,58 +1,81 @@
 //! The tonic adapters for `ProcessService.Run` and `ExecutorService.GetCapabilities`.
 //!
+//! A run is resolved (command, confined working directory, effective limits), authorized
+//! through the [`Gate`], and only then started with the proof. When the policy asks a human
+//! and the call context asks to wait, the stream first carries `AwaitingApproval` and the run
+//! starts once the approval is granted.
+//!
 //! A run's events flow from the runner's bounded channel straight into the response stream:
 //! when the client is slow, the channel fills and the runner stops reading the child's pipe
 //! (backpressure); when the client goes away, the stream is dropped, the receiver with it,
 //! and the runner kills the child and every descendant.
 
+use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, stream};
 use tonic::{Request, Response, Status};
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::executor_service_server::ExecutorService;
 use toolgate_contracts::executor::v1::process_service_server::ProcessService;
+use toolgate_contracts::policy::v1 as policy;
 use toolgate_contracts::status;
 use toolgate_core::ToolKind;
-use toolgate_fs::{Workspace, WorkspacePath};
+use toolgate_fs::WorkspacePath;
 use toolgate_process::{
-    Command, Event, Isolation, KillMechanism, RunRequest, RunSpec, Runner, Status as RunStatus,
+    Command, Event, Exited, Isolation, KillMechanism, RunRequest, RunSpec, Status as RunStatus,
     StreamSummary,
 };
+use toolgate_runtime::metrics::{ExecutorMetrics, InFlight};
+use toolgate_runtime::telemetry;
+use tracing::Instrument;
+use tracing::field::Empty;
 
+use crate::authz::{Authorized, Call, Gate, Reporter, Verdict, fs_outcome};
+use crate::confined::Confined;
+use crate::fs_service::sha256_hex;
 use crate::wire::{self, CallContext};
 
 /// Serves `ProcessService` and `ExecutorService`.
 #[derive(Debug, Clone)]
 pub struct ProcessAdapter {
-    workspace: Arc<Workspace>,
-    runner: Runner,
+    confined: Confined,
+    gate: Gate,
     identity: common::ExecutorIdentity,
     view: pb::WorkspaceView,
+    sandbox_profile: String,
+}
+
+/// A run resolved and ready to be authorized.
+struct Resolved {
+    ctx: CallContext,
+    spec: RunSpec,
+    call: policy::ToolCall,
 }
 
 impl ProcessAdapter {
-    /// An adapter running children with `runner` inside `workspace`; `view` is what
-    /// `GetCapabilities` reports about the workspace.
-    pub fn new(
-        workspace: Arc<Workspace>,
-        runner: Runner,
+    /// An adapter running children confined to the workspace once `gate` allows them;
+    /// `view` is what `GetCapabilities` reports about the workspace.
+    pub(crate) fn new(
+        confined: Confined,
+        gate: Gate,
         identity: common::ExecutorIdentity,
         view: pb::WorkspaceView,
+        sandbox_profile: String,
     ) -> Self {
         ProcessAdapter {
-            workspace,
-            runner,
+            confined,
+            gate,
             identity,
             view,
+            sandbox_profile,
         }
     }
 
-    /// Parses the wire request into a validated run specification.
-    async fn spec(&self, r: pb::RunRequest) -> Result<(CallContext, RunSpec), Status> {
+    /// Parses the wire request into a validated run and its canonical form for the policy.
+    async fn resolve(&self, r: pb::RunRequest) -> Result<Resolved, Status> {
         let ctx = CallContext::try_from(r.context)?;
         let command = match r.command {
             Some(pb::run_request::Command::Argv(a)) => Command::Argv(a.args),
@@ -70,14 +93,11 @@ impl ProcessAdapter {
             r.cwd
         };
         let cwd_path = WorkspacePath::try_from(cwd_raw).map_err(|e| status::from_error(&e))?;
-        let ws = self.workspace.clone();
-        let cwd = tokio::task::spawn_blocking(move || ws.open_directory(&cwd_path))
-            .await
-            .map_err(|e| status::status(toolgate_core::Reason::Internal, e.to_string(), []))?
-            .map_err(|e| status::from_error(&e))?;
+        let cwd = self.confined.open_directory(cwd_path).await?;
         let limits = r.limits.unwrap_or_default();
         let mut env: Vec<(String, String)> = r.env.into_iter().collect();
         env.sort();
+        let stdin_sha256 = r.stdin.as_deref().map(sha256_hex);
         let request = RunRequest {
             command,
             cwd: cwd.fd,
@@ -93,7 +113,199 @@ impl ProcessAdapter {
             kill_on_cap: limits.kill_on_cap,
         };
         let spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
-        Ok((ctx, spec))
+        let effective = self.confined.effective(&spec)?;
+        let (argv, script) = match spec.command() {
+            Command::Argv(a) => (a.clone(), None),
+            Command::Script(s) => (Vec::new(), Some(s.clone())),
+        };
+        let call = policy::ToolCall {
+            tool: toolgate_contracts::convert::tool_to_wire(ToolKind::ProcessRun) as i32,
+            argv,
+            script,
+            cwd: Some(cwd.canonical),
+            env: spec.env().iter().cloned().collect::<HashMap<_, _>>(),
+            stdin_sha256,
+            timeout_ms: Some(effective.timeout.as_millis() as u64),
+            stdout_cap_bytes: Some(effective.stdout_cap),
+            stderr_cap_bytes: Some(effective.stderr_cap),
+            kill_on_cap: limits.kill_on_cap,
+            sandbox_profile: Some(self.sandbox_profile.clone()),
+            ..Default::default()
+        };
+        Ok(Resolved { ctx, spec, call })
+    }
+
+    /// Starts an authorized run in a `process.run` span (the child's `TRACEPARENT` names it)
+    /// and turns its events into the response stream; the outcome is reported when it ends,
+    /// or when the client goes away first. `trace_parent` is the caller's context as the
+    /// handler saw it, for when the span carries none (telemetry off).
+    fn start(
+        &self,
+        proof: Authorized,
+        spec: RunSpec,
+        span: &tracing::Span,
+        trace_parent: Option<&str>,
+    ) -> Result<RunStream, Status> {
+        let run_span = tracing::info_span!(
+            parent: span,
+            "process.run",
+            otel.name = "process.run",
+            decision_id = %proof.decision_id(),
+            process.pid = Empty,
+            status = Empty,
+        );
+        let started = SystemTime::now();
+        let run = run_span.in_scope(|| {
+            let spec = match telemetry::traceparent().as_deref().or(trace_parent) {
+                Some(tp) => spec.with_trace_parent(tp),
+                None => spec,
+            };
+            self.confined.run(&proof, spec)
+        });
+        let run = match run {
+            Ok(run) => run,
+            Err(e) => {
+                // Authorized but never started: the ledger still learns why.
+                self.gate
+                    .reporter()
+                    .report(&proof, fs_outcome(started, Err(&e)));
+                return Err(e);
+            }
+        };
+        let (events, cancel) = run.into_parts();
+        let decision_id = proof.decision_id().to_owned();
+        let sandbox_profile = self.sandbox_profile.clone();
+        let metrics = self.gate.metrics().clone();
+        let mut record = RunRecord {
+            reporter: self.gate.reporter().clone(),
+            in_flight: Some(metrics.run_started()),
+            metrics,
+            proof,
+            started_at: started,
+            clock: std::time::Instant::now(),
+            done: false,
+        };
+        // The runner's own bounded channel is the response: a slow client stops the runner
+        // reading the child's pipe, and when tonic drops this stream (client gone) the
+        // receiver goes with it and the runner kills the run. The cancel handle lives in
+        // the closure so the run is not cancelled while the stream is alive; so does the
+        // run's span, which ends with the stream.
+        let stream = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
+            let _keep = &cancel;
+            record.observe(&event);
+            match &event {
+                Event::Started(s) => {
+                    run_span.record("process.pid", s.pid);
+                }
+                Event::Exited(x) => {
+                    run_span.record("status", status_label(&x.status));
+                    run_span.in_scope(|| tracing::info!(status = ?x.status, "run ended"));
+                }
+                Event::Output(_) => {}
+            }
+            Ok(to_wire(event, &decision_id, &sandbox_profile))
+        });
+        Ok(Box::pin(stream))
+    }
+}
+
+/// Reports a run's outcome exactly once: at its `Exited` event, or as cancelled when the
+/// stream is dropped before (the client went away and the runner killed the run).
+/// The run's metrics follow the same two ends.
+struct RunRecord {
+    reporter: Reporter,
+    metrics: ExecutorMetrics,
+    /// Counts the run in `runs_in_flight` until it ends.
+    in_flight: Option<InFlight>,
+    proof: Authorized,
+    started_at: SystemTime,
+    clock: std::time::Instant,
+    done: bool,
+}
+
+impl RunRecord {
+    fn observe(&mut self, event: &Event) {
+        match event {
+            Event::Started(s) => self.started_at = s.started_at,
+            Event::Exited(x) if !self.done => {
+                self.done = true;
+                self.in_flight = None;
+                self.metrics
+                    .run_finished(status_label(&x.status), x.usage.wall_time);
+                for (stream, s) in [
+                    (toolgate_runtime::metrics::Stream::Stdout, &x.stdout),
+                    (toolgate_runtime::metrics::Stream::Stderr, &x.stderr),
+                ] {
+                    self.metrics.output(stream, s.total_bytes, s.truncated);
+                }
+                self.reporter
+                    .report(&self.proof, run_outcome(self.started_at, x));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The `status` label of a finished run.
+fn status_label(s: &RunStatus) -> &'static str {
+    match s {
+        RunStatus::Exited(_) => "exited",
+        RunStatus::Signaled { .. } => "signaled",
+        RunStatus::TimedOut { .. } => "timed_out",
+        RunStatus::Cancelled(_) => "cancelled",
+        RunStatus::SpawnFailed { .. } => "spawn_failed",
+    }
+}
+
+impl Drop for RunRecord {
+    fn drop(&mut self) {
+        if !self.done {
+            self.metrics.run_finished("cancelled", self.clock.elapsed());
+            let outcome = policy::Outcome {
+                status: Some(common::ExitStatus {
+                    status: Some(common::exit_status::Status::Cancelled(common::Cancelled {
+                        cause: toolgate_process::CancelCause::ClientDisconnected
+                            .as_str()
+                            .to_owned(),
+                    })),
+                }),
+                times: Some(common::Timestamps {
+                    started_at: Some(self.started_at.into()),
+                    finished_at: Some(SystemTime::now().into()),
+                }),
+                ..Default::default()
+            };
+            self.reporter.report(&self.proof, outcome);
+        }
+    }
+}
+
+/// The outcome of a run that ended.
+pub(crate) fn run_outcome(started_at: SystemTime, x: &Exited) -> policy::Outcome {
+    let stats = |s: &StreamSummary| common::OutputStats {
+        total_bytes: s.total_bytes,
+        dropped_bytes: s.dropped_bytes,
+        truncated: s.truncated,
+    };
+    policy::Outcome {
+        status: Some(exit_status(&x.status)),
+        times: Some(common::Timestamps {
+            started_at: Some(started_at.into()),
+            finished_at: Some(x.finished_at.into()),
+        }),
+        usage: Some(usage(&x.usage)),
+        stdout: Some(stats(&x.stdout)),
+        stderr: Some(stats(&x.stderr)),
+        ..Default::default()
+    }
+}
+
+fn usage(u: &toolgate_process::Usage) -> common::ResourceUsage {
+    common::ResourceUsage {
+        wall_time: Some(proto_duration(u.wall_time)),
+        user_cpu_time: Some(proto_duration(u.user_cpu)),
+        system_cpu_time: Some(proto_duration(u.system_cpu)),
+        peak_rss_bytes: u.peak_rss_bytes,
     }
 }
 
@@ -107,39 +319,65 @@ impl ProcessService for ProcessAdapter {
         &self,
         request: Request<pb::RunRequest>,
     ) -> Result<Response<Self::RunStream>, Status> {
-        let (ctx, spec) = self.spec(request.into_inner()).await?;
-        let span = ctx.span(ToolKind::ProcessRun);
-        let run = {
-            let _entered = span.enter();
-            self.runner
-                .try_run(spec)
-                .map_err(|e| status::from_error(&e))?
-        };
-        let (events, cancel) = run.into_parts();
-        // The runner's own bounded channel is the response: a slow client stops the runner
-        // reading the child's pipe, and when tonic drops this stream (client gone) the
-        // receiver goes with it and the runner kills the run. The cancel handle lives in
-        // the closure so the run is not cancelled while the stream is alive.
-        let stream = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
-            let _keep = &cancel;
-            if let Event::Exited(x) = &event {
-                span.in_scope(|| tracing::info!(status = ?x.status, "run ended"));
-            }
-            Ok(to_wire(event))
-        });
-        let stream: RunStream = Box::pin(stream);
-        Ok(Response::new(stream))
+        let result = self.run_call(request).await;
+        self.gate.count_refusal(result)
     }
 }
 
-fn to_wire(event: Event) -> pb::RunResponse {
+impl ProcessAdapter {
+    /// `Run`: every error it returns, and every error its stream carries instead of a
+    /// `Started` event, is a refusal (nothing ran).
+    async fn run_call(
+        &self,
+        request: Request<pb::RunRequest>,
+    ) -> Result<Response<RunStream>, Status> {
+        let (principal, trace_parent) = wire::caller(&request, "ProcessService/Run")?;
+        let Resolved { ctx, spec, call } = self.resolve(request.into_inner()).await?;
+        let span = ctx.span(ToolKind::ProcessRun);
+        let call = Call {
+            principal,
+            ctx,
+            call,
+            trace_parent,
+        };
+        match self.gate.check(&call).instrument(span.clone()).await? {
+            Verdict::Allowed(proof) => Ok(Response::new(self.start(
+                proof,
+                spec,
+                &span,
+                call.trace_parent.as_deref(),
+            )?)),
+            Verdict::Parked(parked) => {
+                let first = pb::RunResponse {
+                    event: Some(pb::run_response::Event::AwaitingApproval(parked.event())),
+                };
+                let this = self.clone();
+                let rest = async move {
+                    let started = match this.gate.wait(&call, parked).instrument(span.clone()).await
+                    {
+                        Ok(proof) => this.start(proof, spec, &span, call.trace_parent.as_deref()),
+                        Err(e) => Err(e),
+                    };
+                    this.gate
+                        .count_refusal(started)
+                        .unwrap_or_else(|e| Box::pin(stream::iter([Err(e)])))
+                };
+                let stream: RunStream =
+                    Box::pin(stream::iter([Ok(first)]).chain(stream::once(rest).flatten()));
+                Ok(Response::new(stream))
+            }
+        }
+    }
+}
+
+fn to_wire(event: Event, decision_id: &str, sandbox_profile: &str) -> pb::RunResponse {
     use pb::run_response::Event as E;
     let event = match event {
         Event::Started(s) => E::Started(pb::Started {
             pid: s.pid as i32,
-            isolation: Some(isolation(&s.isolation)),
+            isolation: Some(isolation(&s.isolation, sandbox_profile)),
             started_at: Some(prost_types::Timestamp::from(s.started_at)),
-            decision_id: String::new(),
+            decision_id: decision_id.to_owned(),
         }),
         Event::Output(o) => E::Output(pb::OutputChunk {
             stream: match o.stream {
@@ -153,12 +391,7 @@ fn to_wire(event: Event) -> pb::RunResponse {
             status: Some(exit_status(&x.status)),
             stdout: Some(summary(&x.stdout)),
             stderr: Some(summary(&x.stderr)),
-            usage: Some(common::ResourceUsage {
-                wall_time: Some(proto_duration(x.usage.wall_time)),
-                user_cpu_time: Some(proto_duration(x.usage.user_cpu)),
-                system_cpu_time: Some(proto_duration(x.usage.system_cpu)),
-                peak_rss_bytes: x.usage.peak_rss_bytes,
-            }),
+            usage: Some(usage(&x.usage)),
             finished_at: Some(prost_types::Timestamp::from(x.finished_at)),
         }),
     };
@@ -215,7 +448,7 @@ fn kill_mechanism(k: KillMechanism) -> pb::KillMechanism {
     }
 }
 
-fn isolation(i: &Isolation) -> pb::Isolation {
+fn isolation(i: &Isolation, sandbox_profile: &str) -> pb::Isolation {
     pb::Isolation {
         kill_mechanism: kill_mechanism(i.kill_mechanism) as i32,
         own_process_group: i.own_process_group,
@@ -223,7 +456,7 @@ fn isolation(i: &Isolation) -> pb::Isolation {
         landlock_abi: i.landlock_abi,
         seccomp: i.seccomp,
         namespaces: i.namespaces.iter().map(|s| (*s).to_owned()).collect(),
-        sandbox_profile: String::new(),
+        sandbox_profile: sandbox_profile.to_owned(),
     }
 }
 
@@ -239,9 +472,10 @@ fn proto_duration(d: Duration) -> prost_types::Duration {
 impl ExecutorService for ProcessAdapter {
     async fn get_capabilities(
         &self,
-        _request: Request<pb::GetCapabilitiesRequest>,
+        request: Request<pb::GetCapabilitiesRequest>,
     ) -> Result<Response<pb::GetCapabilitiesResponse>, Status> {
-        let c = self.runner.capabilities();
+        wire::caller(&request, "ExecutorService/GetCapabilities")?;
+        let c = self.confined.capabilities();
         let l = &c.limits;
         Ok(Response::new(pb::GetCapabilitiesResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),

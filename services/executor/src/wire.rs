@@ -2,9 +2,16 @@
 
 use std::time::Duration;
 
-use tonic::Status;
+use tonic::{Request, Status};
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::status;
+use toolgate_runtime::auth::{self, Principal, Role};
+
+/// Who may call the executor's services.
+const CALLERS: &[Role] = &[Role::Agent, Role::Admin];
+
+/// Longest free-text description forwarded to approvers.
+const MAX_DESCRIPTION_LEN: usize = 4096;
 
 /// Longest `call_id` / `session_id` accepted.
 const MAX_ID_LEN: usize = 128;
@@ -18,6 +25,8 @@ pub struct CallContext {
     pub session_id: String,
     /// How long to wait for a human on `ask`.
     pub approval_wait: Duration,
+    /// Free text for the approver; never trusted, never in the digest.
+    pub description: String,
 }
 
 impl TryFrom<Option<common::CallContext>> for CallContext {
@@ -36,15 +45,32 @@ impl TryFrom<Option<common::CallContext>> for CallContext {
             None => Duration::ZERO,
             Some(d) => duration("context.approval_wait", d)?,
         };
+        if ctx.description.len() > MAX_DESCRIPTION_LEN {
+            return Err(status::invalid(
+                "context.description",
+                format!("context.description must be at most {MAX_DESCRIPTION_LEN} bytes"),
+            ));
+        }
         Ok(CallContext {
             call_id,
             session_id,
             approval_wait,
+            description: ctx.description,
         })
     }
 }
 
 impl CallContext {
+    /// The wire form, as forwarded to the policy service.
+    pub fn to_wire(&self) -> common::CallContext {
+        common::CallContext {
+            call_id: self.call_id.clone(),
+            session_id: self.session_id.clone(),
+            approval_wait: prost_types::Duration::try_from(self.approval_wait).ok(),
+            description: self.description.clone(),
+        }
+    }
+
     /// A span naming the call, so every log line of it carries its ids.
     pub fn span(&self, tool: toolgate_core::ToolKind) -> tracing::Span {
         tracing::info_span!(
@@ -84,4 +110,15 @@ pub fn duration(field: &'static str, d: prost_types::Duration) -> Result<Duratio
 /// Zero means "use the default", anything else is a requested cap.
 pub fn cap<T: Default + PartialEq>(v: T) -> Option<T> {
     if v == T::default() { None } else { Some(v) }
+}
+
+/// The authenticated caller of an executor method (agent or admin) and its trace context:
+/// the RPC span's when exporting, else the caller's own `traceparent` as the telemetry
+/// layer passed it on (see `toolgate_runtime::telemetry`).
+pub fn caller<T>(
+    request: &Request<T>,
+    method: &str,
+) -> Result<(Principal, Option<String>), Status> {
+    let principal = auth::require(request, method, CALLERS)?;
+    Ok((principal, toolgate_runtime::telemetry::traceparent()))
 }

@@ -213,13 +213,14 @@ async fn bad_requests_fail_with_reasons() {
 async fn secrets_in_the_executor_environment_never_reach_a_child() {
     let sb = Sandbox::new();
     let exe = Executor::start(&sb.ws, &[], &[("CANARY_SECRET", "canary-123")]);
+    // Globbing /proc is something the baseline asks a human about.
+    let _human = support::approve_everything(exe.policy()).await;
     // ENV-01 and ENV-02.
-    let o = run(
-        &exe,
-        script("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c canary-123"),
-    )
-    .await
-    .unwrap();
+    let mut req =
+        script("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c canary-123");
+    req.context = support::ctx_waiting(60);
+    let o = run(&exe, req).await.unwrap();
+    assert_eq!(o.kinds.first(), Some(&"awaiting"));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains("canary-123"), "{out}");
     assert!(out.trim_end().ends_with('0'), "{out}");

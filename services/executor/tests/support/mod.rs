@@ -1,4 +1,5 @@
-//! Starts the real `toolgate-executor` binary on port 0 and talks gRPC to it.
+//! Starts the real `toolgate-executor` and `toolgate-policy` binaries on port 0 and talks
+//! gRPC to them.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
@@ -6,25 +7,159 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use toolgate_contracts::common::v1::CallContext;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
+use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
 
-/// A running executor process, killed on drop.
-pub struct Executor {
-    child: Child,
-    /// `ip:port` it listens on.
-    pub addr: String,
+/// A policy that allows everything the built-in baseline does not ask about or deny.
+pub const PERMISSIVE: &str = "default = \"auto\"\n";
+
+/// Adds `authorization: Bearer <token>` to every request.
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            r.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(r)
+    }
 }
 
-impl Executor {
-    /// Starts the executor on `root` with extra arguments and environment.
-    pub fn start(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Executor {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate-executor"));
-        cmd.arg("--workspace")
-            .arg(root)
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
+/// A channel carrying a credential.
+pub type AuthChannel = InterceptedService<Channel, Bearer>;
+
+/// The credentials of one test: one per role, in a tokens file both services read.
+pub struct Credentials {
+    dir: tempfile::TempDir,
+    /// The agent `agent-1`.
+    pub agent: String,
+    /// The executor `exec-1`.
+    pub executor: String,
+    /// The approver `alice`.
+    pub approver: String,
+}
+
+impl Credentials {
+    /// Fresh random tokens, written to `tokens.toml` and `executor.token`.
+    pub fn new() -> Credentials {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Credentials {
+            agent: toolgate_runtime::auth::generate_token(),
+            executor: toolgate_runtime::auth::generate_token(),
+            approver: toolgate_runtime::auth::generate_token(),
+            dir,
+        };
+        let entry = |p: &str, r: &str, t: &str| {
+            format!("[[tokens]]\nprincipal = \"{p}\"\nrole = \"{r}\"\ntoken = \"{t}\"\n")
+        };
+        let text = [
+            entry("agent-1", "agent", &c.agent),
+            entry("exec-1", "executor", &c.executor),
+            entry("alice", "approver", &c.approver),
+        ]
+        .concat();
+        std::fs::write(c.tokens_file(), text).unwrap();
+        std::fs::write(c.executor_token_file(), &c.executor).unwrap();
+        c
+    }
+
+    /// The TOML list of every credential.
+    pub fn tokens_file(&self) -> PathBuf {
+        self.dir.path().join("tokens.toml")
+    }
+
+    /// The executor's own token, as a file.
+    pub fn executor_token_file(&self) -> PathBuf {
+        self.dir.path().join("executor.token")
+    }
+}
+
+/// A binary next to the executor binary cargo built for these tests.
+pub fn sibling_binary(name: &str) -> PathBuf {
+    let exe = Path::new(env!("CARGO_BIN_EXE_toolgate-executor"));
+    let path = exe.with_file_name(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: build it first with `cargo build --workspace --bins` (tests/run.sh does)",
+        path.display()
+    );
+    path
+}
+
+fn read_listening(child: &mut Child, what: &str) -> String {
+    read_listening_line(child, what)["listening"]
+        .as_str()
+        .expect("listening field")
+        .to_owned()
+}
+
+/// The JSON line a service prints once it listens.
+fn read_listening_line(child: &mut Child, what: &str) -> serde_json::Value {
+    let stdout = child.stdout.take().expect("stdout piped");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read listening line");
+    serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("{what} did not print its address ({e}): {line:?}"))
+}
+
+async fn connect(addr: &str, token: Option<&str>) -> AuthChannel {
+    let ch = Channel::from_shared(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect");
+    let bearer = token.map(|t| toolgate_runtime::auth::bearer(t).unwrap());
+    InterceptedService::new(ch, Bearer(bearer))
+}
+
+/// A running `toolgate-policy` with a SQLite ledger in a temp directory, killed on drop.
+pub struct Policy {
+    child: Child,
+    dir: tempfile::TempDir,
+    /// `ip:port` it listens on.
+    pub addr: String,
+    /// The credentials it accepts.
+    pub creds: std::sync::Arc<Credentials>,
+}
+
+impl Policy {
+    /// Starts the policy service with `policy` as its policy document.
+    pub fn start(policy: &str) -> Policy {
+        Self::start_with(policy, std::sync::Arc::new(Credentials::new()))
+    }
+
+    /// Starts the policy service with `policy` and the given credentials.
+    pub fn start_with(policy: &str, creds: std::sync::Arc<Credentials>) -> Policy {
+        Self::start_env(policy, creds, &[])
+    }
+
+    /// Starts the policy service with `policy`, the given credentials and extra environment.
+    pub fn start_env(
+        policy: &str,
+        creds: std::sync::Arc<Credentials>,
+        env: &[(&str, &str)],
+    ) -> Policy {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+        let config = format!(
+            "listen = \"127.0.0.1:0\"\npolicy_file = {:?}\n\n[ledger]\nurl = {:?}\n\n[auth]\ntokens_file = {:?}\n",
+            dir.path().join("policy.toml").display().to_string(),
+            format!("sqlite:{}", dir.path().join("ledger.db").display()),
+            creds.tokens_file().display().to_string(),
+        );
+        std::fs::write(dir.path().join("config.toml"), config).unwrap();
+        let bin = sibling_binary("toolgate-policy");
+        let mut cmd = Command::new(bin);
+        cmd.arg("--config")
+            .arg(dir.path().join("config.toml"))
             .env("TOOLGATE_LOG__FILTER", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -32,37 +167,139 @@ impl Executor {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let mut child = cmd.spawn().expect("spawn toolgate-executor");
-        let stdout = child.stdout.take().expect("stdout piped");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("read listening line");
-        let v: serde_json::Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("executor did not print its address ({e}): {line:?}"));
-        let addr = v["listening"].as_str().expect("listening field").to_owned();
-        Executor { child, addr }
+        let mut child = cmd.spawn().expect("spawn toolgate-policy");
+        let addr = read_listening(&mut child, "toolgate-policy");
+        Policy {
+            child,
+            dir,
+            addr,
+            creds,
+        }
     }
 
-    /// A channel to the executor.
-    pub async fn channel(&self) -> Channel {
-        Channel::from_shared(format!("http://{}", self.addr))
-            .unwrap()
-            .connect()
-            .await
-            .expect("connect to executor")
+    /// The URL executors use.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        sigterm(&mut self.child)
+    }
+
+    /// An `ApprovalService` client with the approver's credential.
+    pub async fn approvals(&self) -> ApprovalServiceClient<AuthChannel> {
+        ApprovalServiceClient::new(connect(&self.addr, Some(&self.creds.approver)).await)
+    }
+}
+
+impl Drop for Policy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running executor process, killed on drop.
+pub struct Executor {
+    child: Child,
+    /// `ip:port` it listens on.
+    pub addr: String,
+    /// `ip:port` of its `/metrics` endpoint, when `metrics_listen` is set.
+    pub metrics: Option<String>,
+    /// The agent token it accepts.
+    pub agent_token: String,
+    /// The policy service it started for itself, if any.
+    own_policy: Option<Policy>,
+}
+
+impl Executor {
+    /// Starts the executor on `root` with extra arguments and environment, behind a
+    /// permissive policy service of its own.
+    pub fn start(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Executor {
+        let policy = Policy::start(PERMISSIVE);
+        let mut exe = Self::start_with(&policy, root, args, env);
+        exe.own_policy = Some(policy);
+        exe
+    }
+
+    /// Starts the executor on `root`, authorizing with `policy`.
+    pub fn start_with(
+        policy: &Policy,
+        root: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Executor {
+        Self::start_at(&policy.endpoint(), &policy.creds, root, args, env)
+    }
+
+    /// Starts the executor on `root`, authorizing with the policy service at `endpoint`.
+    pub fn start_at(
+        endpoint: &str,
+        creds: &Credentials,
+        root: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Executor {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate-executor"));
+        cmd.arg("--workspace")
+            .arg(root)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("TOOLGATE_LOG__FILTER", "warn")
+            .env("TOOLGATE_POLICY__ENDPOINT", endpoint)
+            .env("TOOLGATE_POLICY__TOKEN_FILE", creds.executor_token_file())
+            .env("TOOLGATE_AUTH__TOKENS_FILE", creds.tokens_file())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn toolgate-executor");
+        let line = read_listening_line(&mut child, "toolgate-executor");
+        Executor {
+            child,
+            addr: line["listening"]
+                .as_str()
+                .expect("listening field")
+                .to_owned(),
+            metrics: line["metrics"].as_str().map(str::to_owned),
+            agent_token: creds.agent.clone(),
+            own_policy: None,
+        }
+    }
+
+    /// The policy service [`Executor::start`] started for this executor.
+    pub fn policy(&self) -> &Policy {
+        self.own_policy
+            .as_ref()
+            .expect("started with Executor::start")
+    }
+
+    /// A channel to the executor with the agent's credential.
+    pub async fn channel(&self) -> AuthChannel {
+        connect(&self.addr, Some(&self.agent_token)).await
+    }
+
+    /// A channel to the executor with someone else's credential.
+    pub async fn channel_as(&self, token: &str) -> AuthChannel {
+        connect(&self.addr, Some(token)).await
+    }
+
+    /// A channel to the executor without any credential.
+    pub async fn anonymous_channel(&self) -> AuthChannel {
+        connect(&self.addr, None).await
     }
 
     /// A filesystem client.
-    pub async fn fs(&self) -> FilesystemServiceClient<Channel> {
+    pub async fn fs(&self) -> FilesystemServiceClient<AuthChannel> {
         FilesystemServiceClient::new(self.channel().await)
     }
 
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
-        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
-        self.child.wait().expect("wait")
+        sigterm(&mut self.child)
     }
 }
 
@@ -71,6 +308,90 @@ impl Drop for Executor {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Sends SIGTERM to `child` and waits for its exit status.
+fn sigterm(child: &mut Child) -> std::process::ExitStatus {
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("kill");
+    child.wait().expect("wait")
+}
+
+/// One HTTP/1.1 GET; returns the status code and the body.
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("write request");
+    let mut response = Vec::new();
+    stream
+        .take(1 << 20)
+        .read_to_end(&mut response)
+        .await
+        .expect("read response");
+    let response = String::from_utf8(response).expect("utf-8 response");
+    let (head, body) = response.split_once("\r\n\r\n").expect("header end");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    (status, body.to_owned())
+}
+
+/// A human who approves every pending approval of `policy` until the handle is aborted,
+/// through the real `ApprovalService` (watch, then decide) with the approver's credential.
+pub async fn approve_everything(policy: &Policy) -> AbortOnDrop {
+    use toolgate_contracts::policy::v1 as ppb;
+    let mut approvals = policy.approvals().await;
+    let mut watch = approvals
+        .watch_approvals(ppb::WatchApprovalsRequest {
+            states: vec![ppb::ApprovalState::Pending as i32],
+            ..Default::default()
+        })
+        .await
+        .expect("watch approvals")
+        .into_inner();
+    AbortOnDrop(tokio::spawn(async move {
+        while let Ok(Some(ev)) = watch.message().await {
+            let Some(a) = ev.approval else { continue };
+            if a.state != ppb::ApprovalState::Pending as i32 {
+                continue;
+            }
+            let _ = approvals
+                .decide_approval(ppb::DecideApprovalRequest {
+                    approval_id: a.approval_id,
+                    verdict: ppb::Verdict::Approve as i32,
+                    reason: "test approver".into(),
+                    ..Default::default()
+                })
+                .await;
+        }
+    }))
+}
+
+/// Aborts a background task when dropped.
+pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A call context that waits up to `secs` seconds for a human.
+pub fn ctx_waiting(secs: i64) -> Option<CallContext> {
+    let mut c = ctx();
+    if let Some(c) = c.as_mut() {
+        c.approval_wait = Some(prost_types::Duration {
+            seconds: secs,
+            nanos: 0,
+        });
+    }
+    c
 }
 
 /// A fresh call context with a unique call id.

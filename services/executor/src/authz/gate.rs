@@ -1,0 +1,447 @@
+//! The gate every call passes: ask, map the answer, wait for a human when asked to.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+use tonic::Status;
+use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::executor::v1::AwaitingApproval;
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::status;
+use toolgate_core::Reason;
+use toolgate_runtime::auth::Principal;
+use toolgate_runtime::metrics::ExecutorMetrics;
+use toolgate_runtime::telemetry;
+use tracing::Instrument;
+
+use super::{Authorized, Authorizer, Reporter};
+use crate::wire::CallContext;
+
+/// One call as the policy service is asked about it: who, in which context, what exactly.
+#[derive(Debug)]
+pub(crate) struct Call {
+    /// The authenticated caller; the call runs for this principal.
+    pub principal: Principal,
+    /// The validated context (its description travels to the approver).
+    pub ctx: CallContext,
+    /// The canonical call, built from the resolved request.
+    pub call: pb::ToolCall,
+    /// The caller's trace context as the handler saw it, for hops made where the current
+    /// span carries none (telemetry off, inside a response stream).
+    pub trace_parent: Option<String>,
+}
+
+/// What a first authorization answered, when it was not a refusal.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// Run now.
+    Allowed(Authorized),
+    /// A human must decide and the caller asked to wait for it.
+    Parked(Parked),
+}
+
+/// A call waiting for a human.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    approval_id: String,
+    decision_id: String,
+    message: String,
+    deadline: Instant,
+    wait_deadline: SystemTime,
+}
+
+impl Parked {
+    /// The event a streaming call emits before it waits.
+    pub(crate) fn event(&self) -> AwaitingApproval {
+        AwaitingApproval {
+            approval_id: self.approval_id.clone(),
+            message: self.message.clone(),
+            wait_deadline: Some(self.wait_deadline.into()),
+        }
+    }
+}
+
+/// Asks the policy service about calls and reports their outcomes; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Gate {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    authorizer: Arc<dyn Authorizer>,
+    identity: common::ExecutorIdentity,
+    labels: HashMap<String, String>,
+    max_wait: Duration,
+    reporter: Reporter,
+    metrics: ExecutorMetrics,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("executor", &self.inner.identity.executor_id)
+            .field("max_wait", &self.inner.max_wait)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One answer that is not a refusal.
+enum Answer {
+    Allowed(Authorized),
+    Pending {
+        approval_id: String,
+        decision_id: String,
+        why: String,
+    },
+}
+
+impl Gate {
+    /// A gate over `authorizer`; waits for humans are clamped to `max_wait`. Round trips,
+    /// human waits and refusals are recorded in `metrics`.
+    pub(crate) fn new(
+        authorizer: Arc<dyn Authorizer>,
+        identity: common::ExecutorIdentity,
+        labels: HashMap<String, String>,
+        max_wait: Duration,
+        metrics: ExecutorMetrics,
+    ) -> Self {
+        let reporter = Reporter::new(authorizer.clone(), identity.clone());
+        Gate {
+            inner: Arc::new(Inner {
+                authorizer,
+                identity,
+                labels,
+                max_wait,
+                reporter,
+                metrics,
+            }),
+        }
+    }
+
+    /// Where outcomes go.
+    pub(crate) fn reporter(&self) -> &Reporter {
+        &self.inner.reporter
+    }
+
+    /// Where the executor's metrics go.
+    pub(crate) fn metrics(&self) -> &ExecutorMetrics {
+        &self.inner.metrics
+    }
+
+    /// Counts `result`'s error, if any, as a call refused before running when someone
+    /// refused it (policy, human, admission, confinement, request validation). A path
+    /// that does not exist is the operation's answer, not a refusal.
+    pub(crate) fn count_refusal<T>(&self, result: Result<T, Status>) -> Result<T, Status> {
+        if let Err(s) = &result
+            && let Some(reason) = refusal(s)
+        {
+            self.inner.metrics.rejection(reason.as_str());
+        }
+        result
+    }
+
+    /// Authorizes `call`, waiting for a human when its context asks to.
+    pub(crate) async fn authorize(&self, call: &Call) -> Result<Authorized, Status> {
+        match self.check(call).await? {
+            Verdict::Allowed(proof) => Ok(proof),
+            Verdict::Parked(parked) => self.wait(call, parked).await,
+        }
+    }
+
+    /// The first answer: allowed, parked (only when the context asks to wait), or the
+    /// refusal the client gets.
+    pub(crate) async fn check(&self, call: &Call) -> Result<Verdict, Status> {
+        match self.ask(call).await? {
+            Answer::Allowed(proof) => Ok(Verdict::Allowed(proof)),
+            Answer::Pending {
+                approval_id,
+                decision_id,
+                why,
+            } => {
+                let wait = call.ctx.approval_wait.min(self.inner.max_wait);
+                if wait.is_zero() {
+                    return Err(approval_required(&approval_id, &decision_id, &why, false));
+                }
+                Ok(Verdict::Parked(Parked {
+                    message: format!(
+                        "{why}; waiting up to {} ms for a human to decide approval {approval_id}",
+                        wait.as_millis()
+                    ),
+                    approval_id,
+                    decision_id,
+                    deadline: Instant::now() + wait,
+                    wait_deadline: SystemTime::now() + wait,
+                }))
+            }
+        }
+    }
+
+    /// Waits for the human decision on `parked`, then authorizes the same call again (which
+    /// consumes the approval).
+    pub(crate) async fn wait(&self, call: &Call, parked: Parked) -> Result<Authorized, Status> {
+        let span = tracing::info_span!(
+            "approval_wait",
+            approval_id = %parked.approval_id,
+            call_id = %call.ctx.call_id,
+            wait_ms = parked.deadline.saturating_duration_since(Instant::now()).as_millis() as u64,
+        );
+        let started = Instant::now();
+        let result = self.wait_inner(call, parked).instrument(span).await;
+        self.inner.metrics.approval_wait(started.elapsed());
+        result
+    }
+
+    async fn wait_inner(&self, call: &Call, mut parked: Parked) -> Result<Authorized, Status> {
+        loop {
+            let remaining = parked.deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                tracing::info!("still pending when the wait ended");
+                return Err(approval_required(
+                    &parked.approval_id,
+                    &parked.decision_id,
+                    "nobody decided within the requested approval_wait",
+                    true,
+                ));
+            }
+            let answer = self
+                .inner
+                .authorizer
+                .wait_for_approval(pb::WaitForApprovalRequest {
+                    approval_id: parked.approval_id.clone(),
+                    timeout: prost_types::Duration::try_from(remaining).ok(),
+                })
+                .await?;
+            let approval = answer.approval.ok_or_else(|| {
+                status::status(
+                    Reason::Internal,
+                    "the policy service answered WaitForApproval without the approval",
+                    [],
+                )
+            })?;
+            use pb::ApprovalState as S;
+            match S::try_from(approval.state).unwrap_or(S::Unspecified) {
+                S::Pending | S::Unspecified => continue,
+                S::Denied => {
+                    tracing::info!(decided_by = %approval.decided_by, "approval denied");
+                    return Err(approval_denied(
+                        &approval.approval_id,
+                        &approval.message_to_model,
+                        &approval.reason,
+                    ));
+                }
+                S::Expired => {
+                    return Err(status::status(
+                        Reason::ApprovalExpired,
+                        format!(
+                            "approval {} expired before anyone decided; repeat the same call to ask again",
+                            approval.approval_id
+                        ),
+                        [("approval_id", approval.approval_id)],
+                    ));
+                }
+                S::Cancelled => {
+                    return Err(status::status(
+                        Reason::ApprovalNotPending,
+                        format!(
+                            "approval {} was cancelled; it can never be approved, so this call will not run",
+                            approval.approval_id
+                        ),
+                        [("approval_id", approval.approval_id)],
+                    ));
+                }
+                // Approved (or already used by an identical call): asking again consumes it,
+                // or parks the call on a fresh approval within the same deadline.
+                S::Approved | S::Consumed | S::Completed | S::Unknown => {
+                    tracing::info!(state = ?S::try_from(approval.state), "approval decided; authorizing again");
+                    match self.ask(call).await? {
+                        Answer::Allowed(proof) => return Ok(proof),
+                        Answer::Pending {
+                            approval_id,
+                            decision_id,
+                            why,
+                        } => {
+                            parked.approval_id = approval_id;
+                            parked.decision_id = decision_id;
+                            parked.message = why;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One Authorize round trip, refusals already turned into statuses.
+    async fn ask(&self, call: &Call) -> Result<Answer, Status> {
+        let request = pb::AuthorizeRequest {
+            context: Some(call.ctx.to_wire()),
+            call: Some(call.call.clone()),
+            principal: call.principal.name.clone(),
+            labels: self.inner.labels.clone(),
+            executor: Some(self.inner.identity.clone()),
+        };
+        // The current span's context (this call's span when exporting), else what the handler
+        // saw: an in-process authorizer stores its trace id on the ledger rows.
+        let traceparent = telemetry::traceparent().or_else(|| call.trace_parent.clone());
+        let started = Instant::now();
+        let response = self.inner.authorizer.authorize(request, traceparent).await;
+        self.inner.metrics.authorize(started.elapsed());
+        let response = response?;
+        let why = response
+            .explanation
+            .as_ref()
+            .map(|e| e.message.clone())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| "the policy asks a human to approve this call".to_owned());
+        use pb::authorize_response::Result as R;
+        match response.result {
+            Some(R::Allowed(a)) => {
+                tracing::debug!(decision_id = %a.decision_id, "allowed");
+                Ok(Answer::Allowed(Authorized::from_allowed(a)))
+            }
+            Some(R::Denied(d)) if !d.approval_id.is_empty() => {
+                Err(approval_denied(&d.approval_id, &d.message, ""))
+            }
+            Some(R::Denied(d)) => {
+                tracing::info!(rule_id = %d.rule_id, decision_id = %d.decision_id, "denied by policy");
+                let message = if d.message.is_empty() {
+                    format!("the policy denies this call (rule {})", d.rule_id)
+                } else {
+                    d.message
+                };
+                Err(status::status(
+                    Reason::PolicyDenied,
+                    message,
+                    [("rule_id", d.rule_id), ("decision_id", d.decision_id)],
+                ))
+            }
+            Some(R::Pending(p)) => Ok(Answer::Pending {
+                approval_id: p.approval_id,
+                decision_id: p.decision_id,
+                why,
+            }),
+            Some(R::AlreadyExecuted(x)) => Err(already_executed(&call.ctx.call_id, &x)),
+            None => Err(status::status(
+                Reason::Internal,
+                "the policy service answered Authorize without a result; nothing was run",
+                [],
+            )),
+        }
+    }
+}
+
+/// The reason of `s` when it is a refusal, from the closed set of reasons.
+fn refusal(s: &Status) -> Option<Reason> {
+    let (name, _) = status::error_info(s)?;
+    let reason = *Reason::ALL.iter().find(|r| r.as_str() == name)?;
+    use Reason as R;
+    matches!(
+        reason,
+        R::PolicyDenied
+            | R::PolicyUnavailable
+            | R::ApprovalRequired
+            | R::ApprovalDenied
+            | R::ApprovalExpired
+            | R::ApprovalNotPending
+            | R::ApprovalNotFound
+            | R::AlreadyExecuted
+            | R::Busy
+            | R::Unauthenticated
+            | R::RoleNotPermitted
+            | R::PathDenied
+            | R::PathOutsideWorkspace
+            | R::PathProtected
+            | R::InvalidRequest
+            | R::InvalidPath
+            | R::InvalidPattern
+            | R::TooLarge
+            | R::Unsupported
+    )
+    .then_some(reason)
+}
+
+fn approval_required(approval_id: &str, decision_id: &str, why: &str, waited: bool) -> Status {
+    let hint = if waited {
+        "it is still pending: ask a human to approve it, then repeat the same call"
+    } else {
+        "ask a human to approve it, then repeat the same call (same call_id and session_id), or set context.approval_wait to wait for the decision"
+    };
+    status::status(
+        Reason::ApprovalRequired,
+        format!("{why}; this call needs approval {approval_id}: {hint}"),
+        [
+            ("approval_id", approval_id.to_owned()),
+            ("decision_id", decision_id.to_owned()),
+        ],
+    )
+}
+
+fn approval_denied(approval_id: &str, message: &str, reason: &str) -> Status {
+    let said = [message, reason]
+        .into_iter()
+        .find(|m| !m.trim().is_empty())
+        .unwrap_or("no reason given");
+    status::status(
+        Reason::ApprovalDenied,
+        format!("a human denied this call (approval {approval_id}): {said}"),
+        [("approval_id", approval_id.to_owned())],
+    )
+}
+
+/// `ALREADY_EXISTS` / `ALREADY_EXECUTED` with a compact summary of the recorded outcome.
+fn already_executed(call_id: &str, x: &pb::AlreadyExecuted) -> Status {
+    let mut md = vec![("decision_id", x.decision_id.clone())];
+    if !x.approval_id.is_empty() {
+        md.push(("approval_id", x.approval_id.clone()));
+    }
+    let summary = match &x.outcome {
+        None => {
+            "its outcome is not recorded (still running, or the executor stopped before reporting)"
+                .to_owned()
+        }
+        Some(o) => {
+            let mut parts = Vec::new();
+            if let Some(status) = o.status.as_ref().and_then(|s| s.status.as_ref()) {
+                use common::exit_status::Status as S;
+                let (k, v) = match status {
+                    S::Exited(code) => ("exit_code", code.to_string()),
+                    S::Signaled(s) => ("signal", s.name.clone()),
+                    S::TimedOut(_) => ("ended", "timed_out".to_owned()),
+                    S::Cancelled(c) => ("ended", format!("cancelled:{}", c.cause)),
+                    S::SpawnFailed(f) => ("ended", format!("spawn_failed:{}", f.reason)),
+                    S::Completed(_) => ("ended", "completed".to_owned()),
+                };
+                parts.push(format!("{k}={v}"));
+                md.push((k, v));
+            }
+            for (k, stats) in [("stdout_bytes", &o.stdout), ("stderr_bytes", &o.stderr)] {
+                if let Some(s) = stats {
+                    parts.push(format!("{k}={}", s.total_bytes));
+                    md.push((k, s.total_bytes.to_string()));
+                }
+            }
+            for (k, v) in [
+                ("result_code", &o.result_code),
+                ("result_reason", &o.result_reason),
+            ] {
+                if !v.is_empty() {
+                    parts.push(format!("{k}={v}"));
+                    md.push((k, v.clone()));
+                }
+            }
+            format!("outcome: {}", parts.join(" "))
+        }
+    };
+    status::status(
+        Reason::AlreadyExecuted,
+        format!(
+            "call_id {call_id} already ran (decision {}; {summary}); it is not run again: use a new call_id to run it again",
+            x.decision_id
+        ),
+        md,
+    )
+}
+
+#[cfg(test)]
+mod tests;

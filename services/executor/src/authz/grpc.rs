@@ -1,0 +1,191 @@
+//! The policy service over gRPC, failing closed.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
+use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
+use toolgate_contracts::status;
+use toolgate_core::Reason;
+use toolgate_runtime::telemetry;
+use tracing::Instrument;
+
+use super::Authorizer;
+use crate::config::PolicySection;
+
+/// The RPCs this client makes, as their client spans are named.
+const AUTHORIZE: &str = "toolgate.policy.v1.PolicyService/Authorize";
+const RECORD_OUTCOME: &str = "toolgate.policy.v1.PolicyService/RecordOutcome";
+const WAIT_FOR_APPROVAL: &str = "toolgate.policy.v1.ApprovalService/WaitForApproval";
+
+/// A tonic client of `PolicyService` and `ApprovalService` with this executor's credential.
+///
+/// The channel connects lazily and reconnects by itself. Every transport failure, timeout,
+/// `UNAVAILABLE` answer or refused executor credential becomes `UNAVAILABLE` /
+/// `POLICY_UNAVAILABLE` naming the endpoint: the executor never runs a call it could not
+/// get a decision for.
+#[derive(Clone)]
+pub struct GrpcAuthorizer {
+    endpoint: String,
+    channel: Channel,
+    bearer: MetadataValue<Ascii>,
+    request_timeout: Duration,
+}
+
+impl std::fmt::Debug for GrpcAuthorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcAuthorizer")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrpcAuthorizer {
+    /// A client for the `[policy]` section; nothing connects until the first call. The
+    /// error names the offending field.
+    pub fn new(section: &PolicySection) -> Result<Self, String> {
+        if section.endpoint.is_empty() {
+            return Err("policy.endpoint: required (the policy service URL)".into());
+        }
+        let token = section.credential()?;
+        let bearer =
+            toolgate_runtime::auth::bearer(&token).map_err(|e| format!("policy.token: {e}"))?;
+        let channel = toolgate_runtime::grpc::endpoint(section.endpoint.clone())
+            .map_err(|e| format!("policy.endpoint: `{}`: {e}", section.endpoint))?
+            .connect_timeout(Duration::from_millis(section.connect_timeout_ms))
+            .connect_lazy();
+        Ok(GrpcAuthorizer {
+            endpoint: section.endpoint.clone(),
+            channel,
+            bearer,
+            request_timeout: Duration::from_millis(section.request_timeout_ms),
+        })
+    }
+
+    /// A request with this executor's credential and the current trace context. Call it
+    /// inside the call's client span, so the policy service's span becomes its child. Without
+    /// a current context (telemetry off, outside the RPC's task) `fallback` is forwarded.
+    fn request<T>(&self, message: T, fallback: Option<&str>) -> Request<T> {
+        let mut r = Request::new(message);
+        r.metadata_mut()
+            .insert("authorization", self.bearer.clone());
+        telemetry::inject(r.metadata_mut());
+        if !r.metadata().contains_key("traceparent")
+            && let Some(tp) = fallback.and_then(|tp| MetadataValue::try_from(tp).ok())
+        {
+            r.metadata_mut().insert("traceparent", tp);
+        }
+        r
+    }
+
+    /// Runs one call with a client-side deadline inside a client span for `rpc`, mapping
+    /// failures to fail-closed statuses. `call` builds the request (inside the span) and
+    /// sends it.
+    async fn call<T, F, Fut>(
+        &self,
+        rpc: &'static str,
+        limit: Duration,
+        call: F,
+    ) -> Result<T, Status>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let method = rpc.rsplit('/').next().unwrap_or(rpc);
+        async {
+            match tokio::time::timeout(limit, call()).await {
+                Ok(Ok(r)) => Ok(r.into_inner()),
+                Ok(Err(s)) => Err(self.fail(method, s)),
+                Err(_) => Err(self.unavailable(
+                    method,
+                    &format!("no answer within {} ms", limit.as_millis()),
+                )),
+            }
+        }
+        .instrument(telemetry::client_span(rpc))
+        .await
+    }
+
+    fn fail(&self, method: &'static str, s: Status) -> Status {
+        match s.code() {
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
+                self.unavailable(method, s.message())
+            }
+            Code::Unauthenticated | Code::PermissionDenied => self.unavailable(
+                method,
+                &format!(
+                    "it refused this executor's credential ({}); check policy.token",
+                    s.message()
+                ),
+            ),
+            _ => s,
+        }
+    }
+
+    fn unavailable(&self, method: &'static str, detail: &str) -> Status {
+        tracing::warn!(endpoint = %self.endpoint, method, %detail, "policy service unavailable");
+        status::status(
+            Reason::PolicyUnavailable,
+            format!(
+                "the policy service at {} is unavailable ({method}: {detail}); nothing was run, retry the same call later",
+                self.endpoint
+            ),
+            [("endpoint", self.endpoint.clone())],
+        )
+    }
+}
+
+impl Authorizer for GrpcAuthorizer {
+    fn authorize(
+        &self,
+        request: pb::AuthorizeRequest,
+        traceparent: Option<String>,
+    ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
+        let mut client = PolicyServiceClient::new(self.channel.clone());
+        async move {
+            self.call(AUTHORIZE, self.request_timeout, || {
+                client.authorize(self.request(request, traceparent.as_deref()))
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn record_outcome(
+        &self,
+        request: pb::RecordOutcomeRequest,
+    ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
+        let mut client = PolicyServiceClient::new(self.channel.clone());
+        async move {
+            self.call(RECORD_OUTCOME, self.request_timeout, || {
+                client.record_outcome(self.request(request, None))
+            })
+            .await
+        }
+        .boxed()
+    }
+
+    fn wait_for_approval(
+        &self,
+        request: pb::WaitForApprovalRequest,
+    ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>> {
+        let wait = request
+            .timeout
+            .and_then(|d| Duration::try_from(d).ok())
+            .unwrap_or_default();
+        let mut client = ApprovalServiceClient::new(self.channel.clone());
+        async move {
+            self.call(WAIT_FOR_APPROVAL, wait + self.request_timeout, || {
+                client.wait_for_approval(self.request(request, None))
+            })
+            .await
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,154 @@
+//! Outcome reporting: in the background, with retries, never failing the user's call.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+use tonic::{Code, Status};
+use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::policy::v1 as pb;
+
+use super::{Authorized, Authorizer};
+
+/// Attempts per outcome before it is given up (and logged).
+const ATTEMPTS: u32 = 8;
+/// First retry delay; doubled after each failure up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+/// Longest delay between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Reports outcomes to the policy service from background tasks.
+#[derive(Clone)]
+pub(crate) struct Reporter {
+    authorizer: Arc<dyn Authorizer>,
+    identity: common::ExecutorIdentity,
+    in_flight: Arc<watch::Sender<usize>>,
+}
+
+impl Reporter {
+    /// A reporter naming this executor as the one that ran the calls.
+    pub(crate) fn new(authorizer: Arc<dyn Authorizer>, identity: common::ExecutorIdentity) -> Self {
+        Reporter {
+            authorizer,
+            identity,
+            in_flight: Arc::new(watch::Sender::new(0)),
+        }
+    }
+
+    /// Reports `outcome` for the call `proof` allowed, in the background. Safe to call from
+    /// `Drop`: without a runtime the outcome is logged as lost.
+    pub(crate) fn report(&self, proof: &Authorized, mut outcome: pb::Outcome) {
+        outcome.executor = Some(self.identity.clone());
+        let request = pb::RecordOutcomeRequest {
+            decision_id: proof.decision_id().to_owned(),
+            outcome: Some(outcome),
+        };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            tracing::error!(decision_id = %request.decision_id, "outcome not recorded: no runtime");
+            return;
+        };
+        self.in_flight.send_modify(|n| *n += 1);
+        let this = self.clone();
+        // The report belongs to the call's trace, though it outlives the call.
+        handle.spawn(toolgate_runtime::telemetry::in_current_trace(async move {
+            this.deliver(request).await;
+            this.in_flight.send_modify(|n| *n -= 1);
+        }));
+    }
+
+    async fn deliver(&self, request: pb::RecordOutcomeRequest) {
+        let mut delay = FIRST_BACKOFF;
+        for attempt in 1..=ATTEMPTS {
+            match self.authorizer.record_outcome(request.clone()).await {
+                Ok(_) => return,
+                Err(s) if retriable(&s) && attempt < ATTEMPTS => {
+                    tracing::warn!(decision_id = %request.decision_id, attempt, error = %s.message(), "outcome report failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(MAX_BACKOFF);
+                }
+                Err(s) => {
+                    tracing::error!(decision_id = %request.decision_id, attempt, code = ?s.code(), error = %s.message(), "outcome not recorded");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits (at most `limit`) until every outcome reported so far was delivered or given up.
+    pub(crate) async fn flush(&self, limit: Duration) {
+        let mut rx = self.in_flight.subscribe();
+        if tokio::time::timeout(limit, rx.wait_for(|n| *n == 0))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                pending = *rx.borrow(),
+                "outcome reports still pending at shutdown"
+            );
+        }
+    }
+}
+
+fn retriable(s: &Status) -> bool {
+    matches!(
+        s.code(),
+        Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Internal
+            | Code::Unknown
+            | Code::ResourceExhausted
+            | Code::Aborted
+            | Code::Cancelled
+    )
+}
+
+/// The outcome of a filesystem call: its times and the status code and reason it ended with.
+pub(crate) fn fs_outcome(started_at: SystemTime, result: Result<(), &Status>) -> pb::Outcome {
+    let completed = result.is_ok().then(|| common::ExitStatus {
+        status: Some(common::exit_status::Status::Completed(common::Completed {
+            summary: "ok".to_owned(),
+        })),
+    });
+    let (code, reason) = match result {
+        Ok(()) => (Code::Ok, String::new()),
+        Err(s) => (
+            s.code(),
+            toolgate_contracts::status::error_info(s)
+                .map(|(r, _)| r)
+                .unwrap_or_default(),
+        ),
+    };
+    pb::Outcome {
+        status: completed,
+        times: Some(common::Timestamps {
+            started_at: Some(started_at.into()),
+            finished_at: Some(SystemTime::now().into()),
+        }),
+        result_code: code_name(code).to_owned(),
+        result_reason: reason,
+        ..Default::default()
+    }
+}
+
+/// The canonical gRPC name of a code (`OK`, `NOT_FOUND`, ...).
+pub(crate) fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
