@@ -2,11 +2,12 @@
 
 use std::io::{Read, Write};
 
-use anyhow::Context;
 use clap::Subcommand;
 use toolgate_contracts::common::v1::CallContext;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
+
+use crate::client::call_error;
 
 /// Arguments of `toolgate fs`.
 #[derive(Debug, clap::Args)]
@@ -14,12 +15,16 @@ pub struct Args {
     /// The executor endpoint.
     #[arg(
         long,
+        global = true,
+        alias = "endpoint",
         env = "TOOLGATE_EXECUTOR",
-        default_value = "http://127.0.0.1:7070"
+        default_value = crate::client::DEFAULT_EXECUTOR
     )]
-    endpoint: String,
+    executor: String,
+    #[command(flatten)]
+    token: crate::client::TokenArgs,
     /// The session id sent with each call.
-    #[arg(long, env = "TOOLGATE_SESSION", default_value = "cli")]
+    #[arg(long, global = true, env = "TOOLGATE_SESSION", default_value = "cli")]
     session: String,
     #[command(subcommand)]
     op: Op,
@@ -71,9 +76,8 @@ enum Op {
 
 /// Runs one `toolgate fs` command.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let mut client = FilesystemServiceClient::connect(args.endpoint.clone())
-        .await
-        .with_context(|| format!("cannot reach the executor at {}", args.endpoint))?;
+    let channel = crate::client::connect("executor", &args.executor, &args.token).await?;
+    let mut client = FilesystemServiceClient::new(channel);
     let ctx = || {
         Some(CallContext {
             call_id: uuid::Uuid::new_v4().to_string(),
@@ -92,7 +96,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| describe(&e))?
+                .map_err(call_error)?
                 .into_inner();
             stdout.write_all(&r.content)?;
             if r.truncated {
@@ -115,7 +119,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| describe(&e))?
+                .map_err(call_error)?
                 .into_inner();
             writeln!(stdout, "{} {} bytes sha256={}", r.path, r.size, r.sha256)?;
         }
@@ -133,7 +137,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| describe(&e))?
+                .map_err(call_error)?
                 .into_inner();
             for e in r.entries {
                 let kind = match pb::EntryType::try_from(e.r#type) {
@@ -157,7 +161,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| describe(&e))?
+                .map_err(call_error)?
                 .into_inner();
             for m in r.matches {
                 writeln!(stdout, "{}:{}:{}", m.path, m.line_number, m.line)?;
@@ -174,7 +178,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| describe(&e))?
+                .map_err(call_error)?
                 .into_inner();
             for p in r.paths {
                 writeln!(stdout, "{p}")?;
@@ -188,7 +192,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                     compute_sha256: true,
                 })
                 .await
-                .map_err(|e| describe(&e))?
+                .map_err(call_error)?
                 .into_inner();
             writeln!(
                 stdout,
@@ -203,12 +207,4 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A status as `CODE REASON: message`, the way a person wants to read it.
-fn describe(s: &tonic::Status) -> anyhow::Error {
-    let reason = toolgate_contracts::status::error_info(s)
-        .map(|(r, _)| r)
-        .unwrap_or_default();
-    anyhow::anyhow!("{:?} {reason}: {}", s.code(), s.message())
 }

@@ -1,0 +1,368 @@
+//! `toolgate approvals`: see and decide parked calls through the ApprovalService.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::{Subcommand, ValueEnum};
+use toolgate_contracts::common::v1::PageRequest;
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
+
+use crate::client::{self, AuthChannel, call_error};
+use crate::render;
+
+/// Arguments of `toolgate approvals`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The policy service endpoint.
+    #[arg(
+        long,
+        global = true,
+        env = "TOOLGATE_POLICY",
+        default_value = client::DEFAULT_POLICY
+    )]
+    policy: String,
+    #[command(flatten)]
+    token: client::TokenArgs,
+    #[command(subcommand)]
+    op: Op,
+}
+
+/// An approval state, as a filter.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum State {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+    Cancelled,
+    Consumed,
+    Completed,
+    Unknown,
+}
+
+impl State {
+    fn wire(self) -> i32 {
+        (match self {
+            State::Pending => pb::ApprovalState::Pending,
+            State::Approved => pb::ApprovalState::Approved,
+            State::Denied => pb::ApprovalState::Denied,
+            State::Expired => pb::ApprovalState::Expired,
+            State::Cancelled => pb::ApprovalState::Cancelled,
+            State::Consumed => pb::ApprovalState::Consumed,
+            State::Completed => pb::ApprovalState::Completed,
+            State::Unknown => pb::ApprovalState::Unknown,
+        }) as i32
+    }
+}
+
+/// How far an approval reaches.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Scope {
+    /// Single use (the default).
+    Once,
+    /// Reused for identical calls in the session until it expires.
+    Session,
+}
+
+/// Filters shared by `list` and `watch`.
+#[derive(Debug, clap::Args)]
+struct Filter {
+    /// Only approvals in this state (repeatable; default all).
+    #[arg(long = "state", value_enum)]
+    states: Vec<State>,
+    /// Only this session.
+    #[arg(long)]
+    session: Option<String>,
+    /// Only this agent principal.
+    #[arg(long)]
+    principal: Option<String>,
+}
+
+impl Filter {
+    fn states(&self) -> Vec<i32> {
+        self.states.iter().map(|s| s.wire()).collect()
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Op {
+    /// List approvals, newest first (every page).
+    List {
+        #[command(flatten)]
+        filter: Filter,
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one approval with its full explanation.
+    Show {
+        /// The approval id.
+        id: String,
+        /// Print a JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending approval; the agent repeats its call to run it.
+    Approve {
+        /// The approval id.
+        id: String,
+        /// Why, for the audit trail.
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// A message returned to the model.
+        #[arg(long, default_value = "")]
+        message: String,
+        /// `session` reuses the approval for identical calls in the session until it expires.
+        #[arg(long, value_enum, default_value = "once")]
+        scope: Scope,
+        /// How long the approval stays usable (30s, 10m, 2h; default: the server's).
+        #[arg(long, value_parser = crate::duration::parse)]
+        ttl: Option<Duration>,
+        /// Print the approval as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deny a pending approval; the call fails with the message.
+    Deny {
+        /// The approval id.
+        id: String,
+        /// Why, for the audit trail.
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// A message returned to the model (what to do instead).
+        #[arg(long, default_value = "")]
+        message: String,
+        /// Print the approval as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a pending approval; it can never be approved afterwards.
+    Cancel {
+        /// The approval id.
+        id: String,
+        /// Why, for the audit trail.
+        #[arg(long, default_value = "")]
+        reason: String,
+        /// Print the approval as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stream approval changes, one line per event: `CURSOR KIND ID STATE session=.. principal=.. CALL`.
+    ///
+    /// Without --cursor it starts with a snapshot of the matching pending approvals. Pass the last
+    /// printed cursor to resume after a disconnect without missing an event.
+    Watch {
+        #[command(flatten)]
+        filter: Filter,
+        /// Resume after this cursor.
+        #[arg(long)]
+        cursor: Option<String>,
+        /// Print one JSON object per event (`cursor`, `kind`, `approval`).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs one `toolgate approvals` command.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let channel = client::connect("policy service", &args.policy, &args.token).await?;
+    let mut client = ApprovalServiceClient::new(channel);
+    match args.op {
+        Op::List { filter, json } => list(&mut client, &filter, json).await,
+        Op::Show { id, json } => {
+            let a = client
+                .get_approval(pb::GetApprovalRequest { approval_id: id })
+                .await
+                .map_err(call_error)?
+                .into_inner()
+                .approval
+                .unwrap_or_default();
+            print_one(&a, json, render::show)
+        }
+        Op::Approve {
+            id,
+            reason,
+            message,
+            scope,
+            ttl,
+            json,
+        } => {
+            let scope = match scope {
+                Scope::Once => pb::ApprovalScope::Once,
+                Scope::Session => pb::ApprovalScope::Session,
+            };
+            let req = pb::DecideApprovalRequest {
+                approval_id: id,
+                verdict: pb::Verdict::Approve as i32,
+                reason,
+                message_to_model: message,
+                scope: scope as i32,
+                ttl: ttl.map(crate::duration::to_proto),
+            };
+            decide(&mut client, req, json).await
+        }
+        Op::Deny {
+            id,
+            reason,
+            message,
+            json,
+        } => {
+            let req = pb::DecideApprovalRequest {
+                approval_id: id,
+                verdict: pb::Verdict::Deny as i32,
+                reason,
+                message_to_model: message,
+                scope: pb::ApprovalScope::Unspecified as i32,
+                ttl: None,
+            };
+            decide(&mut client, req, json).await
+        }
+        Op::Cancel { id, reason, json } => {
+            let a = client
+                .cancel_approval(pb::CancelApprovalRequest {
+                    approval_id: id,
+                    reason,
+                })
+                .await
+                .map_err(call_error)?
+                .into_inner()
+                .approval
+                .unwrap_or_default();
+            print_one(&a, json, one_line)
+        }
+        Op::Watch {
+            filter,
+            cursor,
+            json,
+        } => watch(&mut client, &filter, cursor.unwrap_or_default(), json).await,
+    }
+}
+
+fn one_line(a: &pb::Approval) -> String {
+    let mut s = format!("{} {}", a.approval_id, render::state(a.state));
+    if !a.decided_by.is_empty() {
+        s.push_str(&format!(" by {}", a.decided_by));
+    }
+    if a.state == pb::ApprovalState::Approved as i32 {
+        s.push_str(&format!(
+            " (scope {}, usable until {})",
+            render::scope(a.scope),
+            render::time(a.expires_at.as_ref())
+        ));
+    }
+    s.push('\n');
+    s
+}
+
+fn print_one(
+    a: &pb::Approval,
+    json: bool,
+    text: fn(&pb::Approval) -> String,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", render::approval_json(a))?;
+    } else {
+        out.write_all(text(a).as_bytes())?;
+    }
+    Ok(())
+}
+
+async fn decide(
+    client: &mut ApprovalServiceClient<AuthChannel>,
+    req: pb::DecideApprovalRequest,
+    json: bool,
+) -> anyhow::Result<()> {
+    let a = client
+        .decide_approval(req)
+        .await
+        .map_err(call_error)?
+        .into_inner()
+        .approval
+        .unwrap_or_default();
+    print_one(&a, json, one_line)
+}
+
+async fn list(
+    client: &mut ApprovalServiceClient<AuthChannel>,
+    filter: &Filter,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut all = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = client
+            .list_approvals(pb::ListApprovalsRequest {
+                states: filter.states(),
+                session_id: filter.session.clone().unwrap_or_default(),
+                principal: filter.principal.clone().unwrap_or_default(),
+                page: Some(PageRequest {
+                    page_size: 200,
+                    page_token: token,
+                }),
+            })
+            .await
+            .map_err(call_error)?
+            .into_inner();
+        all.extend(page.approvals);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v: Vec<_> = all.iter().map(render::approval_json).collect();
+        writeln!(out, "{}", serde_json::Value::Array(v))?;
+    } else if all.is_empty() {
+        writeln!(out, "no approvals match")?;
+    } else {
+        out.write_all(render::table(&all).as_bytes())?;
+    }
+    Ok(())
+}
+
+async fn watch(
+    client: &mut ApprovalServiceClient<AuthChannel>,
+    filter: &Filter,
+    cursor: String,
+    json: bool,
+) -> anyhow::Result<()> {
+    let mut stream = client
+        .watch_approvals(pb::WatchApprovalsRequest {
+            states: filter.states(),
+            session_id: filter.session.clone().unwrap_or_default(),
+            principal: filter.principal.clone().unwrap_or_default(),
+            cursor,
+        })
+        .await
+        .map_err(call_error)?
+        .into_inner();
+    let mut last = String::new();
+    loop {
+        let ev = match stream.message().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return Ok(()),
+            Err(status) => {
+                if !last.is_empty() {
+                    eprintln!("toolgate: the watch ended; resume with --cursor {last}");
+                }
+                return Err(call_error(status));
+            }
+        };
+        let mut out = std::io::stdout().lock();
+        if json {
+            let v = serde_json::json!({
+                "cursor": ev.cursor,
+                "kind": render::event_kind(ev.kind),
+                "approval": ev.approval.as_ref().map(render::approval_json),
+            });
+            writeln!(out, "{v}")?;
+        } else {
+            writeln!(out, "{}", render::watch_line(&ev))?;
+        }
+        out.flush()?;
+        last = ev.cursor;
+    }
+}

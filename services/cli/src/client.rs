@@ -1,0 +1,178 @@
+//! Talking to the services: endpoints, the bearer token, and errors people can read.
+//!
+//! Every call carries `authorization: Bearer <token>`. The token comes from, in order:
+//! `--token-file FILE`, the `TOOLGATE_TOKEN` variable, the file named by `TOOLGATE_TOKEN_FILE`.
+//! With none of them the call goes out without a credential and the server answers
+//! UNAUTHENTICATED, which is printed with a hint.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+/// Default policy service endpoint (`toolgate up` listens there).
+pub const DEFAULT_POLICY: &str = "http://127.0.0.1:7071";
+/// Default executor endpoint (`toolgate up` listens there).
+pub const DEFAULT_EXECUTOR: &str = "http://127.0.0.1:7070";
+
+/// The credential flag shared by every client command group.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TokenArgs {
+    /// A file holding the bearer token (default: `TOOLGATE_TOKEN`, then the file named by
+    /// `TOOLGATE_TOKEN_FILE`).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    /// The token to send, if any, following the documented precedence.
+    pub fn resolve(&self) -> anyhow::Result<Option<String>> {
+        if let Some(path) = &self.token_file {
+            return read_token(path).map(Some);
+        }
+        if let Some(t) = std::env::var_os("TOOLGATE_TOKEN") {
+            let t = t
+                .into_string()
+                .map_err(|_| anyhow::anyhow!("TOOLGATE_TOKEN is not valid UTF-8"))?;
+            if !t.trim().is_empty() {
+                return Ok(Some(t.trim().to_owned()));
+            }
+        }
+        match std::env::var_os("TOOLGATE_TOKEN_FILE") {
+            Some(p) if !p.is_empty() => read_token(Path::new(&p)).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = text.trim();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "the token file {} is empty",
+        path.display()
+    );
+    Ok(token.to_owned())
+}
+
+/// Adds the bearer token to every request.
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Bearer(<redacted>)"
+        } else {
+            "Bearer(none)"
+        })
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// A channel whose calls carry the bearer token.
+pub type AuthChannel = InterceptedService<Channel, Bearer>;
+
+/// Connects to `url` (the `what` service, for messages) and attaches the token.
+pub async fn connect(what: &str, url: &str, token: &TokenArgs) -> anyhow::Result<AuthChannel> {
+    let bearer = match token.resolve()? {
+        Some(t) => Some(
+            toolgate_runtime::auth::bearer(&t)
+                .map_err(|e| anyhow::anyhow!("the token cannot be sent: {e}"))?,
+        ),
+        None => None,
+    };
+    let channel = toolgate_runtime::grpc::endpoint(url.to_owned())
+        .with_context(|| format!("`{url}` is not a valid {what} endpoint URL"))?
+        .connect()
+        .await
+        .with_context(|| format!("cannot reach the {what} at {url}"))?;
+    Ok(InterceptedService::new(channel, Bearer(bearer)))
+}
+
+/// A failed call, printed as `CODE REASON: message` followed by the ErrorInfo metadata.
+#[derive(Debug)]
+pub struct CallError {
+    /// The status the server answered.
+    pub status: tonic::Status,
+    /// The ErrorInfo reason, empty when the status carries none.
+    pub reason: String,
+    /// The ErrorInfo metadata, sorted by key.
+    pub metadata: Vec<(String, String)>,
+}
+
+impl CallError {
+    /// Unpacks the status's ErrorInfo.
+    pub fn new(status: tonic::Status) -> Self {
+        let (reason, md) = toolgate_contracts::status::error_info(&status).unwrap_or_default();
+        let mut metadata: Vec<_> = md.into_iter().collect();
+        metadata.sort();
+        CallError {
+            status,
+            reason,
+            metadata,
+        }
+    }
+
+    /// One metadata value.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.metadata
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.status.code())?;
+        if !self.reason.is_empty() {
+            write!(f, " {}", self.reason)?;
+        }
+        write!(f, ": {}", self.status.message())?;
+        for (k, v) in &self.metadata {
+            write!(f, "\n  {k}: {v}")?;
+        }
+        if self.status.code() == tonic::Code::Unauthenticated {
+            write!(
+                f,
+                "\n  hint: set TOOLGATE_TOKEN, TOOLGATE_TOKEN_FILE or --token-file \
+                 (`toolgate up` prints the tokens)"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// Turns a status into an error for `?`.
+pub fn call_error(status: tonic::Status) -> anyhow::Error {
+    CallError::new(status).into()
+}
+
+/// Exit with this code; whatever needed saying was already printed.
+#[derive(Debug)]
+pub struct Exit(pub u8);
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}

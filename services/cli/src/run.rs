@@ -1,0 +1,331 @@
+//! `toolgate run`: one ProcessService.Run, its output streamed live, its exit status as ours.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use toolgate_contracts::common::v1::{self as common, CallContext, exit_status::Status};
+use toolgate_contracts::executor::v1 as pb;
+use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+use toolgate_core::Reason;
+
+use crate::client::{self, CallError, Exit};
+
+/// Exit code when the run hit its timeout (as `timeout(1)`).
+pub const EXIT_TIMEOUT: u8 = 124;
+/// Exit code when toolgate itself failed: unreachable service, bad request, no credential,
+/// executor busy, run cancelled, call id already used.
+pub const EXIT_TOOLGATE: u8 = 125;
+/// Exit code when the call was refused: a policy deny, or an approver denied it.
+pub const EXIT_REFUSED: u8 = 126;
+/// Exit code when the program could not be started.
+pub const EXIT_SPAWN_FAILED: u8 = 127;
+/// Exit code when the call needs an approval that is still pending (or expired): approve it,
+/// then repeat the same command (EX_TEMPFAIL).
+pub const EXIT_APPROVAL_PENDING: u8 = 75;
+
+const EXIT_CODES: &str = "\
+EXIT STATUS:
+  the child's exit code     when it exited normally
+  128 + N                   when it was killed by signal N
+  75                        approval required and still pending (or expired) when --wait ran out:
+                            approve it (toolgate approvals approve ID), then repeat the command
+  124                       the run hit its timeout
+  125                       toolgate failed: service unreachable, invalid request, no credential,
+                            executor busy, run cancelled, or --call-id already used
+  126                       refused: denied by the policy or by an approver
+  127                       the program could not be started";
+
+/// Arguments of `toolgate run`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct Args {
+    /// The executor endpoint.
+    #[arg(long, env = "TOOLGATE_EXECUTOR", default_value = client::DEFAULT_EXECUTOR)]
+    executor: String,
+    #[command(flatten)]
+    token: client::TokenArgs,
+    /// The session the call belongs to (approvals are bound to it).
+    #[arg(long, env = "TOOLGATE_SESSION", default_value = "cli")]
+    session: String,
+    /// The idempotency key; a fresh UUID when omitted. Reusing one that already ran does not run
+    /// the command again.
+    #[arg(long)]
+    call_id: Option<String>,
+    /// Working directory, workspace-relative.
+    #[arg(long, default_value = "")]
+    cwd: String,
+    /// Wall-clock limit (30, 30s, 5m; default: the executor's).
+    #[arg(long, value_parser = crate::duration::parse)]
+    timeout: Option<Duration>,
+    /// How long to wait for a human when the policy asks (0: fail at once with exit 75).
+    #[arg(long, value_parser = crate::duration::parse, default_value = "0")]
+    wait: Duration,
+    /// An environment addition `NAME=VALUE` (repeatable; the executor's allowlist applies).
+    #[arg(long = "env", value_parser = parse_env)]
+    env: Vec<(String, String)>,
+    /// Feed this file to the child's stdin (`-` for ours); default /dev/null.
+    #[arg(long)]
+    stdin_file: Option<PathBuf>,
+    /// Free text shown to the approver.
+    #[arg(long, default_value = "toolgate run")]
+    description: String,
+    /// Print start and exit details to stderr.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Run this bash script instead of an argv.
+    #[arg(long, conflicts_with = "argv")]
+    script: Option<String>,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true)]
+    argv: Vec<String>,
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))
+}
+
+/// Runs the command and exits with its status.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let command = match (&args.script, args.argv.is_empty()) {
+        (Some(s), true) => pb::run_request::Command::Script(s.clone()),
+        (None, false) => pb::run_request::Command::Argv(pb::Argv {
+            args: args.argv.clone(),
+        }),
+        _ => anyhow::bail!(
+            "give a command after `--` (toolgate run -- ls -la) or a script (toolgate run --script 'make test')"
+        ),
+    };
+    let stdin = match &args.stdin_file {
+        None => None,
+        Some(p) if p.as_os_str() == "-" => {
+            let mut buf = Vec::new();
+            std::io::stdin().read_to_end(&mut buf)?;
+            Some(buf)
+        }
+        Some(p) => Some(std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?),
+    };
+    let request = pb::RunRequest {
+        context: Some(CallContext {
+            call_id: args
+                .call_id
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            session_id: args.session.clone(),
+            approval_wait: (!args.wait.is_zero()).then(|| crate::duration::to_proto(args.wait)),
+            description: args.description.clone(),
+        }),
+        command: Some(command),
+        cwd: args.cwd.clone(),
+        env: args.env.iter().cloned().collect::<HashMap<_, _>>(),
+        stdin,
+        timeout: args.timeout.map(crate::duration::to_proto),
+        limits: None,
+        sandbox_profile: String::new(),
+    };
+    let channel = match client::connect("executor", &args.executor, &args.token).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("toolgate: {e:#}");
+            return Err(Exit(EXIT_TOOLGATE).into());
+        }
+    };
+    let mut client = ProcessServiceClient::new(channel);
+    let code = match client.run(request).await {
+        Ok(stream) => follow(stream.into_inner(), args.verbose).await,
+        Err(status) => refused(status),
+    };
+    Err(Exit(code).into())
+}
+
+/// Streams events until `exited`; returns the exit code to use.
+async fn follow(mut stream: tonic::Streaming<pb::RunResponse>, verbose: bool) -> u8 {
+    use pb::run_response::Event;
+    loop {
+        let event = match stream.message().await {
+            Ok(Some(m)) => m.event,
+            Ok(None) => {
+                eprintln!("toolgate: the run ended without an exit status");
+                return EXIT_TOOLGATE;
+            }
+            Err(status) => return refused(status),
+        };
+        let result = match event {
+            Some(Event::AwaitingApproval(a)) => {
+                eprintln!(
+                    "toolgate: {}\ntoolgate: waiting until {} for a decision; approve with: toolgate approvals approve {}\ntoolgate: awaiting approval {}",
+                    a.message,
+                    crate::render::time(a.wait_deadline.as_ref()),
+                    a.approval_id,
+                    a.approval_id
+                );
+                Ok(())
+            }
+            Some(Event::Started(s)) => {
+                if verbose {
+                    eprintln!(
+                        "toolgate: started pid {} (decision {})",
+                        s.pid, s.decision_id
+                    );
+                }
+                Ok(())
+            }
+            Some(Event::Output(chunk)) => write_chunk(chunk.stream, &chunk.data),
+            Some(Event::Exited(e)) => return exited(&e, verbose),
+            None => Ok(()),
+        };
+        if let Err(e) = result {
+            // A closed stdout (`| head`) ends us like it ends any Unix tool; the executor
+            // sees the disconnect and kills the child.
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return 128 + 13;
+            }
+            eprintln!("toolgate: cannot write output: {e}");
+            return EXIT_TOOLGATE;
+        }
+    }
+}
+
+fn write_chunk(stream: i32, data: &[u8]) -> std::io::Result<()> {
+    if stream == pb::Stream::Stderr as i32 {
+        let mut err = std::io::stderr().lock();
+        err.write_all(data)?;
+        err.flush()
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(data)?;
+        out.flush()
+    }
+}
+
+fn exited(e: &pb::Exited, verbose: bool) -> u8 {
+    for (stream, summary) in [
+        (pb::Stream::Stdout, &e.stdout),
+        (pb::Stream::Stderr, &e.stderr),
+    ] {
+        let Some(s) = summary else { continue };
+        let stats = s.stats.unwrap_or_default();
+        if stats.truncated {
+            eprintln!(
+                "\ntoolgate: {} exceeded its cap: {} of {} bytes dropped{}",
+                if stream == pb::Stream::Stdout {
+                    "stdout"
+                } else {
+                    "stderr"
+                },
+                stats.dropped_bytes,
+                stats.total_bytes,
+                if s.tail.is_empty() {
+                    ""
+                } else {
+                    "; its last bytes follow"
+                }
+            );
+            if !s.tail.is_empty() {
+                let _ = write_chunk(stream as i32, &s.tail);
+            }
+        }
+    }
+    if verbose {
+        eprintln!(
+            "toolgate: {}",
+            crate::render::exit_status(e.status.as_ref())
+        );
+    }
+    exit_code(e.status.as_ref())
+}
+
+/// The exit code for a run's final status.
+pub fn exit_code(status: Option<&common::ExitStatus>) -> u8 {
+    match status.and_then(|s| s.status.as_ref()) {
+        Some(Status::Exited(c)) => u8::try_from(*c).unwrap_or(EXIT_TOOLGATE),
+        Some(Status::Signaled(s)) => u8::try_from(128 + s.signal.clamp(0, 127)).unwrap_or(255),
+        Some(Status::TimedOut(_)) => {
+            eprintln!("toolgate: the run timed out");
+            EXIT_TIMEOUT
+        }
+        Some(Status::SpawnFailed(f)) => {
+            eprintln!("toolgate: cannot start the program: {}", f.reason);
+            EXIT_SPAWN_FAILED
+        }
+        Some(Status::Cancelled(c)) => {
+            eprintln!("toolgate: the run was cancelled ({})", c.cause);
+            EXIT_TOOLGATE
+        }
+        Some(Status::Completed(_)) | None => EXIT_TOOLGATE,
+    }
+}
+
+/// Prints a status that ended the run before it started and picks the exit code.
+fn refused(status: tonic::Status) -> u8 {
+    let err = CallError::new(status);
+    eprintln!("toolgate: {err}");
+    let reason = |r: Reason| err.reason == r.as_str();
+    if reason(Reason::ApprovalRequired) || reason(Reason::ApprovalExpired) {
+        if let Some(id) = err.get("approval_id") {
+            eprintln!(
+                "toolgate: approve it (toolgate approvals approve {id}), then repeat this command\ntoolgate: awaiting approval {id}"
+            );
+        }
+        EXIT_APPROVAL_PENDING
+    } else if reason(Reason::PolicyDenied) || reason(Reason::ApprovalDenied) {
+        EXIT_REFUSED
+    } else if reason(Reason::Timeout) {
+        EXIT_TIMEOUT
+    } else {
+        EXIT_TOOLGATE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(s: Status) -> common::ExitStatus {
+        common::ExitStatus { status: Some(s) }
+    }
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        assert_eq!(exit_code(Some(&st(Status::Exited(3)))), 3);
+        assert_eq!(
+            exit_code(Some(&st(Status::Signaled(common::Signaled {
+                signal: 9,
+                name: "SIGKILL".into(),
+                core_dumped: false
+            })))),
+            137
+        );
+        assert_eq!(
+            exit_code(Some(&st(Status::TimedOut(common::TimedOut::default())))),
+            EXIT_TIMEOUT
+        );
+        assert_eq!(
+            exit_code(Some(&st(Status::SpawnFailed(
+                common::SpawnFailed::default()
+            )))),
+            EXIT_SPAWN_FAILED
+        );
+    }
+
+    #[test]
+    fn refusals_have_their_own_codes() {
+        let deny = toolgate_contracts::status::status(
+            Reason::PolicyDenied,
+            "no",
+            [("rule_id", "r".to_owned())],
+        );
+        assert_eq!(refused(deny), EXIT_REFUSED);
+        let ask = toolgate_contracts::status::status(
+            Reason::ApprovalRequired,
+            "ask",
+            [("approval_id", "a".to_owned())],
+        );
+        assert_eq!(refused(ask), EXIT_APPROVAL_PENDING);
+        assert_eq!(refused(tonic::Status::unavailable("down")), EXIT_TOOLGATE);
+    }
+}

@@ -1,0 +1,327 @@
+//! `toolgate up`: the policy service and the executor in one process, with a SQLite ledger.
+//!
+//! The executor authorizes through the same [`PolicyCore`] the policy service's gRPC adapter
+//! uses, called in process (an [`Authorizer`] newtype), so the embedded and the distributed
+//! forms run the same decision code. Tokens are generated on first start and kept in
+//! `<data-dir>/tokens.toml` (mode 0600).
+//!
+//! The data directory must lie outside the workspace: it holds the approver's token, and a
+//! child process may read anything under the workspace (`grep -r .`), so no glob or rule
+//! could hide it reliably. The default is a per-workspace directory under
+//! `$XDG_STATE_HOME/toolgate` (`~/.local/state/toolgate`).
+
+mod authorizer;
+pub mod tokens;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use toolgate_policy::PolicyCore;
+use toolgate_runtime::auth::{Principal, Role};
+use toolgate_runtime::{logging, shutdown};
+
+use tokens::Tokens;
+
+/// Arguments of `toolgate up`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The workspace the executor confines every call to.
+    #[arg(long, default_value = ".")]
+    workspace: PathBuf,
+    /// Where the ledger (`ledger.db`) and the tokens (`tokens.toml`) live; must be outside
+    /// the workspace. Default: `$XDG_STATE_HOME/toolgate/<workspace name>-<hash>`
+    /// (`~/.local/state/...` when XDG_STATE_HOME is unset).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The executor's gRPC listen address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    executor_listen: String,
+    /// The policy service's gRPC listen address (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:7071")]
+    policy_listen: String,
+    /// A policy document (reloaded on change); default: the shipped default policy.
+    #[arg(long, value_name = "FILE")]
+    policy: Option<PathBuf>,
+    /// Print one JSON line (`service`, `executor`, `policy`, `ledger`, `tokens`, ...) instead
+    /// of the banner, for programs that start `up`.
+    #[arg(long)]
+    json: bool,
+    /// Log filter for stderr (`RUST_LOG` syntax).
+    #[arg(long, env = "TOOLGATE_LOG", default_value = "warn")]
+    log: String,
+}
+
+/// Everything `up` tells the person who started it.
+struct Started<'a> {
+    workspace: &'a Path,
+    data_dir: &'a Path,
+    ledger: &'a str,
+    policy: String,
+    executor_addr: String,
+    policy_addr: String,
+    tokens: &'a Tokens,
+}
+
+/// Runs both services until SIGINT/SIGTERM.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    logging::init(logging::Format::Text, &args.log);
+    // Before anything is printed: whoever reads the banner may signal us at once.
+    let signals = shutdown::on_signals()?;
+    let workspace = std::fs::canonicalize(&args.workspace)
+        .with_context(|| format!("workspace {}", args.workspace.display()))?;
+    anyhow::ensure!(
+        workspace.is_dir(),
+        "workspace {} is not a directory",
+        workspace.display()
+    );
+    let data_dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => default_data_dir(&workspace)?,
+    };
+    // Checked before anything is created, so a refused dir leaves no trace in the workspace.
+    let data_dir = resolve(&data_dir)?;
+    anyhow::ensure!(
+        !data_dir.starts_with(&workspace),
+        "the data directory {} is inside the workspace {}: it holds the approver's token and \
+         any command in the workspace could read it; pass a --data-dir outside the workspace",
+        data_dir.display(),
+        workspace.display()
+    );
+    create_private_dir(&data_dir)?;
+    let tokens = Tokens::load_or_generate(&data_dir)?;
+    let ledger_url = format!("sqlite:{}", data_dir.join("ledger.db").display());
+    let user_policy = match &args.policy {
+        Some(p) => {
+            Some(std::fs::canonicalize(p).with_context(|| format!("policy {}", p.display()))?)
+        }
+        None => None,
+    };
+    let policy_file = user_policy.clone();
+
+    let policy_listener = TcpListener::bind(&args.policy_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.policy_listen))?;
+    let executor_listener = TcpListener::bind(&args.executor_listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.executor_listen))?;
+    let policy_addr = policy_listener.local_addr()?.to_string();
+    let executor_addr = executor_listener.local_addr()?.to_string();
+
+    let mut policy_cfg = toolgate_policy::Config::default();
+    policy_cfg.listen.clone_from(&policy_addr);
+    policy_cfg.policy_file.clone_from(&policy_file);
+    policy_cfg.ledger.url = Some(ledger_url.clone());
+    policy_cfg.auth = tokens.auth_config();
+    policy_cfg
+        .validate()
+        .map_err(|e| anyhow::anyhow!("policy service configuration: {e}"))?;
+    let core = PolicyCore::open(&policy_cfg)
+        .await
+        .context("cannot start the policy service")?;
+
+    let (executor_name, executor_token) = tokens
+        .get(Role::Executor)
+        .context("tokens.toml has no executor credential")?;
+    let mut exec_cfg = toolgate_executor::Config::default();
+    exec_cfg.listen.clone_from(&executor_addr);
+    exec_cfg.workspace.root.clone_from(&workspace);
+    exec_cfg.policy.endpoint = format!("http://{policy_addr}");
+    exec_cfg.policy.token = Some(executor_token.to_owned());
+    exec_cfg.auth = tokens.auth_config();
+    exec_cfg
+        .validate()
+        .map_err(|e| anyhow::anyhow!("executor configuration: {e}"))?;
+    let authorizer = Arc::new(authorizer::InProcess::new(
+        core.clone(),
+        Principal {
+            name: executor_name.to_owned(),
+            role: Role::Executor,
+        },
+    ));
+
+    let started = Started {
+        workspace: &workspace,
+        data_dir: &data_dir,
+        ledger: &ledger_url,
+        policy: user_policy
+            .as_ref()
+            .map_or_else(|| "builtin default".to_owned(), |p| p.display().to_string()),
+        executor_addr,
+        policy_addr,
+        tokens: &tokens,
+    };
+    {
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            writeln!(out, "{}", json_line(&started))?;
+        } else {
+            out.write_all(banner(&started).as_bytes())?;
+        }
+        out.flush()?;
+    }
+
+    // One shutdown for both: a signal, or either service stopping on its own.
+    let (trigger, stop) = shutdown::channel();
+    let trigger = Arc::new(trigger);
+    let policy_task = {
+        let (stop, trigger) = (stop.clone(), trigger.clone());
+        tokio::spawn(async move {
+            let r = toolgate_policy::serve_with(policy_cfg, core, policy_listener, stop).await;
+            trigger.trigger();
+            r
+        })
+    };
+    let executor_task = {
+        let (stop, trigger) = (stop.clone(), trigger.clone());
+        tokio::spawn(async move {
+            let r =
+                toolgate_executor::serve_with(exec_cfg, executor_listener, stop, authorizer).await;
+            trigger.trigger();
+            r
+        })
+    };
+    tokio::spawn(async move {
+        signals.wait().await;
+        trigger.trigger();
+    });
+    let (p, e) = tokio::join!(policy_task, executor_task);
+    p.context("policy service task")?
+        .context("policy service")?;
+    e.context("executor task")?.context("executor")?;
+    Ok(())
+}
+
+/// `$XDG_STATE_HOME/toolgate/<name>-<8 hex of sha256(path)>` for a canonical workspace path, so
+/// each workspace keeps its own ledger and tokens.
+fn default_data_dir(workspace: &Path) -> anyhow::Result<PathBuf> {
+    use sha2::Digest;
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let home = std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .context("neither XDG_STATE_HOME nor HOME is set; pass --data-dir")?;
+            PathBuf::from(home).join(".local/state")
+        }
+    };
+    let name = workspace
+        .file_name()
+        .map_or_else(|| "root".into(), |n| n.to_string_lossy().into_owned());
+    let hash = sha2::Sha256::digest(workspace.as_os_str().as_encoded_bytes());
+    Ok(state
+        .join("toolgate")
+        .join(format!("{name}-{}", hex::encode(&hash[..4]))))
+}
+
+/// `path` made absolute with every existing ancestor canonicalized (symlinks resolved), so it
+/// can be compared with the canonical workspace before it exists.
+fn resolve(path: &Path) -> anyhow::Result<PathBuf> {
+    let absolute = std::path::absolute(path)?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        let name = existing
+            .file_name()
+            .with_context(|| format!("{} has no existing ancestor", path.display()))?;
+        anyhow::ensure!(
+            name != "..",
+            "{}: `..` after a missing directory",
+            path.display()
+        );
+        rest.push(name.to_owned());
+        existing = existing.parent().unwrap_or(Path::new("/"));
+    }
+    let mut out = std::fs::canonicalize(existing)?;
+    out.extend(rest.iter().rev());
+    Ok(out)
+}
+
+/// Creates `dir` (and parents) with mode 0700 when missing.
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("cannot create the data directory {}", dir.display()))
+}
+
+fn json_line(s: &Started<'_>) -> serde_json::Value {
+    let tokens: serde_json::Map<String, serde_json::Value> = tokens::ROLES
+        .iter()
+        .filter_map(|r| {
+            s.tokens
+                .get(*r)
+                .map(|(_, t)| (r.as_str().to_owned(), t.into()))
+        })
+        .collect();
+    serde_json::json!({
+        "service": "toolgate",
+        "executor": s.executor_addr,
+        "policy": s.policy_addr,
+        "workspace": s.workspace.display().to_string(),
+        "data_dir": s.data_dir.display().to_string(),
+        "ledger": s.ledger,
+        "policy_document": s.policy,
+        "tokens_file": s.tokens.path.display().to_string(),
+        "tokens": tokens,
+    })
+}
+
+fn banner(s: &Started<'_>) -> String {
+    let token = |r: Role| s.tokens.get(r).map(|(_, t)| t).unwrap_or_default();
+    let mut out = format!(
+        "toolgate is up\n\n\
+         \x20 executor   http://{exec}\n\
+         \x20 policy     http://{pol}\n\
+         \x20 workspace  {ws}\n\
+         \x20 policy doc {doc}\n\
+         \x20 ledger     {ledger}\n\
+         \x20 tokens     {file} ({state}, mode 0600)\n",
+        exec = s.executor_addr,
+        pol = s.policy_addr,
+        ws = s.workspace.display(),
+        doc = s.policy,
+        ledger = s.ledger,
+        file = s.tokens.path.display(),
+        state = if s.tokens.generated {
+            "generated now"
+        } else {
+            "reused"
+        },
+    );
+    out.push('\n');
+    for r in tokens::ROLES {
+        if let Some((principal, t)) = s.tokens.get(r) {
+            out.push_str(&format!(
+                "  {:<9}  {t}   (principal {principal})\n",
+                r.as_str()
+            ));
+        }
+    }
+    out.push_str(&format!(
+        "\nTry it from another shell:\n\n\
+         \x20 export TOOLGATE_EXECUTOR=http://{exec} TOOLGATE_POLICY=http://{pol}\n\
+         \x20 export TOOLGATE_TOKEN={agent}   # agent\n\
+         \x20 toolgate fs ls\n\
+         \x20 toolgate run -- ls -la\n\
+         \x20 toolgate run --wait 10m -- rm -rf build   # asks: prints the approval id and waits\n\n\
+         \x20 # as the approver, in a third shell:\n\
+         \x20 export TOOLGATE_POLICY=http://{pol} TOOLGATE_TOKEN={approver}\n\
+         \x20 toolgate approvals list --state pending\n\
+         \x20 toolgate approvals show <ID>\n\
+         \x20 toolgate approvals approve <ID> --reason \"looked at it\"\n\n\
+         Ctrl-C stops both services.\n",
+        exec = s.executor_addr,
+        pol = s.policy_addr,
+        agent = token(Role::Agent),
+        approver = token(Role::Approver),
+    ));
+    out
+}

@@ -1,0 +1,215 @@
+//! `toolgate approvals` against `toolgate up`: list, show, approve, deny, cancel and a
+//! resumable watch, with the roles enforced.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use serde_json::Value;
+use support::{Up, text};
+
+fn json(o: &std::process::Output) -> Value {
+    assert!(o.status.success(), "{}", text(o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+#[test]
+fn ask_show_approve_repeat_and_complete() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+    std::fs::create_dir(ws.path().join("build")).unwrap();
+
+    let ask = up.run("agent", &["run", "--", "rm", "-rf", "build"]);
+    assert_eq!(ask.status.code(), Some(75), "{}", text(&ask));
+    let id = support::awaited_approval(&ask);
+
+    let list = json(&up.run(
+        "approver",
+        &["approvals", "list", "--state", "pending", "--json"],
+    ));
+    let ids: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["approval_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [id.as_str()]);
+    let table = up.run("approver", &["approvals", "list"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(&id) && table.contains("pending") && table.contains("rm -rf build"),
+        "{table}"
+    );
+    let none = up.run("approver", &["approvals", "list", "--state", "denied"]);
+    assert!(String::from_utf8_lossy(&none.stdout).contains("no approvals match"));
+
+    let show = up.run("approver", &["approvals", "show", &id]);
+    assert!(show.status.success(), "{}", text(&show));
+    let show = String::from_utf8_lossy(&show.stdout);
+    for want in [
+        "state       pending",
+        "argv        rm -rf build",
+        "commands:",
+        "[ask] rm -rf build",
+        "session     cli-test",
+    ] {
+        assert!(show.contains(want), "{want:?} missing from:\n{show}");
+    }
+
+    // The agent may not approve, not even with the right id.
+    let selfie = up.run("agent", &["approvals", "approve", &id]);
+    assert_eq!(selfie.status.code(), Some(1), "{}", text(&selfie));
+    assert!(
+        String::from_utf8_lossy(&selfie.stderr).contains("PermissionDenied"),
+        "{}",
+        text(&selfie)
+    );
+
+    let ok = json(&up.run(
+        "approver",
+        &[
+            "approvals",
+            "approve",
+            &id,
+            "--reason",
+            "generated files",
+            "--ttl",
+            "10m",
+            "--json",
+        ],
+    ));
+    assert_eq!(ok["state"], "approved");
+    assert_eq!(ok["decided_by"], "approver");
+    assert_eq!(ok["reason"], "generated files");
+    assert_eq!(ok["scope"], "once");
+
+    // A second decision fails cleanly.
+    let twice = up.run("approver", &["approvals", "deny", &id]);
+    assert_eq!(twice.status.code(), Some(1), "{}", text(&twice));
+    assert!(
+        String::from_utf8_lossy(&twice.stderr).contains("APPROVAL_NOT_PENDING"),
+        "{}",
+        text(&twice)
+    );
+
+    let run = up.run("agent", &["run", "--", "rm", "-rf", "build"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(!ws.path().join("build").exists());
+
+    // The outcome is linked in the ledger; a watch from the start of the ledger shows it.
+    let mut watch = up
+        .command(
+            "approver",
+            &["approvals", "watch", "--json", "--cursor", "0"],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+    // Each event carries the approval as it is now; the first one is its creation.
+    let mut kinds = Vec::new();
+    for line in lines.by_ref() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        assert_eq!(v["approval"]["approval_id"], id.as_str());
+        assert!(!v["cursor"].as_str().unwrap().is_empty());
+        kinds.push(v["kind"].as_str().unwrap().to_owned());
+        if v["approval"]["state"] == "completed" {
+            break;
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(
+        kinds.first().map(String::as_str),
+        Some("created"),
+        "{kinds:?}"
+    );
+    let done = json(&up.run("approver", &["approvals", "show", &id, "--json"]));
+    assert_eq!(done["state"], "completed");
+    assert!(!done["consumed_decision_id"].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn cancel_is_final_and_watch_resumes_from_a_cursor() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+
+    let mut watch = up
+        .command("approver", &["approvals", "watch", "--session", "cli-test"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
+
+    let first = up.run("agent", &["run", "--", "rm", "-rf", "a"]);
+    let a = support::awaited_approval(&first);
+    // Lines are `CURSOR KIND ID STATE session=.. principal=.. CALL`.
+    let line = lines.next().unwrap().unwrap();
+    let fields: Vec<&str> = line.split(' ').collect();
+    // `snapshot` when the watch started after the approval was created, else `created`.
+    assert!(matches!(fields[1], "created" | "snapshot"), "{line}");
+    assert_eq!(fields[2..4], [a.as_str(), "pending"], "{line}");
+    assert!(
+        line.contains("session=cli-test principal=agent process.run rm -rf a"),
+        "{line}"
+    );
+    let cursor = fields[0].to_owned();
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    // Things happen while nobody watches.
+    let second = up.run("agent", &["run", "--", "rm", "-rf", "b"]);
+    let b = support::awaited_approval(&second);
+    // The asking agent may cancel its own request.
+    let c = up.run(
+        "agent",
+        &["approvals", "cancel", &a, "--reason", "not needed"],
+    );
+    assert!(c.status.success(), "{}", text(&c));
+    assert!(
+        String::from_utf8_lossy(&c.stdout).contains("cancelled"),
+        "{}",
+        text(&c)
+    );
+    let late = up.run("approver", &["approvals", "approve", &a]);
+    assert_eq!(late.status.code(), Some(1), "{}", text(&late));
+
+    // Resuming from the cursor shows exactly what was missed, in order.
+    let mut resumed = up
+        .command(
+            "approver",
+            &[
+                "approvals",
+                "watch",
+                "--session",
+                "cli-test",
+                "--cursor",
+                &cursor,
+            ],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(resumed.stdout.take().unwrap()).lines();
+    let next: Vec<String> = (0..2).map(|_| lines.next().unwrap().unwrap()).collect();
+    let _ = resumed.kill();
+    let _ = resumed.wait();
+    let seen: Vec<(&str, &str, &str)> = next
+        .iter()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[1], f[2], f[3])
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("created", b.as_str(), "pending"),
+            ("updated", a.as_str(), "cancelled")
+        ],
+        "{next:?}"
+    );
+}

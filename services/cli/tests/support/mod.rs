@@ -1,0 +1,242 @@
+//! Shared test helpers: the real `toolgate` binary, fresh Postgres databases, raw SQL.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+use sqlx::{AssertSqlSafe, Connection};
+
+/// Runs `toolgate` with `args` and extra environment, and waits for it.
+pub fn toolgate(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("TOOLGATE_TOKEN")
+        .env_remove("TOOLGATE_TOKEN_FILE")
+        .env_remove("TOOLGATE_POLICY")
+        .env_remove("TOOLGATE_EXECUTOR")
+        .env_remove("TOOLGATE_SESSION");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run toolgate")
+}
+
+/// stdout and stderr as text, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The machine's Postgres server (trust auth).
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A fresh Postgres database, dropped with the value.
+pub struct PgDb {
+    /// Its url.
+    pub url: String,
+    name: String,
+}
+
+impl PgDb {
+    /// Creates `toolgate_test_<uuid>`.
+    pub async fn create() -> PgDb {
+        let name = format!("toolgate_test_{}", uuid::Uuid::new_v4().simple());
+        let admin = admin_url();
+        let mut c = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("Postgres at DATABASE_URL");
+        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut c)
+            .await
+            .expect("create test database");
+        let (base, _) = admin.rsplit_once('/').expect("database url has a path");
+        PgDb {
+            url: format!("{base}/{name}"),
+            name,
+        }
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        let admin = admin_url();
+        // Drop runs outside the test's runtime: use a private one on a thread.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut c).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Runs raw SQL against a Postgres or SQLite url, as someone with database access would.
+pub async fn raw(url: &str, sql: &str) {
+    if url.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(&mut c)
+            .await
+            .expect("raw sql");
+    } else {
+        let mut c = sqlx::SqliteConnection::connect(url).await.expect("connect");
+        sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
+            .execute(&mut c)
+            .await
+            .expect("raw sql");
+    }
+}
+
+/// A running `toolgate up`, stopped (SIGTERM) on drop.
+pub struct Up {
+    child: std::process::Child,
+    // Kept open: `up` must never write into a closed pipe.
+    _stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// What `up --json` printed.
+    pub info: serde_json::Value,
+    /// The workspace.
+    pub workspace: std::path::PathBuf,
+    /// The data directory.
+    pub data_dir: std::path::PathBuf,
+}
+
+/// The test policy shipped next to these tests.
+pub fn test_policy() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policy.toml")
+}
+
+impl Up {
+    /// Starts `toolgate up --json` on free ports with the test policy.
+    pub fn start(workspace: &std::path::Path, data_dir: &std::path::Path) -> Up {
+        use std::io::BufRead;
+        let policy = test_policy();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
+            .args(["--policy-listen", "127.0.0.1:0", "--workspace"])
+            .arg(workspace)
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--policy")
+            .arg(&policy)
+            .env("TOOLGATE_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("spawn toolgate up");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let info = loop {
+            let mut line = String::new();
+            let n = stdout.read_line(&mut line).expect("read up's stdout");
+            assert!(
+                n > 0,
+                "toolgate up exited before listening: {:?}",
+                child.wait()
+            );
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                && v["service"] == "toolgate"
+            {
+                break v;
+            }
+        };
+        Up {
+            child,
+            _stdout: stdout,
+            info,
+            workspace: workspace.to_owned(),
+            data_dir: data_dir.to_owned(),
+        }
+    }
+
+    /// A token by role.
+    pub fn token(&self, role: &str) -> String {
+        self.info["tokens"][role]
+            .as_str()
+            .expect("token for role")
+            .to_owned()
+    }
+
+    /// The executor url.
+    pub fn executor(&self) -> String {
+        format!("http://{}", self.info["executor"].as_str().unwrap())
+    }
+
+    /// The policy service url.
+    pub fn policy(&self) -> String {
+        format!("http://{}", self.info["policy"].as_str().unwrap())
+    }
+
+    /// The environment a client of this `up` needs, as `role`.
+    pub fn env(&self, role: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("TOOLGATE_EXECUTOR", self.executor()),
+            ("TOOLGATE_POLICY", self.policy()),
+            ("TOOLGATE_TOKEN", self.token(role)),
+            ("TOOLGATE_SESSION", "cli-test".to_owned()),
+        ]
+    }
+
+    /// A `toolgate` command preconfigured for this `up` as `role`.
+    pub fn command(&self, role: &str, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        cmd.args(args)
+            .env_remove("TOOLGATE_TOKEN_FILE")
+            .env_remove("DATABASE_URL");
+        for (k, v) in self.env(role) {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs `toolgate` as `role` and waits.
+    pub fn run(&self, role: &str, args: &[&str]) -> Output {
+        self.command(role, args).output().expect("run toolgate")
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("pid");
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        self.child.wait().expect("wait for up")
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            self.terminate();
+        }
+    }
+}
+
+/// The approval id `toolgate run` printed as `toolgate: awaiting approval ID`.
+pub fn awaited_approval(o: &Output) -> String {
+    approval_in(&String::from_utf8_lossy(&o.stderr))
+        .unwrap_or_else(|| panic!("no awaited approval in\n{}", text(o)))
+}
+
+/// The id in a `toolgate: awaiting approval ID` line.
+pub fn approval_in(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("toolgate: awaiting approval "))
+        .map(|id| id.trim().to_owned())
+}

@@ -1,0 +1,229 @@
+//! `toolgate up` as a person starts it: tokens printed and kept, both services serving, the
+//! ledger verifiable after a restart.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use support::{Up, raw, text, toolgate};
+
+#[test]
+fn tokens_are_generated_once_private_and_reused_on_restart() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let data = state.path().join("toolgate");
+    let first = Up::start(ws.path(), &data);
+    let tokens: Vec<String> = ["agent", "approver", "admin", "executor"]
+        .iter()
+        .map(|r| first.token(r))
+        .collect();
+    assert!(tokens.iter().all(|t| t.len() >= 32), "{:?}", first.info);
+    let file = data.join("tokens.toml");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let dir_mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    assert!(
+        first.info["ledger"]
+            .as_str()
+            .unwrap()
+            .ends_with("ledger.db")
+    );
+    let status = first.stop();
+    assert!(status.success(), "SIGTERM is a graceful stop: {status:?}");
+
+    let second = Up::start(ws.path(), &data);
+    let again: Vec<String> = ["agent", "approver", "admin", "executor"]
+        .iter()
+        .map(|r| second.token(r))
+        .collect();
+    assert_eq!(tokens, again);
+}
+
+#[test]
+fn the_banner_shows_endpoints_tokens_and_an_example() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let data = state.path().join("state");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["up", "--executor-listen", "127.0.0.1:0"])
+        .args(["--policy-listen", "127.0.0.1:0", "--workspace"])
+        .arg(ws.path())
+        .arg("--data-dir")
+        .arg(&data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut banner = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        banner.push_str(&line);
+        banner.push('\n');
+        if line.starts_with("Ctrl-C stops") {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let tokens = std::fs::read_to_string(data.join("tokens.toml")).unwrap();
+    let agent = tokens
+        .split("[[tokens]]")
+        .find(|t| t.contains("role = \"agent\""))
+        .and_then(|t| t.split("token = \"").nth(1))
+        .and_then(|t| t.split('"').next())
+        .unwrap()
+        .to_owned();
+    for want in [
+        "toolgate is up",
+        "executor   http://127.0.0.1:",
+        "policy     http://127.0.0.1:",
+        "builtin default",
+        "generated now",
+        &format!("export TOOLGATE_TOKEN={agent}"),
+        "toolgate run -- ls -la",
+        "toolgate approvals approve <ID>",
+    ] {
+        assert!(banner.contains(want), "{want:?} missing from:\n{banner}");
+    }
+}
+
+#[test]
+fn fs_and_run_end_to_end() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+
+    let mut w = up
+        .command("agent", &["fs", "write", "notes/a.txt"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    w.stdin.take().unwrap().write_all(b"hello\n").unwrap();
+    let w = w.wait_with_output().unwrap();
+    assert!(w.status.success(), "{}", text(&w));
+    assert_eq!(
+        std::fs::read(ws.path().join("notes/a.txt")).unwrap(),
+        b"hello\n"
+    );
+
+    let r = up.run("agent", &["fs", "read", "notes/a.txt"]);
+    assert!(r.status.success(), "{}", text(&r));
+    assert_eq!(r.stdout, b"hello\n");
+
+    let run = up.run("agent", &["run", "--", "cat", "notes/a.txt"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert_eq!(run.stdout, b"hello\n");
+
+    // No credential: UNAUTHENTICATED, printed with its reason and a hint.
+    let anon = toolgate(
+        &["fs", "--executor", &up.executor(), "read", "notes/a.txt"],
+        &[],
+    );
+    assert_eq!(anon.status.code(), Some(1), "{}", text(&anon));
+    let err = String::from_utf8_lossy(&anon.stderr);
+    assert!(
+        err.contains("Unauthenticated UNAUTHENTICATED") && err.contains("hint"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_ledger_of_up_verifies_and_detects_a_hand_edited_approval() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let data = state.path().join("toolgate");
+    let up = Up::start(ws.path(), &data);
+    std::fs::create_dir(ws.path().join("build")).unwrap();
+    let ask = up.run("agent", &["run", "--", "rm", "-rf", "build"]);
+    assert_eq!(ask.status.code(), Some(75), "{}", text(&ask));
+    let id = support::awaited_approval(&ask);
+    let ok = up.run(
+        "approver",
+        &["approvals", "approve", &id, "--reason", "fine"],
+    );
+    assert!(ok.status.success(), "{}", text(&ok));
+    let run = up.run("agent", &["run", "--", "rm", "-rf", "build"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert!(up.stop().success());
+
+    let url = format!("sqlite:{}", data.join("ledger.db").display());
+    let clean = toolgate(&["ledger", "verify", "--database-url", &url], &[]);
+    assert!(clean.status.success(), "{}", text(&clean));
+
+    raw(
+        &url,
+        &format!("UPDATE tg_approvals SET reason = 'rubber stamp' WHERE id = '{id}'"),
+    )
+    .await;
+    let broken = toolgate(&["ledger", "verify", "--database-url", &url], &[]);
+    assert_eq!(broken.status.code(), Some(1), "{}", text(&broken));
+    assert!(
+        String::from_utf8_lossy(&broken.stdout).contains("BROKEN"),
+        "{}",
+        text(&broken)
+    );
+}
+
+#[test]
+fn a_data_dir_inside_the_workspace_is_refused_before_any_token_is_written() {
+    // Any command in the workspace could read the approver's token there (`grep -r .`).
+    let ws = tempfile::tempdir().unwrap();
+    for inside in [ws.path().join(".toolgate"), ws.path().join("a/b/state")] {
+        let o = toolgate(
+            &[
+                "up",
+                "--executor-listen",
+                "127.0.0.1:0",
+                "--policy-listen",
+                "127.0.0.1:0",
+                "--workspace",
+                ws.path().to_str().unwrap(),
+                "--data-dir",
+                inside.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert!(!o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("outside the workspace"),
+            "{}",
+            text(&o)
+        );
+        assert!(!inside.join("tokens.toml").exists());
+    }
+}
+
+#[test]
+fn the_default_data_dir_is_per_workspace_under_xdg_state_home() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
+        .args(["--policy-listen", "127.0.0.1:0", "--workspace"])
+        .arg(ws.path())
+        .env("XDG_STATE_HOME", state.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let info: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let data = std::path::PathBuf::from(info["data_dir"].as_str().unwrap());
+    let root = std::fs::canonicalize(state.path())
+        .unwrap()
+        .join("toolgate");
+    assert_eq!(data.parent(), Some(root.as_path()), "{info}");
+    assert!(data.join("tokens.toml").is_file());
+    assert!(!data.starts_with(std::fs::canonicalize(ws.path()).unwrap()));
+}
