@@ -14,4 +14,6 @@ export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
 
+# The Python client tests run every scenario twice: against `toolgate up` (SQLite) and against
+# separate toolgate-policy (a fresh Postgres database from DATABASE_URL) + toolgate-executor.
 tests/python/run.sh

@@ -75,6 +75,47 @@ pub fn interleave(
     (a, b)
 }
 
+/// [`interleave`] for async sides: runs `baseline` and `scenario` alternately `n` times each
+/// after `warmup` rounds, awaiting and timing every call.
+///
+/// Call it from a task spawned on a multi-thread runtime (not from `block_on` on the main
+/// thread), so each sample pays for what a real async client pays and not for parking and
+/// waking a thread outside the runtime.
+pub async fn interleave_async<A, B, FA, FB>(
+    n: usize,
+    warmup: usize,
+    mut baseline: A,
+    mut scenario: B,
+) -> (Samples, Samples)
+where
+    A: FnMut() -> FA,
+    B: FnMut() -> FB,
+    FA: std::future::Future<Output = ()>,
+    FB: std::future::Future<Output = ()>,
+{
+    for _ in 0..warmup {
+        baseline().await;
+        scenario().await;
+    }
+    let (mut a, mut b) = (Samples::default(), Samples::default());
+    for i in 0..n {
+        if i % 2 == 0 {
+            a.push(time_async(baseline()).await);
+            b.push(time_async(scenario()).await);
+        } else {
+            b.push(time_async(scenario()).await);
+            a.push(time_async(baseline()).await);
+        }
+    }
+    (a, b)
+}
+
+async fn time_async(f: impl std::future::Future<Output = ()>) -> Duration {
+    let t = Instant::now();
+    f.await;
+    t.elapsed()
+}
+
 fn time(f: &mut impl FnMut()) -> Duration {
     let t = Instant::now();
     f();
@@ -155,6 +196,21 @@ mod tests {
         assert_eq!(s.p50(), Duration::from_micros(50));
         assert_eq!(s.p99(), Duration::from_micros(99));
         assert_eq!(s.quantile(1.0), Duration::from_micros(100));
+    }
+
+    #[test]
+    fn interleave_async_runs_both_sides_equally() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let (a, b) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+        let (sa, sb) = rt.block_on(interleave_async(
+            10,
+            2,
+            || async { a.set(a.get() + 1) },
+            || async { b.set(b.get() + 1) },
+        ));
+        assert_eq!((sa.len(), sb.len(), a.get(), b.get()), (10, 10, 12, 12));
     }
 
     #[test]

@@ -1,46 +1,189 @@
-//! gRPC-level benchmarks against the real services on loopback, each interleaved with a gRPC
-//! echo (the health `Check` of the same server: a unary round trip that does no work).
+//! gRPC-level benchmarks against the real services on loopback, each interleaved with its
+//! same-run baseline.
 //!
-//! - `Classify` round trip vs echo: the policy must add at most 10 µs (issue 4).
+//! - `Classify` round trip vs a gRPC echo (the health `Check` of the same server, a unary
+//!   round trip that does no work): the policy must add at most 10 µs (issue 4).
 //! - `Run(["/bin/true"])` through the executor vs a raw spawn+wait of `/bin/true` with the
-//!   same isolation (issue 3, goal p50 ≤ 1.35×); printed with the echo for context.
-//! - Streaming a child's stdout to a gRPC client vs a raw pipe read (goal ≥ 0.8×).
+//!   same isolation (issue 3, goal p50 ≤ 1.35×, "policy + ledger bypassed").
+//! - Streaming a child's stdout to a gRPC client vs a raw read of the same child's pipe
+//!   (issue 3, goal ≥ 0.8×).
 //!
-//! `cargo run --release -p toolgate-bench --bin grpc`
+//! Set-up, chosen so the numbers mean what a real client would see:
+//! - The servers run on their own multi-thread runtime (their own worker threads), as they
+//!   would in their own process; the clients run on a second multi-thread runtime.
+//! - Every sampling loop is one task on the client runtime, using one reused channel built
+//!   from `toolgate_runtime::grpc::endpoint`, the endpoint every toolgate client uses. The echo
+//!   goes through exactly the same client set-up (same channel, same bearer header) as the
+//!   call it is compared with.
+//! - The executor is served in-process with `toolgate_executor::serve_with` and [`AllowAll`],
+//!   an `Authorizer` that allows every call without asking anything. This is the "policy +
+//!   ledger bypassed" of the goal, and it exists only in this benchmark: the executor binary
+//!   always asks the real policy service (`--bin fullpath` measures that path).
+//!
+//! `cargo run --release -p toolgate-bench --bin grpc [classify] [run] [stream]` (no argument:
+//! all three).
 
 use std::io::Read;
+use std::sync::Arc;
 use std::time::Duration;
 
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
 use tonic::transport::Channel;
+use tonic::{Request, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
-use toolgate_bench::{Goal, heading, interleave, print_side, report_ratio, sample_count};
+use toolgate_bench::{Goal, heading, interleave_async, print_side, report_ratio, sample_count};
 use toolgate_contracts::common::v1::{CallContext, ToolKind};
 use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
+use toolgate_runtime::auth::{AuthConfig, Role, TokenEntry};
+
+const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
     let n = sample_count(2_000);
+    let server_rt = runtime("server");
+    let client_rt = runtime("client");
     let (_trigger, shutdown) = toolgate_runtime::shutdown::channel();
+    let dir = tempfile::tempdir().expect("temp dir");
 
-    // Policy service, in this process, over real loopback gRPC.
-    let policy_addr = rt.block_on(async {
+    // Policy service on the server runtime, over real loopback gRPC, with bearer auth and a
+    // SQLite ledger (Classify is a dry run and never writes it).
+    let policy_addr = server_rt.block_on(async {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
-        let cfg = toolgate_policy::Config::default();
+        let mut cfg = toolgate_policy::Config::default();
+        cfg.log.filter = "warn".into();
+        cfg.ledger.url = Some(format!("sqlite:{}", dir.path().join("ledger.db").display()));
+        cfg.auth = agent_auth();
         tokio::spawn(toolgate_policy::serve(cfg, l, shutdown.clone()));
         addr
     });
-    let policy_ch = rt.block_on(connect(policy_addr.to_string()));
-    let mut health = HealthClient::new(policy_ch.clone());
-    let mut policy = PolicyServiceClient::new(policy_ch);
+
+    // Executor on a temp workspace, on the server runtime too.
+    let ws = tempfile::tempdir().expect("temp workspace");
+    let exec_addr = server_rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut cfg = toolgate_executor::Config::default();
+        cfg.workspace.root = ws.path().to_path_buf();
+        cfg.log.filter = "warn".into();
+        cfg.auth = agent_auth();
+        tokio::spawn(toolgate_executor::serve_with(
+            cfg,
+            l,
+            shutdown.clone(),
+            Arc::new(AllowAll),
+        ));
+        addr
+    });
+
+    let runner = toolgate_process::Runner::new(toolgate_process::Config::default()).unwrap();
+    let ws_path = ws.path().to_path_buf();
+    let bench = async move {
+        let policy_ch = connect(policy_addr.to_string()).await;
+        let exec_ch = connect(exec_addr.to_string()).await;
+        if wanted("classify") {
+            classify_vs_echo(n, policy_ch).await;
+        }
+        if wanted("run") {
+            run_true_vs_spawn(n, exec_ch.clone(), &runner, &ws_path).await;
+        }
+        if wanted("stream") {
+            stream_vs_pipe(exec_ch, &runner, &ws_path).await;
+        }
+    };
+    client_rt
+        .block_on(client_rt.spawn(bench))
+        .expect("benchmark task");
+}
+
+/// Whether the command line selects `section` (no arguments: every section).
+fn wanted(section: &str) -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    args.is_empty() || args.iter().any(|a| a == section)
+}
+
+fn runtime(name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn agent_auth() -> AuthConfig {
+    AuthConfig {
+        tokens: vec![TokenEntry {
+            principal: "bench-agent".into(),
+            role: Role::Agent,
+            token: Some(AGENT_TOKEN.into()),
+            token_file: None,
+        }],
+        tokens_file: None,
+    }
+}
+
+/// What an [`toolgate_executor::Authorizer`] returns (the same type as `futures::future::BoxFuture`).
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// The benchmark's policy bypass: allows every call at once and records nothing, so the
+/// `Run` round trip measures the executor alone. Never used outside this benchmark.
+struct AllowAll;
+
+impl toolgate_executor::Authorizer for AllowAll {
+    fn authorize(
+        &self,
+        _request: pb::AuthorizeRequest,
+        _traceparent: Option<String>,
+    ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
+        Box::pin(async {
+            Ok(pb::AuthorizeResponse {
+                result: Some(pb::authorize_response::Result::Allowed(pb::Allowed {
+                    decision_id: "bench-bypass".into(),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })
+        })
+    }
+
+    fn record_outcome(
+        &self,
+        _request: pb::RecordOutcomeRequest,
+    ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
+        Box::pin(async { Ok(pb::RecordOutcomeResponse::default()) })
+    }
+
+    fn wait_for_approval(
+        &self,
+        _request: pb::WaitForApprovalRequest,
+    ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>> {
+        Box::pin(async { Err(Status::failed_precondition("the bypass never asks")) })
+    }
+}
+
+/// Adds the agent's bearer token to every call.
+#[derive(Clone)]
+struct Bearer(MetadataValue<Ascii>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
+fn bearer() -> Bearer {
+    Bearer(toolgate_runtime::auth::bearer(AGENT_TOKEN).expect("ascii token"))
+}
+
+async fn classify_vs_echo(n: usize, ch: Channel) {
+    let health = HealthClient::with_interceptor(ch.clone(), bearer());
+    let policy = PolicyServiceClient::with_interceptor(ch, bearer());
     let req = pb::ClassifyRequest {
         call: Some(pb::ToolCall {
             tool: ToolKind::ProcessRun as i32,
@@ -48,23 +191,30 @@ fn main() {
             ..Default::default()
         }),
         session_id: "bench".into(),
-        principal: "agent".into(),
         ..Default::default()
     };
     heading("Classify round trip vs gRPC echo (policy service, loopback)");
-    let (echo, classify) = interleave(
+    let (echo, classify) = interleave_async(
         n,
         200,
         || {
-            rt.block_on(health.check(HealthCheckRequest {
-                service: String::new(),
-            }))
-            .unwrap();
+            let mut c = health.clone();
+            async move {
+                c.check(HealthCheckRequest {
+                    service: String::new(),
+                })
+                .await
+                .unwrap();
+            }
         },
         || {
-            rt.block_on(policy.classify(req.clone())).unwrap();
+            let (mut c, r) = (policy.clone(), req.clone());
+            async move {
+                c.classify(r).await.unwrap();
+            }
         },
-    );
+    )
+    .await;
     print_side("gRPC echo (health Check)", &echo);
     print_side("Classify", &classify);
     let added = classify.p50().saturating_sub(echo.p50());
@@ -74,36 +224,34 @@ fn main() {
         added.as_secs_f64() * 1e6,
         Goal::AtMost(10.0),
     );
+}
 
-    // Executor on a temp workspace.
-    let ws = tempfile::tempdir().unwrap();
-    let exec_addr = rt.block_on(async {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let mut cfg = toolgate_executor::Config::default();
-        cfg.workspace.root = ws.path().to_path_buf();
-        cfg.log.filter = "warn".into();
-        tokio::spawn(toolgate_executor::serve(cfg, l, shutdown.clone()));
-        addr
-    });
-    let exec_ch = rt.block_on(connect(exec_addr.to_string()));
-    let mut process = ProcessServiceClient::new(exec_ch);
-    let runner = toolgate_process::Runner::new(toolgate_process::Config::default()).unwrap();
-    let cwd = || std::fs::File::open(ws.path()).unwrap().into();
+async fn run_true_vs_spawn(
+    n: usize,
+    ch: Channel,
+    runner: &toolgate_process::Runner,
+    ws: &std::path::Path,
+) {
+    let process = ProcessServiceClient::with_interceptor(ch, bearer());
     heading("Run([\"/bin/true\"]) round trip vs raw spawn+wait with the same isolation");
-    let (raw, run) = interleave(
+    let (raw, run) = interleave_async(
         n,
         100,
-        || {
+        || async {
+            let cwd = std::fs::File::open(ws).unwrap().into();
             let mut child = runner
-                .spawn_baseline(&["/bin/true"], cwd(), std::process::Stdio::null())
+                .spawn_baseline(&["/bin/true"], cwd, std::process::Stdio::null())
                 .unwrap();
             child.wait().unwrap();
         },
         || {
-            rt.block_on(run_to_end(&mut process, argv(&["/bin/true"])));
+            let mut c = process.clone();
+            async move {
+                run_to_end(&mut c, argv(&["/bin/true"])).await;
+            }
         },
-    );
+    )
+    .await;
     print_side("raw spawn+wait /bin/true (same isolation)", &raw);
     print_side("executor Run(/bin/true) over gRPC", &run);
     report_ratio(
@@ -111,22 +259,31 @@ fn main() {
         ratio(run.p50(), raw.p50()),
         Goal::AtMost(1.35),
     );
+}
 
-    heading("stream a child's stdout to a gRPC client vs a raw pipe read (64 MiB)");
+async fn stream_vs_pipe(ch: Channel, runner: &toolgate_process::Runner, ws: &std::path::Path) {
+    let process = ProcessServiceClient::with_interceptor(ch, bearer());
     let bytes: u64 = 64 << 20;
     let cmd = format!("head -c {bytes} /dev/zero");
+    heading("stream a child's stdout to a gRPC client vs a raw pipe read (64 MiB)");
     let rounds = sample_count(2_000).clamp(5, 20);
-    let (pipe, grpc) = interleave(
+    let cmd2 = cmd.clone();
+    let (pipe, grpc) = interleave_async(
         rounds,
         1,
-        || {
-            let mut child = std::process::Command::new("sh")
-                .args(["-c", &cmd])
-                .stdout(std::process::Stdio::piped())
-                .spawn()
+        || async {
+            // The same child (bash running head), the same isolation and pipe size as a run,
+            // read by a plain loop with the executor's chunk size.
+            let cwd = std::fs::File::open(ws).unwrap().into();
+            let mut child = runner
+                .spawn_baseline(
+                    &["bash", "--noprofile", "--norc", "-c", &cmd2],
+                    cwd,
+                    std::process::Stdio::piped(),
+                )
                 .unwrap();
             let mut out = child.stdout.take().unwrap();
-            let mut buf = vec![0u8; 64 << 10];
+            let mut buf = vec![0u8; 256 << 10];
             let mut total = 0u64;
             loop {
                 let k = out.read(&mut buf).unwrap();
@@ -139,15 +296,19 @@ fn main() {
             assert_eq!(total, bytes);
         },
         || {
+            let mut c = process.clone();
             let mut req = script(&cmd);
             req.limits = Some(ex::OutputLimits {
                 stdout_cap_bytes: bytes,
                 ..Default::default()
             });
-            let got = rt.block_on(run_to_end(&mut process, req));
-            assert_eq!(got, bytes);
+            async move {
+                let got = run_to_end(&mut c, req).await;
+                assert_eq!(got, bytes);
+            }
         },
-    );
+    )
+    .await;
     print_side("raw pipe read", &pipe);
     print_side("executor Run streamed over gRPC", &grpc);
     let mib = bytes as f64 / (1 << 20) as f64;
@@ -168,11 +329,11 @@ fn ratio(a: Duration, b: Duration) -> f64 {
 }
 
 async fn connect(addr: String) -> Channel {
-    Channel::from_shared(format!("http://{addr}"))
-        .unwrap()
+    toolgate_runtime::grpc::endpoint(format!("http://{addr}"))
+        .expect("valid uri")
         .connect()
         .await
-        .unwrap()
+        .expect("connect")
 }
 
 fn ctx() -> Option<CallContext> {
@@ -206,7 +367,13 @@ fn script(s: &str) -> ex::RunRequest {
 }
 
 /// Runs to the final event and returns the stdout bytes received.
-async fn run_to_end(client: &mut ProcessServiceClient<Channel>, req: ex::RunRequest) -> u64 {
+async fn run_to_end<T>(client: &mut ProcessServiceClient<T>, req: ex::RunRequest) -> u64
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
     let mut stream = client.run(req).await.unwrap().into_inner();
     let mut got = 0u64;
     while let Some(m) = stream.message().await.unwrap() {

@@ -1,0 +1,336 @@
+//! The full path of an auto-tier call (issue 6): `ProcessService.Run(["/bin/true"])` through a
+//! real executor, which asks a real policy service over gRPC, which records the decision in a
+//! durable Postgres ledger; the executor spawns the child with the usual isolation, streams
+//! the final event, and reports the outcome to the policy service (in the background).
+//!
+//! Goal (brief): p50 ≤ raw spawn + 4 × gRPC echo + 2 × durable INSERT, all four measured in
+//! the same run, interleaved round-robin (rotating which goes first):
+//! - raw spawn+wait of `/bin/true` with the same isolation (`Runner::spawn_baseline`);
+//! - a tonic unary echo (health `Check`) over the same kind of channel the client uses;
+//! - a durable single-row `INSERT` (autocommit, `synchronous_commit` as the server has it)
+//!   into the ledger's own Postgres database;
+//! - the full `Run`, timed until the client holds the `Exited` event.
+//!
+//! The servers run on their own multi-thread runtime, the clients on another, as in
+//! `--bin grpc`. Postgres comes from `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/postgres`); a fresh database is created and dropped.
+//!
+//! `cargo run --release -p toolgate-bench --bin fullpath`
+
+use std::time::{Duration, Instant};
+
+use sqlx::{AssertSqlSafe, Connection};
+use tonic::metadata::{Ascii, MetadataValue};
+use tonic::service::Interceptor;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+use toolgate_bench::{Goal, Samples, heading, print_side, report_ratio, sample_count};
+use toolgate_contracts::common::v1::{CallContext, exit_status};
+use toolgate_contracts::executor::v1 as ex;
+use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+use toolgate_runtime::auth::{AuthConfig, Role, TokenEntry};
+
+const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
+const EXECUTOR_TOKEN: &str = "bench-executor-token-0123456789abcdef";
+
+/// `/bin/true` is auto; everything else keeps the baseline and the default (`ask`).
+const POLICY: &str = r#"
+default = "ask"
+
+[[rule]]
+id = "true-is-harmless"
+decision = "auto"
+reason = "true does nothing"
+commands = ["true"]
+"#;
+
+fn main() {
+    let n = sample_count(2_000);
+    let server_rt = runtime("server");
+    let client_rt = runtime("client");
+    let (_trigger, shutdown) = toolgate_runtime::shutdown::channel();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ws = tempfile::tempdir().expect("temp workspace");
+    let db = client_rt.block_on(create_db());
+
+    let policy_file = dir.path().join("policy.toml");
+    std::fs::write(&policy_file, POLICY).expect("write the policy");
+    let policy_addr = server_rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut cfg = toolgate_policy::Config::default();
+        cfg.log.filter = "warn".into();
+        cfg.policy_file = Some(policy_file);
+        cfg.ledger.url = Some(db.url.clone());
+        cfg.auth = tokens(&[
+            ("bench-agent", Role::Agent, AGENT_TOKEN),
+            ("bench-executor", Role::Executor, EXECUTOR_TOKEN),
+        ]);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = toolgate_policy::serve(cfg, l, shutdown).await {
+                panic!("policy service: {e}");
+            }
+        });
+        addr
+    });
+    let exec_addr = server_rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut cfg = toolgate_executor::Config::default();
+        cfg.workspace.root = ws.path().to_path_buf();
+        cfg.log.filter = "warn".into();
+        cfg.policy.endpoint = format!("http://{policy_addr}");
+        cfg.policy.token = Some(EXECUTOR_TOKEN.into());
+        cfg.auth = tokens(&[("bench-agent", Role::Agent, AGENT_TOKEN)]);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = toolgate_executor::serve(cfg, l, shutdown).await {
+                panic!("executor: {e}");
+            }
+        });
+        addr
+    });
+
+    let runner = toolgate_process::Runner::new(toolgate_process::Config::default()).unwrap();
+    let ws_path = ws.path().to_path_buf();
+    let url = db.url.clone();
+    let bench = async move {
+        let echo_ch = connect(policy_addr.to_string()).await;
+        let exec_ch = connect(exec_addr.to_string()).await;
+        let mut health = HealthClient::new(echo_ch);
+        let mut process = ProcessServiceClient::with_interceptor(exec_ch, bearer());
+        let mut pg = sqlx::PgConnection::connect(&url).await.expect("postgres");
+        sqlx::raw_sql(
+            "CREATE TABLE bench_insert (id bigserial PRIMARY KEY, payload text NOT NULL)",
+        )
+        .execute(&mut pg)
+        .await
+        .expect("create the INSERT table");
+        let sync: String = sqlx::query_scalar("SHOW synchronous_commit")
+            .fetch_one(&mut pg)
+            .await
+            .expect("synchronous_commit");
+        let fsync: String = sqlx::query_scalar("SHOW fsync")
+            .fetch_one(&mut pg)
+            .await
+            .expect("fsync");
+
+        // The call really goes through the policy service: its Started event names the
+        // decision recorded in the ledger.
+        let first = run_true(&mut process).await;
+        assert!(
+            !first.is_empty(),
+            "Started carries no decision id: the policy service did not decide"
+        );
+
+        heading("full path Run([\"/bin/true\"]), auto tier, vs its same-run budget");
+        println!(
+            "  executor → policy (gRPC, bearer auth) → Postgres ledger (synchronous_commit={sync}, fsync={fsync}) → spawn → Exited; outcome reported in the background"
+        );
+        let mut sides: [Samples; 4] = Default::default();
+        let mut k = 0u64;
+        for round in 0..(n + 100) {
+            for j in 0..4 {
+                let side = (round + j) % 4;
+                let t = Instant::now();
+                match side {
+                    0 => {
+                        let cwd = std::fs::File::open(&ws_path).unwrap().into();
+                        let mut child = runner
+                            .spawn_baseline(&["/bin/true"], cwd, std::process::Stdio::null())
+                            .unwrap();
+                        child.wait().unwrap();
+                    }
+                    1 => {
+                        health
+                            .check(HealthCheckRequest {
+                                service: String::new(),
+                            })
+                            .await
+                            .unwrap();
+                    }
+                    2 => {
+                        k += 1;
+                        sqlx::query("INSERT INTO bench_insert (payload) VALUES ($1)")
+                            .bind(format!("row-{k}"))
+                            .execute(&mut pg)
+                            .await
+                            .unwrap();
+                    }
+                    _ => {
+                        run_true(&mut process).await;
+                    }
+                }
+                let d = t.elapsed();
+                // The first 100 rounds warm every path up.
+                if round >= 100 {
+                    sides[side].push(d);
+                }
+            }
+        }
+        let [spawn, echo, insert, full] = sides;
+        print_side("raw spawn+wait /bin/true (same isolation)", &spawn);
+        print_side("gRPC echo (health Check)", &echo);
+        print_side("durable single-row INSERT", &insert);
+        print_side("full path Run(/bin/true)", &full);
+        let budget = spawn.p50() + 4 * echo.p50() + 2 * insert.p50();
+        println!(
+            "  budget p50 = spawn + 4 × echo + 2 × INSERT = {}",
+            toolgate_bench::fmt_duration(budget)
+        );
+        report_ratio(
+            "full_path_p50 / budget",
+            ratio(full.p50(), budget),
+            Goal::AtMost(1.0),
+        );
+        pg.close().await.ok();
+    };
+    client_rt
+        .block_on(client_rt.spawn(bench))
+        .expect("benchmark task");
+    drop(server_rt);
+    client_rt.block_on(drop_db(&db));
+}
+
+fn runtime(name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn tokens(entries: &[(&str, Role, &str)]) -> AuthConfig {
+    AuthConfig {
+        tokens: entries
+            .iter()
+            .map(|(principal, role, token)| TokenEntry {
+                principal: (*principal).into(),
+                role: *role,
+                token: Some((*token).into()),
+                token_file: None,
+            })
+            .collect(),
+        tokens_file: None,
+    }
+}
+
+/// Adds the agent's bearer token to every call.
+#[derive(Clone)]
+struct Bearer(MetadataValue<Ascii>);
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        req.metadata_mut().insert("authorization", self.0.clone());
+        Ok(req)
+    }
+}
+
+fn bearer() -> Bearer {
+    Bearer(toolgate_runtime::auth::bearer(AGENT_TOKEN).expect("ascii token"))
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}
+
+async fn connect(addr: String) -> Channel {
+    toolgate_runtime::grpc::endpoint(format!("http://{addr}"))
+        .expect("valid uri")
+        .connect()
+        .await
+        .expect("connect")
+}
+
+/// Runs `/bin/true` with a fresh call id to its final event; returns the decision id its
+/// `Started` event carries. Panics unless it exited 0.
+async fn run_true<T>(client: &mut ProcessServiceClient<T>) -> String
+where
+    T: tonic::client::GrpcService<tonic::body::Body>,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = tonic::codegen::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let req = ex::RunRequest {
+        context: Some(CallContext {
+            call_id: format!(
+                "fullpath-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
+            session_id: "bench".into(),
+            ..Default::default()
+        }),
+        command: Some(ex::run_request::Command::Argv(ex::Argv {
+            args: vec!["/bin/true".into()],
+        })),
+        ..Default::default()
+    };
+    let mut stream = client.run(req).await.expect("Run").into_inner();
+    let mut decision = String::new();
+    while let Some(m) = stream.message().await.expect("Run stream") {
+        match m.event {
+            Some(ex::run_response::Event::Started(s)) => decision = s.decision_id,
+            Some(ex::run_response::Event::Exited(x)) => {
+                let status = x.status.and_then(|s| s.status);
+                assert!(
+                    matches!(status, Some(exit_status::Status::Exited(0))),
+                    "/bin/true did not exit 0: {status:?}"
+                );
+                return decision;
+            }
+            Some(ex::run_response::Event::AwaitingApproval(_)) => {
+                panic!("/bin/true was not auto: the benchmark policy did not apply")
+            }
+            _ => {}
+        }
+    }
+    panic!("the Run stream ended without an Exited event")
+}
+
+struct Db {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+async fn create_db() -> Db {
+    let admin = admin_url();
+    let name = format!("tg_bench_fullpath_{}", std::process::id());
+    let mut c = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("postgres reachable");
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+    )))
+    .execute(&mut c)
+    .await
+    .expect("drop a stale database");
+    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut c)
+        .await
+        .expect("create the database");
+    let (base, _) = admin.rsplit_once('/').expect("a database url");
+    let url = format!("{base}/{name}");
+    Db { admin, name, url }
+}
+
+async fn drop_db(db: &Db) {
+    if let Ok(mut c) = sqlx::PgConnection::connect(&db.admin).await {
+        let _ = sqlx::raw_sql(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            db.name
+        )))
+        .execute(&mut c)
+        .await;
+    }
+}
