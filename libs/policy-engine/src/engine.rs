@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use globset::{GlobSet, GlobSetBuilder};
 use toolgate_core::{Tier, ToolKind};
@@ -14,6 +15,7 @@ use toolgate_core::{Tier, ToolKind};
 use crate::baseline::{self, BaselineRule};
 use crate::call::{CallContext, ToolCall};
 use crate::document::{self, Error, ProgramMatch, Rule};
+use crate::memo::AnalysisMemo;
 use crate::paths::{self, Access};
 use crate::shell::{self, Analysis, ShellPath};
 
@@ -159,6 +161,8 @@ pub struct Policy {
     default: Tier,
     safe_commands: bool,
     version: String,
+    /// Recent script analyses; `None` analyses every script afresh.
+    analyses: Option<AnalysisMemo>,
 }
 
 /// The default user policy shipped with toolgate.
@@ -180,6 +184,7 @@ impl Policy {
             default: parsed.default,
             safe_commands: parsed.safe_commands,
             version: parsed.version,
+            analyses: Some(AnalysisMemo::default()),
         };
         for (i, (line, ex)) in parsed.examples.iter().enumerate() {
             let (call, ctx) = example_call(ex).map_err(|message| Error::Invalid {
@@ -224,6 +229,13 @@ impl Policy {
             // The shipped file is covered by a unit test; failing here is a build defect.
             Err(e) => panic!("default-policy.toml is invalid: {e}"),
         }
+    }
+
+    /// This policy without the memo of recent script analyses: every script is parsed and
+    /// analysed on every call. For measuring the analysis itself; decisions are the same.
+    pub fn without_analysis_memo(mut self) -> Policy {
+        self.analyses = None;
+        self
     }
 
     /// sha256 hex of the normalised document.
@@ -297,15 +309,20 @@ impl Policy {
         if kind == ToolKind::ProcessRun {
             let cwd = call.cwd.as_deref().unwrap_or(".");
             let analysis = match (&call.argv, &call.script) {
-                (Some(argv), None) => shell::analyze_argv(argv, cwd),
-                (None, Some(script)) => shell::analyze_script(script, cwd),
+                (Some(argv), None) => Arc::new(shell::analyze_argv(argv, cwd)),
+                (None, Some(script)) => match &self.analyses {
+                    Some(memo) => {
+                        memo.get_or_analyze(cwd, script, || shell::analyze_script(script, cwd))
+                    }
+                    None => Arc::new(shell::analyze_script(script, cwd)),
+                },
                 _ => {
                     let mut a = Analysis::default();
                     a.findings.push((
                         &baseline::UNPARSED,
                         "process.run needs exactly one of argv or script".to_owned(),
                     ));
-                    a
+                    Arc::new(a)
                 }
             };
             for name in call.env.keys() {

@@ -11,6 +11,7 @@ pub mod call;
 pub mod digest;
 pub mod document;
 pub mod engine;
+mod memo;
 pub mod paths;
 pub mod reload;
 pub mod render;
