@@ -22,8 +22,14 @@ pub fn request_digest(
     principal: &str,
     policy_version: &str,
 ) -> String {
-    let json = canonical_json(call, session_id, principal, policy_version);
-    hex::encode(Sha256::digest(json.as_bytes()))
+    let json = canonical_bytes(call, session_id, principal, policy_version);
+    hex::encode(Sha256::digest(&json))
+}
+
+/// The digest of a canonical form already built by [`canonical_json`], for callers that keep
+/// the text as well (the ledger stores it) and need not build it twice.
+pub fn digest_of_canonical(canonical: &str) -> String {
+    hex::encode(Sha256::digest(canonical.as_bytes()))
 }
 
 /// The canonical JSON text whose sha256 is the digest (exposed for debugging and docs).
@@ -33,73 +39,127 @@ pub fn canonical_json(
     principal: &str,
     policy_version: &str,
 ) -> String {
-    let mut fields: Vec<(&str, Value)> = vec![
-        ("v", Value::from(DIGEST_VERSION)),
-        ("tool", Value::from(call.tool.as_str())),
-        ("session_id", Value::from(session_id)),
-        ("principal", Value::from(principal)),
-        ("policy_version", Value::from(policy_version)),
-    ];
-    let mut opt_str = |k: &'static str, v: &Option<String>| {
+    let bytes = canonical_bytes(call, session_id, principal, policy_version);
+    // Every piece written is a JSON token or a serde_json-escaped string: valid UTF-8.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// One field of the canonical form, borrowed from the call.
+enum Field<'a> {
+    Str(&'a str),
+    Num(u64),
+    True,
+    List(&'a [String]),
+    Map(&'a std::collections::BTreeMap<String, String>),
+}
+
+/// The canonical JSON written straight into bytes: called for every Classify and Authorize, so
+/// it borrows the call's fields instead of building a `serde_json::Value` tree.
+fn canonical_bytes(
+    call: &ToolCall,
+    session_id: &str,
+    principal: &str,
+    policy_version: &str,
+) -> Vec<u8> {
+    let mut fields: Vec<(&str, Field<'_>)> = Vec::with_capacity(16);
+    fields.extend([
+        ("v", Field::Num(DIGEST_VERSION)),
+        ("tool", Field::Str(call.tool.as_str())),
+        ("session_id", Field::Str(session_id)),
+        ("principal", Field::Str(principal)),
+        ("policy_version", Field::Str(policy_version)),
+    ]);
+    for (k, v) in [
+        ("path", &call.path),
+        ("content_sha256", &call.content_sha256),
+        ("edit_old_sha256", &call.edit_old_sha256),
+        ("edit_new_sha256", &call.edit_new_sha256),
+        ("pattern", &call.pattern),
+        ("script", &call.script),
+        ("cwd", &call.cwd),
+        ("stdin_sha256", &call.stdin_sha256),
+        ("sandbox_profile", &call.sandbox_profile),
+    ] {
         if let Some(v) = v {
-            fields.push((k, Value::from(v.as_str())));
+            fields.push((k, Field::Str(v)));
         }
-    };
-    opt_str("path", &call.path);
-    opt_str("content_sha256", &call.content_sha256);
-    opt_str("edit_old_sha256", &call.edit_old_sha256);
-    opt_str("edit_new_sha256", &call.edit_new_sha256);
-    opt_str("pattern", &call.pattern);
-    opt_str("script", &call.script);
-    opt_str("cwd", &call.cwd);
-    opt_str("stdin_sha256", &call.stdin_sha256);
-    opt_str("sandbox_profile", &call.sandbox_profile);
-    let mut opt_num = |k: &'static str, v: Option<u64>| {
+    }
+    for (k, v) in [
+        ("content_size", call.content_size),
+        (
+            "expected_occurrences",
+            call.expected_occurrences.map(u64::from),
+        ),
+        ("timeout_ms", call.timeout_ms),
+        ("stdout_cap_bytes", call.stdout_cap_bytes),
+        ("stderr_cap_bytes", call.stderr_cap_bytes),
+    ] {
         if let Some(v) = v {
-            fields.push((k, Value::from(v)));
+            fields.push((k, Field::Num(v)));
         }
-    };
-    opt_num("content_size", call.content_size);
-    opt_num(
-        "expected_occurrences",
-        call.expected_occurrences.map(u64::from),
-    );
-    opt_num("timeout_ms", call.timeout_ms);
-    opt_num("stdout_cap_bytes", call.stdout_cap_bytes);
-    opt_num("stderr_cap_bytes", call.stderr_cap_bytes);
+    }
     if call.recursive {
-        fields.push(("recursive", Value::Bool(true)));
+        fields.push(("recursive", Field::True));
     }
     if call.kill_on_cap {
-        fields.push(("kill_on_cap", Value::Bool(true)));
+        fields.push(("kill_on_cap", Field::True));
     }
     if !call.globs.is_empty() {
-        fields.push(("globs", Value::from(call.globs.clone())));
+        fields.push(("globs", Field::List(&call.globs)));
     }
     if let Some(argv) = &call.argv {
-        fields.push(("argv", Value::from(argv.clone())));
+        fields.push(("argv", Field::List(argv)));
     }
     if !call.env.is_empty() {
-        let env = call
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-            .collect();
-        fields.push(("env", Value::Object(env)));
+        fields.push(("env", Field::Map(&call.env)));
     }
     fields.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let mut out = String::new();
-    out.push('{');
+
+    let mut out = Vec::with_capacity(256);
+    out.push(b'{');
     for (i, (k, v)) in fields.iter().enumerate() {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        write_value(&Value::from(*k), &mut out);
-        out.push(':');
-        write_value(v, &mut out);
+        json_str(&mut out, k);
+        out.push(b':');
+        match v {
+            Field::Str(s) => json_str(&mut out, s),
+            Field::Num(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            Field::True => out.extend_from_slice(b"true"),
+            Field::List(items) => {
+                out.push(b'[');
+                for (j, item) in items.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    json_str(&mut out, item);
+                }
+                out.push(b']');
+            }
+            Field::Map(map) => {
+                // A BTreeMap<String, _> iterates in bytewise key order already.
+                out.push(b'{');
+                for (j, (mk, mv)) in map.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    json_str(&mut out, mk);
+                    out.push(b':');
+                    json_str(&mut out, mv);
+                }
+                out.push(b'}');
+            }
+        }
     }
-    out.push('}');
+    out.push(b'}');
     out
+}
+
+/// Appends `s` as a JSON string with serde_json's escaping.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    // Writing a `str` into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
 }
 
 /// Writes `v` compactly with object keys sorted bytewise, whatever map order serde_json uses.
@@ -212,6 +272,20 @@ mod tests {
         assert_ne!(
             d(&ToolCall::script("ls"), "A"),
             d(&ToolCall::argv(["ls"]), "A")
+        );
+    }
+
+    #[test]
+    fn the_digest_is_the_sha256_of_the_canonical_text() {
+        let call = run_call();
+        let text = canonical_json(&call, "s", "p", "v");
+        assert_eq!(
+            digest_of_canonical(&text),
+            request_digest(&call, "s", "p", "v")
+        );
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&text).is_ok(),
+            "{text}"
         );
     }
 

@@ -18,7 +18,7 @@ use toolgate_ledger::{
     Decide, DecisionId, Ledger, NewDecision, PageToken, PolicyVersion, RequestDigest, RuleId,
     SessionId, SqlLedger, Verdict,
 };
-use toolgate_policy_engine::digest::canonical_json;
+use toolgate_policy_engine::digest::{canonical_json, digest_of_canonical};
 use toolgate_policy_engine::{CallContext, Policy, Watcher, request_digest};
 use toolgate_runtime::auth::{Principal, Role, role_not_permitted};
 use toolgate_runtime::metrics::{self, PolicyMetrics};
@@ -199,7 +199,8 @@ impl PolicyCore {
             labels: req.labels.into_iter().collect(),
         };
         let decision = policy.classify(&call, &ctx);
-        let digest_hex = request_digest(&call, &ctx.session_id, &ctx.principal, policy.version());
+        let request_json = canonical_json(&call, &ctx.session_id, &ctx.principal, policy.version());
+        let digest_hex = digest_of_canonical(&request_json);
         let digest = RequestDigest::try_from(digest_hex.as_str()).map_err(|e| internal(&e))?;
         let explanation = wire::explanation(&decision);
         let new = NewDecision {
@@ -208,7 +209,7 @@ impl PolicyCore {
             principal: principal_id,
             tool: call.tool,
             digest,
-            request_json: canonical_json(&call, &ctx.session_id, &ctx.principal, policy.version()),
+            request_json,
             tier: decision.tier,
             rule_ids: decision
                 .matches
@@ -670,7 +671,7 @@ impl PolicyCore {
         let decision = policy.classify(&call, &ctx);
         let digest = request_digest(&call, &ctx.session_id, &ctx.principal, policy.version());
         Ok(pb::ClassifyResponse {
-            explanation: Some(wire::explanation(&decision)),
+            explanation: Some(wire::into_explanation(decision)),
             request_digest: digest,
         })
     }

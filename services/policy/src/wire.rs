@@ -63,43 +63,48 @@ pub fn source(s: RuleSource) -> pb::RuleSource {
 
 /// The wire explanation of a decision.
 pub fn explanation(d: &Decision) -> pb::Explanation {
+    into_explanation(d.clone())
+}
+
+/// [`explanation`] for a decision no longer needed: its strings move instead of being copied.
+pub fn into_explanation(d: Decision) -> pb::Explanation {
     pb::Explanation {
         tier: tier_to_wire(d.tier) as i32,
         matches: d
             .matches
-            .iter()
+            .into_iter()
             .map(|m| pb::RuleMatch {
-                rule_id: m.rule_id.clone(),
+                rule_id: m.rule_id,
                 tier: tier_to_wire(m.tier) as i32,
-                reason: m.reason.clone(),
+                reason: m.reason,
                 source: source(m.source) as i32,
             })
             .collect(),
         commands: d
             .commands
-            .iter()
+            .into_iter()
             .map(|c| pb::CommandExplanation {
-                argv: c.argv.clone(),
+                argv: c.argv,
                 tier: tier_to_wire(c.tier) as i32,
-                rule_ids: c.rule_ids.clone(),
+                rule_ids: c.rule_ids,
                 fully_analyzed: c.fully_analyzed,
-                notes: c.notes.clone(),
+                notes: c.notes,
             })
             .collect(),
         paths: d
             .paths
-            .iter()
+            .into_iter()
             .map(|p| pb::PathExplanation {
-                path: p.path.clone(),
+                path: p.path,
                 access: match p.access {
                     Access::Read => pb::PathAccess::Read,
                     Access::Write => pb::PathAccess::Write,
                 } as i32,
                 tier: tier_to_wire(p.tier) as i32,
-                rule_ids: p.rule_ids.clone(),
+                rule_ids: p.rule_ids,
             })
             .collect(),
-        policy_version: d.policy_version.clone(),
-        message: d.message.clone(),
+        policy_version: d.policy_version,
+        message: d.message,
     }
 }
