@@ -518,10 +518,17 @@ impl Runner {
                 StreamLimits { cap: caps[0], tail },
                 StreamLimits { cap: caps[1], tail },
             ],
-            isolation: inner.isolation(),
             started,
-            started_at,
         };
+        // `Started` is queued before the supervisor task exists, so whoever polls the run at
+        // once finds it ready: the executor's response then carries its headers and `Started`
+        // in one write instead of waking the client twice. The channel is fresh and holds at
+        // least one event, so this cannot fail.
+        let _ = sup.tx.try_send(Event::Started(Started {
+            pid: pid as u32,
+            isolation: inner.isolation(),
+            started_at,
+        }));
         handle.spawn(async move {
             let _permit: OwnedSemaphorePermit = permit;
             let _home = home;
@@ -820,9 +827,7 @@ struct Supervisor {
     final_send_timeout: Duration,
     kill_on_cap: bool,
     limits: [StreamLimits; 2],
-    isolation: Isolation,
     started: Instant,
-    started_at: SystemTime,
 }
 
 impl Supervisor {
@@ -832,14 +837,6 @@ impl Supervisor {
         stderr: pipe::Receiver,
         stdin: Option<(pipe::Sender, Bytes)>,
     ) {
-        let started = Event::Started(Started {
-            pid: self.pid as u32,
-            isolation: self.isolation.clone(),
-            started_at: self.started_at,
-        });
-        // A failed send means the receiver is gone; the lifecycle below sees that and cancels.
-        let _ = self.tx.send(started).await;
-
         let cap_hit = Notify::new();
         let (reaped_tx, reaped_rx) = watch::channel(false);
         let drain = self.drain;
