@@ -1093,8 +1093,6 @@ static SENTINEL: ast::CommandPrefixOrSuffixItem = ast::CommandPrefixOrSuffixItem
     loc: None,
 });
 
-/// An upper bound on a script's syntactic nesting: brackets and compound-command keywords,
-/// counted without regard to quoting (overcounting only costs an approval).
 /// The text handed to brush-parser: the script with a final newline.
 ///
 /// brush-parser 0.4's tokenizer allocates without bound when the input ends while a
@@ -1114,6 +1112,8 @@ fn parser_input(script: &str) -> Result<std::borrow::Cow<'_, str>, &'static str>
     Ok(format!("{script}\n").into())
 }
 
+/// An upper bound on a script's syntactic nesting: brackets and compound-command keywords,
+/// counted without regard to quoting (overcounting only costs an approval).
 fn nesting_estimate(script: &str) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
     for word in script.split(|c: char| c.is_whitespace() || c == ';') {
