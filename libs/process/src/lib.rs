@@ -35,5 +35,5 @@ pub use event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Output, Started, Status, Stream,
     StreamSummary, Usage, signal_name,
 };
-pub use runner::{CancelHandle, EffectiveLimits, Run, Runner};
+pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, Run, Runner};
 pub use spec::{Command, RunRequest, RunSpec};

@@ -7,7 +7,6 @@ use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -127,8 +126,8 @@ struct Inner {
     plan: Plan,
     caps: Capabilities,
     bash: PathBuf,
-    /// The executor's own PID namespace, to return to after each spawn.
-    own_pid_ns: Option<OwnedFd>,
+    /// `/dev/null`, open for reading and writing: every standard stream that is not a pipe.
+    dev_null: OwnedFd,
     permits: Arc<Semaphore>,
     shutdown: watch::Sender<bool>,
     /// The empty directory runs mount their tmpfs HOME on (each in its own mount namespace).
@@ -224,7 +223,12 @@ impl Runner {
             path: config.path.clone(),
         })?;
         let (namespaces, landlock_abi, seccomp, cgroup) = probe_host();
-        let own_pid_ns = File::open("/proc/self/ns/pid").ok().map(OwnedFd::from);
+        let dev_null = File::options()
+            .read(true)
+            .write(true)
+            .open("/dev/null")
+            .map(OwnedFd::from)
+            .map_err(setup_err("open /dev/null"))?;
         let mut plan = Plan {
             mechanism: KillMechanism::ProcessGroup,
             pid_limit: None,
@@ -266,14 +270,10 @@ impl Runner {
             config,
             plan: plan.clone(),
             bash,
-            own_pid_ns,
+            dev_null,
             home_mount,
         };
-        if inner.config.use_pid_namespace
-            && namespaces.pid
-            && namespaces.mount
-            && inner.own_pid_ns.is_some()
-        {
+        if inner.config.use_pid_namespace && namespaces.pid && namespaces.mount {
             // Try the real spawn path once: with a capped pid_max, then without (pre-6.14 kernels).
             // Most isolation first; drop what this kernel refuses (per-namespace pid_max needs
             // Linux 6.14, a tmpfs mount may be forbidden).
@@ -436,12 +436,12 @@ impl Runner {
             ),
         };
         let stdin = if req.stdin.is_some() {
-            Stdio::piped()
+            Io::Pipe
         } else {
-            Stdio::null()
+            Io::Null
         };
         let run_cgroup = inner.run_cgroup()?;
-        let mut cmd = inner.command(
+        let prepared = inner.prepare(
             program,
             &args,
             &env,
@@ -449,9 +449,6 @@ impl Runner {
             req.cwd,
             run_cgroup.as_ref(),
         );
-        cmd.stdin(stdin)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
 
         let (tx, rx) = mpsc::channel(config.event_buffer);
         let cancel = CancelHandle(Arc::new(watch::Sender::new(false)));
@@ -461,10 +458,10 @@ impl Runner {
         };
         let started = Instant::now();
         let started_at = SystemTime::now();
-        let mut child = match inner.spawn(&mut cmd) {
+        let spawned = prepared.and_then(|p| inner.spawn(&p, [stdin, Io::Pipe, Io::Pipe]));
+        let child = match spawned {
             Ok(child) => child,
             Err(err) => {
-                drop(cmd);
                 let exited = Exited {
                     status: spawn_failed(program, &err),
                     stdout: StreamSummary::default(),
@@ -480,25 +477,21 @@ impl Runner {
                 return Ok(run);
             }
         };
-        // The pre-exec hook owns the cwd fd; the child has its own copy now.
-        drop(cmd);
-        let pid = child.id() as i32;
+        let pid = child.pid;
         let guard = ReapGuard { pid, reaped: false };
         let _enter = handle.enter();
         let pidfd = sys::watch_exit(pid).map_err(setup_err("watch the child with a pidfd"))?;
-        let stdout = take_reader(child.stdout.take(), config.pipe_buffer_bytes)
+        let stdout = take_reader(child.stdout, config.pipe_buffer_bytes)
             .map_err(setup_err("read stdout"))?;
-        let stderr = take_reader(child.stderr.take(), config.pipe_buffer_bytes)
+        let stderr = take_reader(child.stderr, config.pipe_buffer_bytes)
             .map_err(setup_err("read stderr"))?;
-        let stdin_feed = match (child.stdin.take(), req.stdin) {
+        let stdin_feed = match (child.stdin, req.stdin) {
             (Some(pipe_in), Some(bytes)) => Some((
-                pipe::Sender::from_owned_fd(OwnedFd::from(pipe_in))
-                    .map_err(setup_err("write stdin"))?,
+                pipe::Sender::from_owned_fd(pipe_in).map_err(setup_err("write stdin"))?,
                 bytes,
             )),
             _ => None,
         };
-        drop(child);
 
         let sup = Supervisor {
             pid,
@@ -548,30 +541,92 @@ impl Runner {
         }
     }
 
-    /// Spawns `argv` with exactly the isolation, environment and pipe size of a run but none of its
-    /// supervision (no pidfd, no pumps, no events). For benchmarks that need the raw cost.
-    pub fn spawn_baseline(&self, argv: &[&str], cwd: OwnedFd, stdout: Stdio) -> io::Result<Child> {
+    /// Spawns `argv` with exactly the isolation, environment, spawn path and pipe size of a run
+    /// but none of its supervision (no pidfd, no pumps, no events), with stdout on a pipe when
+    /// `capture_stdout` and on `/dev/null` otherwise. For benchmarks that need the raw cost.
+    pub fn spawn_baseline(
+        &self,
+        argv: &[&str],
+        cwd: OwnedFd,
+        capture_stdout: bool,
+    ) -> io::Result<BaselineChild> {
         let home = self
             .inner
             .home_mount
             .clone()
             .unwrap_or_else(std::env::temp_dir);
         // Joins no cgroup: a baseline for the PID-namespace and process-group mechanisms.
-        let mut cmd = self
+        let prepared = self
             .inner
-            .command(argv[0], &argv[1..], &[], &home, cwd, None);
-        cmd.stdout(stdout).stderr(Stdio::null());
-        let child = self.inner.spawn(&mut cmd)?;
+            .prepare(argv[0], &argv[1..], &[], &home, cwd, None)?;
+        let stdout = if capture_stdout { Io::Pipe } else { Io::Null };
+        let child = self.inner.spawn(&prepared, [Io::Null, stdout, Io::Null])?;
         if let Some(out) = &child.stdout {
             // Same pipe size as a run gets, so a throughput comparison measures only the stream.
             let _ = rustix::pipe::fcntl_setpipe_size(out, self.inner.config.pipe_buffer_bytes);
         }
-        Ok(child)
+        Ok(BaselineChild {
+            pid: child.pid,
+            reaped: false,
+            stdout: child.stdout.map(File::from),
+        })
     }
 }
 
+/// A child started by [`Runner::spawn_baseline`]; killed and reaped on drop unless waited for.
+#[derive(Debug)]
+pub struct BaselineChild {
+    pid: i32,
+    reaped: bool,
+    /// The read end of the child's stdout, when it was captured.
+    pub stdout: Option<File>,
+}
+
+impl BaselineChild {
+    /// Waits for the child to exit and reaps it; `Some(code)` for a normal exit.
+    pub fn wait(&mut self) -> io::Result<Option<i32>> {
+        let reaped = sys::wait4(self.pid, true)?.ok_or_else(|| io::Error::other("not reaped"))?;
+        self.reaped = true;
+        Ok(reaped.exit_code())
+    }
+}
+
+impl Drop for BaselineChild {
+    fn drop(&mut self) {
+        if !self.reaped {
+            signal_all(self.pid, Signal::KILL);
+            let _ = sys::wait4(self.pid, true);
+        }
+    }
+}
+
+/// What a child's standard stream is connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Io {
+    /// `/dev/null`.
+    Null,
+    /// A fresh pipe; the executor keeps the other end.
+    Pipe,
+}
+
+/// A child ready to be spawned: what it executes and what it does to itself first.
+struct Prepared {
+    exec: sys::Exec,
+    setup: ChildSetup,
+}
+
+/// A spawned child: its pid and the executor's ends of its pipes.
+struct Spawned {
+    pid: i32,
+    stdin: Option<OwnedFd>,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
+}
+
 impl Inner {
-    fn command(
+    /// The child for `program` and `args`: a cleared environment with the allowlist and `env`
+    /// added (an addition replaces a fixed entry of the same name), and its setup.
+    fn prepare(
         &self,
         program: &str,
         args: &[&str],
@@ -579,22 +634,28 @@ impl Inner {
         home: &Path,
         cwd: OwnedFd,
         cgroup: Option<&RunCgroup>,
-    ) -> std::process::Command {
-        let mut cmd = std::process::Command::new(program);
-        cmd.args(args)
-            .env_clear()
-            .env("PATH", &self.config.path)
-            .env("HOME", home)
-            .env("LANG", "C.UTF-8")
-            .env("TERM", "dumb")
-            .env("PAGER", "cat")
-            .env("GIT_PAGER", "cat")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("EDITOR", "true")
-            .env("CI", "1")
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            // Never the executor's own stdin; a run that has input replaces this with a pipe.
-            .stdin(Stdio::null());
+    ) -> io::Result<Prepared> {
+        let home = home
+            .to_str()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "HOME is not UTF-8"))?;
+        let fixed = [
+            ("PATH", self.config.path.as_str()),
+            ("HOME", home),
+            ("LANG", "C.UTF-8"),
+            ("TERM", "dumb"),
+            ("PAGER", "cat"),
+            ("GIT_PAGER", "cat"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+            ("EDITOR", "true"),
+            ("CI", "1"),
+        ];
+        let exec = sys::Exec::new(
+            program,
+            args,
+            fixed
+                .into_iter()
+                .chain(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        )?;
         let rl = &self.config.rlimits;
         let mut rlimits = vec![(Resource::Core, 0)];
         for (resource, value) in [
@@ -609,35 +670,32 @@ impl Inner {
             }
         }
         let pid_ns = self.plan.mechanism == KillMechanism::PidNamespace;
-        sys::install_child_setup(
-            &mut cmd,
-            ChildSetup {
-                cwd,
-                mount_proc: pid_ns,
-                pid_max: self
-                    .plan
-                    .pid_limit
-                    .filter(|_| pid_ns)
-                    .map(|n| n.to_string().into_bytes()),
-                rlimits,
-                home_tmpfs: self
-                    .home_mount
-                    .as_ref()
-                    .filter(|_| pid_ns && self.plan.home_tmpfs)
-                    .and_then(|dir| {
-                        let target = CString::new(dir.clone().into_os_string().into_vec()).ok()?;
-                        let options = CString::new(format!(
-                            "size={},nr_inodes=65536,mode=0700",
-                            self.config.home_tmpfs_bytes
-                        ))
-                        .ok()?;
-                        Some((target, options))
-                    }),
-                join_cgroup: cgroup
-                    .and_then(|c| CString::new(c.procs_file().into_os_string().into_vec()).ok()),
-            },
-        );
-        cmd
+        let setup = ChildSetup {
+            cwd,
+            mount_proc: pid_ns,
+            pid_max: self
+                .plan
+                .pid_limit
+                .filter(|_| pid_ns)
+                .map(|n| n.to_string().into_bytes()),
+            rlimits,
+            home_tmpfs: self
+                .home_mount
+                .as_ref()
+                .filter(|_| pid_ns && self.plan.home_tmpfs)
+                .and_then(|dir| {
+                    let target = CString::new(dir.clone().into_os_string().into_vec()).ok()?;
+                    let options = CString::new(format!(
+                        "size={},nr_inodes=65536,mode=0700",
+                        self.config.home_tmpfs_bytes
+                    ))
+                    .ok()?;
+                    Some((target, options))
+                }),
+            join_cgroup: cgroup
+                .and_then(|c| CString::new(c.procs_file().into_os_string().into_vec()).ok()),
+        };
+        Ok(Prepared { exec, setup })
     }
 
     /// A per-run HOME directory on disk, unless runs get a tmpfs HOME.
@@ -667,13 +725,36 @@ impl Inner {
         }
     }
 
-    fn spawn(&self, cmd: &mut std::process::Command) -> io::Result<Child> {
-        match (&self.plan.mechanism, &self.own_pid_ns) {
-            (KillMechanism::PidNamespace, Some(ns)) => {
-                sys::spawn_in_new_pid_namespace(cmd, ns.as_fd())
+    /// Spawns `prepared` with its standard streams connected as `io` (stdin, stdout, stderr).
+    fn spawn(&self, prepared: &Prepared, io: [Io; 3]) -> io::Result<Spawned> {
+        let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
+        let mut theirs: [Option<OwnedFd>; 3] = [None, None, None];
+        for (i, mode) in io.into_iter().enumerate() {
+            if mode == Io::Pipe {
+                let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+                let (mine, child) = if i == 0 { (write, read) } else { (read, write) };
+                ours[i] = Some(mine);
+                theirs[i] = Some(child);
             }
-            _ => cmd.spawn(),
         }
+        let fds = [0, 1, 2].map(|i| {
+            theirs[i]
+                .as_ref()
+                .map_or(self.dev_null.as_fd(), |fd| fd.as_fd())
+        });
+        let pid = sys::spawn(
+            &prepared.exec,
+            fds,
+            &prepared.setup,
+            self.plan.mechanism == KillMechanism::PidNamespace,
+        )?;
+        let [stdin, stdout, stderr] = ours;
+        Ok(Spawned {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+        })
     }
 
     /// Spawns `true` with the current plan and checks it exits 0.
@@ -689,11 +770,10 @@ impl Inner {
         let Ok(cgroup) = self.run_cgroup() else {
             return false;
         };
-        let mut cmd = self.command(&program, &[], &[], &home, cwd.into(), cgroup.as_ref());
-        cmd.stdout(Stdio::null()).stderr(Stdio::null());
-        self.spawn(&mut cmd)
-            .and_then(|mut c| c.wait())
-            .is_ok_and(|s| s.success())
+        self.prepare(&program, &[], &[], &home, cwd.into(), cgroup.as_ref())
+            .and_then(|p| self.spawn(&p, [Io::Null; 3]))
+            .and_then(|child| sys::wait4(child.pid, true))
+            .is_ok_and(|r| r.and_then(|r| r.exit_code()) == Some(0))
     }
 
     fn isolation(&self) -> Isolation {

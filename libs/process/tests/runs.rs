@@ -60,6 +60,109 @@ async fn argv_runs_without_a_shell() {
     assert_eq!(out.exited.status, Status::Exited(0));
 }
 
+/// The spawn clones the executor's memory with every signal blocked; the child must undo that
+/// before exec: an empty mask and every signal at its default, including SIGPIPE, which Rust
+/// ignores, and whatever else this test process ignores.
+#[tokio::test]
+async fn child_starts_with_no_blocked_or_ignored_signals() {
+    let runner = runner();
+    let (_ws, cwd) = workspace();
+    let out = collect(
+        runner
+            .try_run(spec(RunRequest::argv(
+                ["grep", "-E", "^Sig(Blk|Ign):", "/proc/self/status"],
+                cwd,
+            )))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(out.exited.status, Status::Exited(0), "{}", out.stdout_str());
+    assert_eq!(
+        out.stdout_str(),
+        "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"
+    );
+}
+
+/// The program lookup follows `execvp`: a name is searched on the run's PATH, a path is taken
+/// as it is (relative to the run's cwd), and each way of failing names its cause.
+#[tokio::test]
+async fn program_lookup_and_exec_failures_are_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let runner = runner();
+    let (ws, _) = workspace();
+    let write = |name: &str, text: &str, mode: u32| {
+        let path = ws.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    write("tool.sh", "#!/bin/sh\necho from-tool \"$1\"\n", 0o755);
+    write("data.txt", "not a program\n", 0o644);
+    write("no-shebang", "echo hi\n", 0o755);
+    std::fs::create_dir(ws.path().join("a-dir")).unwrap();
+
+    let run = |argv: &[&str]| {
+        let req = RunRequest::argv(argv.iter().copied(), cwd_of(&ws));
+        collect(runner.try_run(spec(req)).unwrap())
+    };
+    let out = run(&["./tool.sh", "x y"]).await;
+    assert_eq!(out.exited.status, Status::Exited(0));
+    assert_eq!(out.stdout_str(), "from-tool x y\n");
+
+    for (argv0, want_reason, want_errno) in [
+        (
+            "./data.txt",
+            "permission denied executing ./data.txt",
+            libc_errno(13),
+        ),
+        (
+            "./a-dir",
+            "permission denied executing ./a-dir",
+            libc_errno(13),
+        ),
+        ("./missing", "program not found: ./missing", libc_errno(2)),
+        (
+            "no-such-program-xyz",
+            "program not found: no-such-program-xyz",
+            libc_errno(2),
+        ),
+    ] {
+        match run(&[argv0]).await.exited.status {
+            Status::SpawnFailed { reason, errno } => {
+                assert_eq!(
+                    (reason.as_str(), errno),
+                    (want_reason, want_errno),
+                    "{argv0}"
+                );
+            }
+            other => panic!("{argv0}: expected SpawnFailed, got {other:?}"),
+        }
+    }
+    // No `/bin/sh` fallback for a script without `#!` (as with posix_spawn): the model is told
+    // the format is wrong and can add one or run it with `bash`.
+    match run(&["./no-shebang"]).await.exited.status {
+        Status::SpawnFailed { reason, errno } => {
+            assert_eq!(errno, libc_errno(8));
+            assert!(
+                reason.starts_with("cannot start ./no-shebang: "),
+                "{reason}"
+            );
+        }
+        other => panic!("expected SpawnFailed, got {other:?}"),
+    }
+}
+
+/// Linux errno values used above (ENOENT 2, ENOEXEC 8, EACCES 13), checked against std's mapping.
+fn libc_errno(n: i32) -> i32 {
+    let kind = std::io::Error::from_raw_os_error(n).kind();
+    let expected = match n {
+        2 => std::io::ErrorKind::NotFound,
+        13 => std::io::ErrorKind::PermissionDenied,
+        _ => kind,
+    };
+    assert_eq!(kind, expected);
+    n
+}
+
 #[tokio::test]
 async fn exit_codes_signals_and_cwd_are_reported() {
     let runner = runner();

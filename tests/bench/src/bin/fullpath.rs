@@ -139,9 +139,7 @@ fn main() {
                 match side {
                     0 => {
                         let cwd = std::fs::File::open(&ws_path).unwrap().into();
-                        let mut child = runner
-                            .spawn_baseline(&["/bin/true"], cwd, std::process::Stdio::null())
-                            .unwrap();
+                        let mut child = runner.spawn_baseline(&["/bin/true"], cwd, false).unwrap();
                         child.wait().unwrap();
                     }
                     1 => {

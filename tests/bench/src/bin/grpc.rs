@@ -283,9 +283,7 @@ async fn run_true_vs_spawn(
         100,
         || async {
             let cwd = std::fs::File::open(ws).unwrap().into();
-            let mut child = runner
-                .spawn_baseline(&["/bin/true"], cwd, std::process::Stdio::null())
-                .unwrap();
+            let mut child = runner.spawn_baseline(&["/bin/true"], cwd, false).unwrap();
             child.wait().unwrap();
         },
         || {
@@ -320,11 +318,7 @@ async fn stream_vs_pipe(ch: Channel, runner: &toolgate_process::Runner, ws: &std
             // read by a plain loop with the executor's chunk size.
             let cwd = std::fs::File::open(ws).unwrap().into();
             let mut child = runner
-                .spawn_baseline(
-                    &["bash", "--noprofile", "--norc", "-c", &cmd2],
-                    cwd,
-                    std::process::Stdio::piped(),
-                )
+                .spawn_baseline(&["bash", "--noprofile", "--norc", "-c", &cmd2], cwd, true)
                 .unwrap();
             let mut out = child.stdout.take().unwrap();
             let mut buf = vec![0u8; 256 << 10];

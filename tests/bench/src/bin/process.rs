@@ -10,7 +10,6 @@
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use toolgate_bench::{Goal, Samples, heading, interleave, print_side, report_ratio, sample_count};
@@ -128,9 +127,9 @@ fn main() {
             50,
             || {
                 let mut child = runner
-                    .spawn_baseline(&["/bin/true"], cwd(), Stdio::null())
+                    .spawn_baseline(&["/bin/true"], cwd(), false)
                     .expect("raw spawn");
-                assert!(child.wait().expect("wait").success());
+                assert_eq!(child.wait().expect("wait"), Some(0));
             },
             || {
                 // Like a gRPC handler, the caller is a task on the runtime.
@@ -162,7 +161,7 @@ fn main() {
         if (i % 2 == 0) == (i / 2 % 2 == 0) {
             let t = Instant::now();
             let mut child = runner
-                .spawn_baseline(&["head", "-c", "1G", "/dev/zero"], cwd(), Stdio::piped())
+                .spawn_baseline(&["head", "-c", "1G", "/dev/zero"], cwd(), true)
                 .expect("raw spawn");
             let mut out = child.stdout.take().expect("stdout pipe");
             let mut buf = vec![0u8; 64 * 1024];
