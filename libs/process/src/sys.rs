@@ -94,8 +94,12 @@ impl Exec {
     }
 }
 
-/// Stack of the cloned child: it runs a few raw syscalls and `execve`, nothing deeper.
+/// Stack of the cloned child: it runs a few raw syscalls and `execve`, nothing deeper. It has
+/// no guard page, so debug builds check after every spawn that the child used less than half.
 const CHILD_STACK: usize = 64 << 10;
+
+/// What a debug build fills the child's stack with, to find how deep the child went.
+const STACK_FILL: u8 = 0xa5;
 
 /// Everything `child_main` reads, owned by the parent's frame, and the slot it reports in.
 struct ChildArgs<'a> {
@@ -139,6 +143,9 @@ pub(crate) fn spawn(
         err: 0,
     };
     let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK);
+    if cfg!(debug_assertions) {
+        stack.resize(CHILD_STACK, STACK_FILL);
+    }
     // The stack grows down on every target this builds for; its top is 16-byte aligned.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
     let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
@@ -165,6 +172,14 @@ pub(crate) fn spawn(
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         (pid, clone_err)
     };
+    if cfg!(debug_assertions) && pid >= 0 {
+        let untouched = stack.iter().take_while(|b| **b == STACK_FILL).count();
+        assert!(
+            untouched >= CHILD_STACK / 2,
+            "the spawned child used {} of its {CHILD_STACK} stack bytes",
+            CHILD_STACK - untouched
+        );
+    }
     drop(stack);
     if pid < 0 {
         return Err(clone_err);
