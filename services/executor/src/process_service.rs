@@ -190,7 +190,17 @@ impl ProcessAdapter {
         // receiver goes with it and the runner kills the run. The cancel handle lives in
         // the closure so the run is not cancelled while the stream is alive; so does the
         // run's span, which ends with the stream.
-        let stream = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
+        //
+        // The stream ends at `Exited`, without waiting for the runner to close the channel
+        // (it still has clean-up to do), so the trailers leave with the final event and a
+        // client's call completes on that one read.
+        let events =
+            tokio_stream::wrappers::ReceiverStream::new(events).scan(false, |ended, event| {
+                let item = (!*ended).then_some(event);
+                *ended |= matches!(item, Some(Event::Exited(_)));
+                std::future::ready(item)
+            });
+        let stream = events.map(move |event| {
             let _keep = &cancel;
             record.observe(&event);
             match &event {
