@@ -404,7 +404,8 @@ fn script(s: &str) -> ex::RunRequest {
     }
 }
 
-/// Runs to the final event and returns the stdout bytes received.
+/// Runs the call to its end (the trailers after the final event, where a client's call
+/// completes) and returns the stdout bytes received.
 async fn run_to_end<T>(client: &mut ProcessServiceClient<T>, req: ex::RunRequest) -> u64
 where
     T: tonic::client::GrpcService<tonic::body::Body>,
@@ -415,10 +416,8 @@ where
     let mut stream = client.run(req).await.unwrap().into_inner();
     let mut got = 0u64;
     while let Some(m) = stream.message().await.unwrap() {
-        match m.event {
-            Some(ex::run_response::Event::Output(o)) => got += o.data.len() as u64,
-            Some(ex::run_response::Event::Exited(_)) => break,
-            _ => {}
+        if let Some(ex::run_response::Event::Output(o)) = m.event {
+            got += o.data.len() as u64;
         }
     }
     got
