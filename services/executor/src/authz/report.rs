@@ -50,10 +50,17 @@ impl Reporter {
         self.in_flight.send_modify(|n| *n += 1);
         let this = self.clone();
         // The report belongs to the call's trace, though it outlives the call.
-        handle.spawn(toolgate_runtime::telemetry::in_current_trace(async move {
+        let traced = toolgate_runtime::telemetry::in_current_trace(async move {
             this.deliver(request).await;
-            this.in_flight.send_modify(|n| *n -= 1);
-        }));
+        });
+        let in_flight = Arc::clone(&self.in_flight);
+        handle.spawn(async move {
+            traced.await;
+            // Only now, with the traced future dropped: it held the call's span, which cannot
+            // end while it does. Counted down earlier, `flush` let the executor flush its spans
+            // at exit before that span had ended, and the span was lost.
+            in_flight.send_modify(|n| *n -= 1);
+        });
     }
 
     async fn deliver(&self, request: pb::RecordOutcomeRequest) {
