@@ -336,7 +336,7 @@ impl ExecutorMetrics {
         self.fs_ops
             .get_or_create(&FsOpLabels {
                 op,
-                code: code_name(code),
+                code: toolgate_contracts::status::code_name(code),
             })
             .inc();
     }
@@ -363,27 +363,33 @@ impl Drop for InFlight {
     }
 }
 
-/// The canonical gRPC name of a status code.
-fn code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
+/// Helpers for tests that scrape a service's metrics endpoint.
+#[cfg(feature = "testing")]
+pub mod testing {
+    /// One HTTP/1.1 GET of `path` from `addr`; returns the status code and the body.
+    /// Panics on any failure, as a test helper should.
+    pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream
+            .write_all(request.as_bytes())
+            .await
+            .expect("write request");
+        let mut response = Vec::new();
+        stream
+            .take(1 << 20)
+            .read_to_end(&mut response)
+            .await
+            .expect("read response");
+        let response = String::from_utf8(response).expect("utf-8 response");
+        let (head, body) = response.split_once("\r\n\r\n").expect("header end");
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .expect("status line");
+        (status, body.to_owned())
     }
 }
 
@@ -432,7 +438,7 @@ mod tests {
     #[test]
     fn every_code_has_a_distinct_name() {
         let names: std::collections::HashSet<_> = (0..=16)
-            .map(|i| code_name(tonic::Code::from_i32(i)))
+            .map(|i| toolgate_contracts::status::code_name(tonic::Code::from_i32(i)))
             .collect();
         assert_eq!(names.len(), 17);
     }

@@ -5,12 +5,13 @@ mod support;
 
 use std::sync::Arc;
 
-use support::{Credentials, Executor, Policy, Sandbox, ctx, ctx_waiting, http_get};
+use support::{Credentials, Executor, Policy, Sandbox, ctx, ctx_waiting};
 use tonic::Code;
 use toolgate_contracts::common::v1::OutputStats;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::executor::v1::run_response::Event;
+use toolgate_runtime::metrics::testing::http_get;
 
 /// Asks about `deploy/`, denies `terraform`, allows the rest.
 const RULES: &str = r#"

@@ -6,9 +6,10 @@ mod support;
 
 use std::time::Duration;
 
-use support::{ALICE, Backend, Db, EXEC, Options, Server, authorize, http_get, run};
+use support::{ALICE, Backend, Db, EXEC, Options, Server, authorize, run};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::authorize_response::Result as R;
+use toolgate_runtime::metrics::testing::http_get;
 
 /// The sample lines of one scrape.
 async fn scrape(server: &Server) -> Vec<String> {

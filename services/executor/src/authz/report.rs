@@ -131,31 +131,8 @@ pub(crate) fn fs_outcome(started_at: SystemTime, result: Result<(), &Status>) ->
             started_at: Some(started_at.into()),
             finished_at: Some(SystemTime::now().into()),
         }),
-        result_code: code_name(code).to_owned(),
+        result_code: toolgate_contracts::status::code_name(code).to_owned(),
         result_reason: reason,
         ..Default::default()
-    }
-}
-
-/// The canonical gRPC name of a code (`OK`, `NOT_FOUND`, ...).
-pub(crate) fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }

@@ -317,31 +317,6 @@ fn sigterm(child: &mut Child) -> std::process::ExitStatus {
     child.wait().expect("wait")
 }
 
-/// One HTTP/1.1 GET; returns the status code and the body.
-pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("write request");
-    let mut response = Vec::new();
-    stream
-        .take(1 << 20)
-        .read_to_end(&mut response)
-        .await
-        .expect("read response");
-    let response = String::from_utf8(response).expect("utf-8 response");
-    let (head, body) = response.split_once("\r\n\r\n").expect("header end");
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status line");
-    (status, body.to_owned())
-}
-
 /// A human who approves every pending approval of `policy` until the handle is aborted,
 /// through the real `ApprovalService` (watch, then decide) with the approver's credential.
 pub async fn approve_everything(policy: &Policy) -> AbortOnDrop {
