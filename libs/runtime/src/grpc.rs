@@ -4,7 +4,11 @@
 //! The transport settings below were measured with `tests/bench` (`--bin grpc`); the numbers
 //! behind each choice are in the doc comment of the constant.
 
+mod conn;
+
+pub use conn::{COMBINE_LIMIT, Conn};
 use tokio::net::TcpListener;
+use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Endpoint, Server};
 use tonic_health::server::HealthReporter;
@@ -48,10 +52,15 @@ pub fn server() -> Server {
         .tcp_nodelay(true)
 }
 
-/// The connections a server accepts on `listener`, with `TCP_NODELAY`: without it a small
-/// unary answer can wait out the peer's delayed ACK (~40 ms on Linux).
-pub fn incoming(listener: TcpListener) -> TcpIncoming {
-    TcpIncoming::from(listener).with_nodelay(Some(true))
+/// The connections a server accepts on `listener`, with `TCP_NODELAY` (without it a small
+/// unary answer can wait out the peer's delayed ACK, ~40 ms on Linux), each wrapped in a
+/// [`Conn`] so that a small answer leaves in one write.
+pub fn incoming(
+    listener: TcpListener,
+) -> impl Stream<Item = std::io::Result<Conn>> + Send + 'static {
+    TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .map(|accepted| accepted.map(Conn::new))
 }
 
 /// The client endpoint every toolgate client (the executor calling the policy service, the
