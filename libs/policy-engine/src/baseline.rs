@@ -460,7 +460,8 @@ pub(crate) struct ArgvFindings {
 pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
     let mut f = ArgvFindings::default();
     let mut unsafe_flag = false;
-    let ops = operands(args);
+    let parsed = crate::argv::parse(name, args);
+    let ops = parsed.operands.clone();
     match name {
         n if n.starts_with("mkfs")
             || matches!(
@@ -560,11 +561,12 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             );
         }
         "grep" | "egrep" | "fgrep" => {
+            // The first operand is the pattern unless one came from -e/-f.
             let skip = usize::from(
-                !(has_short(args, 'e')
-                    || has_short(args, 'f')
-                    || has_long(args, "--regexp")
-                    || has_long(args, "--file")),
+                parsed
+                    .values_of(&["-e", "-f", "--regexp", "--file"])
+                    .next()
+                    .is_none(),
             );
             f.paths.extend(
                 ops.iter()
@@ -573,7 +575,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             );
         }
         "sed" => {
-            let (bad, scripts_from_flags) = sed_flags(args);
+            let (bad, scripts_from_flags) = sed_flags(args, &parsed);
             unsafe_flag |= bad;
             let skip = usize::from(!scripts_from_flags);
             if !scripts_from_flags {
@@ -586,15 +588,34 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             );
         }
         "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => {
+            // Program text comes from -e/--source (gawk), from files (-f, -E, -i, -l), or
+            // else from the first operand.
+            let sources: Vec<&str> = parsed.values_of(&["-e", "--source"]).collect();
             let from_file = has_short(args, 'f')
                 || has_long(args, "--file")
                 || has_long(args, "--exec")
                 || has_long(args, "--load")
-                || has_short(args, 'l');
-            unsafe_flag |= from_file || ops.first().is_none_or(|p| !awk_program_is_safe(p));
+                || has_short(args, 'l')
+                || parsed
+                    .values_of(&[
+                        "-f",
+                        "--file",
+                        "-E",
+                        "--exec",
+                        "-i",
+                        "--include",
+                        "-l",
+                        "--load",
+                    ])
+                    .next()
+                    .is_some();
+            let program_operand = sources.is_empty() && !from_file;
+            unsafe_flag |= from_file
+                || sources.iter().any(|p| !awk_program_is_safe(p))
+                || (program_operand && ops.first().is_none_or(|p| !awk_program_is_safe(p)));
             f.paths.extend(
                 ops.iter()
-                    .skip(1)
+                    .skip(usize::from(program_operand))
                     .filter(|o| !o.contains('='))
                     .map(|o| ((*o).to_owned(), Access::Read)),
             );
@@ -658,6 +679,14 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         }
         _ => {}
     }
+    f.paths.extend(parsed.files.iter().map(|(p, written)| {
+        let access = if *written {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        ((*p).to_owned(), access)
+    }));
     if NETWORK_CLIENTS.contains(&name) {
         f.rules.push(&NETWORK);
     }
@@ -889,45 +918,23 @@ fn is_package_install(name: &str, args: &[String], ops: &[&str]) -> bool {
 }
 
 /// Returns (any unsafe sed flag, whether scripts came from -e/-f/--expression).
-fn sed_flags(args: &[String]) -> (bool, bool) {
-    let mut bad = false;
-    let mut from_flags = false;
-    let mut iter = args.iter();
-    while let Some(a) = iter.next() {
-        let a = a.as_str();
-        if a == "--" {
-            break;
-        }
-        if a == "-e" || a == "--expression" {
-            from_flags = true;
-            match iter.next() {
-                Some(s) if sed_script_is_safe(s) => {}
-                _ => bad = true,
-            }
-        } else if let Some(s) = a.strip_prefix("--expression=") {
-            from_flags = true;
-            bad |= !sed_script_is_safe(s);
-        } else if a == "-f" || a.starts_with("--file") {
-            // The script lives in a file nobody reviewed.
-            from_flags = true;
+fn sed_flags(args: &[String], parsed: &crate::argv::Args<'_>) -> (bool, bool) {
+    // A script from a file nobody reviewed.
+    let mut bad = parsed.values_of(&["-f", "--file"]).next().is_some();
+    let mut from_flags = bad;
+    for script in parsed.values_of(&["-e", "--expression"]) {
+        from_flags = true;
+        bad |= !sed_script_is_safe(script);
+    }
+    for a in options(args) {
+        if a.starts_with("--in-place") || a.starts_with("--follow-symlinks") {
             bad = true;
-        } else if a.starts_with("--in-place") || a.starts_with("--follow-symlinks") {
-            bad = true;
-        } else if a.starts_with('-') && !a.starts_with("--") && a.len() > 1 {
-            let cluster = &a[1..];
-            if cluster.contains('i') || cluster.contains('f') {
-                bad = true;
-            }
-            if let Some(pos) = cluster.find('e') {
-                from_flags = true;
-                let attached = &cluster[pos + 1..];
-                let script = if attached.is_empty() {
-                    iter.next().map(String::as_str)
-                } else {
-                    Some(attached)
-                };
-                bad |= script.is_none_or(|s| !sed_script_is_safe(s));
-            }
+        } else if !a.starts_with("--") {
+            // `-i` (in place) among the flags before the first option that takes a value.
+            bad |= a[1..]
+                .chars()
+                .take_while(|c| !matches!(c, 'e' | 'f' | 'l'))
+                .any(|c| c == 'i');
         }
     }
     (bad, from_flags)

@@ -434,9 +434,20 @@ fn sh_flg_sed() {
         "sed 's/a/b/w /tmp/o' f",
         "sed '$ W /tmp/o' f",
         "sed '1e id' f",
+        // An option value in front of the script must not be taken for the script.
+        "sed -l 5 '1e id' f",
+        "sed -nl 5 '1e id' f",
+        "sed --line-length 5 '1e id' f",
+        "sed -n -l5 -e 1p -e '1e id' f",
+        "sed -s -e p --expression='s/x/id/e' f",
+        "sed -n -f script.sed f",
+        "sed -ni.bak p f",
     ] {
         expect(&p, cmd, Tier::Ask);
         expect(&defaults(), cmd, Tier::Ask);
+    }
+    for cmd in ["sed -l 5 -n 1,5p f", "sed -n -e 1p -- f", "sed -nl5 p f"] {
+        expect(&defaults(), cmd, Tier::Auto);
     }
 }
 
@@ -473,11 +484,64 @@ fn sh_flg_awk() {
         "awk 'BEGIN{system(\"id\")}'",
         "awk '{print > \"/tmp/o\"}' f",
         "awk 'BEGIN{\"id\"|getline x}'",
+        // Option values in front of the program must not be taken for the program.
+        "awk -F , 'BEGIN{system(\"id\")}' f",
+        "awk -F: -v x=1 'BEGIN{system(\"id\")}'",
+        "awk -v x=1 -- 'BEGIN{system(\"id\")}'",
+        "gawk --assign x=1 --field-separator , 'BEGIN{system(\"id\")}' f",
+        "gawk -e 'BEGIN{system(\"id\")}' f",
+        "gawk --source='{print}' --source 'BEGIN{system(\"id\")}' f",
+        "mawk -W interactive 'BEGIN{system(\"id\")}'",
+        "awk -f prog.awk f",
     ] {
         expect(&p, cmd, Tier::Ask);
         expect(&defaults(), cmd, Tier::Ask);
     }
-    expect(&defaults(), "awk '{print $1}' f", Tier::Auto);
+    for cmd in [
+        "awk '{print $1}' f",
+        "awk -F , -v OFS=: '{print $1, $2}' f",
+        "gawk -e '{print $2}' f",
+    ] {
+        expect(&defaults(), cmd, Tier::Auto);
+    }
+}
+
+#[test]
+fn option_values_are_not_paths() {
+    // `tail -n 20` reads no file named `20`, and `grep -e secret` none named `secret`: a
+    // path rule must not see them (a `deny` on `**/secret*` would refuse a harmless grep).
+    let p = Policy::from_toml(
+        "[[rule]]\nid = \"secrets\"\ndecision = \"deny\"\nreason = \"r\"\ntools = [\"fs.read\"]\npaths = [\"**/secret*\", \"**/20\"]\n",
+    )
+    .unwrap();
+    for cmd in [
+        "tail -n 20 src/main.rs",
+        "head -c 20 f",
+        "grep -e secret -rn src/",
+        "grep -rnA 20 -m 20 todo src/",
+        "sort -t , -k 20 f",
+        "cut -d , -f 20 f",
+        "uniq -f 20 f",
+        "diff -U 20 a b",
+    ] {
+        let d = run(&p, cmd);
+        assert_eq!(d.tier, Tier::Auto, "{cmd:?}: {}", d.message);
+    }
+    // Options whose value is a file still name it.
+    for cmd in [
+        "grep -f secrets.txt f",
+        "sort --random-source=secret f",
+        "wc --files0-from=secret",
+    ] {
+        expect(&p, cmd, Tier::Deny);
+    }
+    let d = run(&defaults(), "sort -k 2 -o out f");
+    assert!(
+        d.paths
+            .iter()
+            .any(|x| x.path == "out" && x.access == toolgate_policy_engine::Access::Write),
+        "{d:#?}"
+    );
 }
 
 #[test]
