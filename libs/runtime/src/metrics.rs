@@ -369,6 +369,15 @@ pub mod testing {
     /// One HTTP/1.1 GET of `path` from `addr`; returns the status code and the body.
     /// Panics on any failure, as a test helper should.
     pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+        let (status, _, body) = http_get_with_headers(addr, path).await;
+        (status, body)
+    }
+
+    /// [`http_get`], also returning the response headers (names in lowercase).
+    pub async fn http_get_with_headers(
+        addr: &str,
+        path: &str,
+    ) -> (u16, Vec<(String, String)>, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
         let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
@@ -384,12 +393,17 @@ pub mod testing {
             .expect("read response");
         let response = String::from_utf8(response).expect("utf-8 response");
         let (head, body) = response.split_once("\r\n\r\n").expect("header end");
-        let status = head
-            .split(' ')
-            .nth(1)
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
             .and_then(|c| c.parse().ok())
             .expect("status line");
-        (status, body.to_owned())
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        (status, headers, body.to_owned())
     }
 }
 

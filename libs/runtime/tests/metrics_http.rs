@@ -4,37 +4,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use toolgate_runtime::metrics::testing::http_get_with_headers;
 use toolgate_runtime::metrics::{self, ExecutorMetrics, PolicyMetrics, Stream};
 use toolgate_runtime::shutdown;
 
-/// One HTTP/1.1 request; returns the status code, the headers (lowercase names) and the body.
+/// One HTTP/1.1 GET; returns the status code, the headers (lowercase names) and the body.
 async fn get(addr: SocketAddr, path: &str) -> (u16, Vec<(String, String)>, String) {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("write request");
-    let mut response = Vec::new();
-    stream
-        .take(1 << 20)
-        .read_to_end(&mut response)
-        .await
-        .expect("read response");
-    let response = String::from_utf8(response).expect("utf-8 response");
-    let (head, body) = response.split_once("\r\n\r\n").expect("header end");
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .expect("status line");
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
-    (status, headers, body.to_owned())
+    http_get_with_headers(&addr.to_string(), path).await
 }
 
 fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
