@@ -308,6 +308,44 @@ pub fn bearer(token: &str) -> Result<MetadataValue<Ascii>, AuthError> {
         .map_err(|_| AuthError("the token has characters a header cannot carry".into()))
 }
 
+/// The client side: adds `authorization: Bearer <token>` to every request it intercepts, or
+/// nothing when built with [`Bearer::none`]. Its `Debug` output never shows the token.
+#[derive(Clone)]
+pub struct Bearer(Option<MetadataValue<Ascii>>);
+
+impl Bearer {
+    /// Presents `token` on every call.
+    pub fn new(token: &str) -> Result<Self, AuthError> {
+        Ok(Bearer(Some(bearer(token)?)))
+    }
+
+    /// Presents no credential (for servers without authentication, and for tests of that).
+    pub fn none() -> Self {
+        Bearer(None)
+    }
+}
+
+impl fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Bearer(<redacted>)"
+        } else {
+            "Bearer(none)"
+        })
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
 /// A fresh random token (256 bits, hex), for generated credentials.
 pub fn generate_token() -> String {
     let mut bytes = [0u8; 32];
@@ -449,5 +487,19 @@ mod tests {
         let generated = generate_token();
         assert_eq!(generated.len(), 64);
         assert_ne!(generated, generate_token());
+    }
+
+    #[test]
+    fn the_client_interceptor_presents_the_token_and_hides_it() {
+        let mut with = Bearer::new("alice-token-0123456789").unwrap();
+        let request = with.call(Request::new(())).unwrap();
+        assert_eq!(
+            request.metadata().get("authorization").unwrap(),
+            "Bearer alice-token-0123456789"
+        );
+        assert_eq!(format!("{with:?}"), "Bearer(<redacted>)");
+        let request = Bearer::none().call(Request::new(())).unwrap();
+        assert!(request.metadata().get("authorization").is_none());
+        assert!(Bearer::new("bad\ntoken").is_err());
     }
 }

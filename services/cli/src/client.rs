@@ -9,10 +9,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+use toolgate_runtime::auth::Bearer;
 
 /// Default policy service endpoint (`toolgate up` listens there).
 pub const DEFAULT_POLICY: &str = "http://127.0.0.1:7071";
@@ -61,47 +60,21 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_owned())
 }
 
-/// Adds the bearer token to every request.
-#[derive(Clone)]
-pub struct Bearer(Option<MetadataValue<Ascii>>);
-
-impl fmt::Debug for Bearer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Bearer(<redacted>)"
-        } else {
-            "Bearer(none)"
-        })
-    }
-}
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(v) = &self.0 {
-            req.metadata_mut().insert("authorization", v.clone());
-        }
-        Ok(req)
-    }
-}
-
 /// A channel whose calls carry the bearer token.
 pub type AuthChannel = InterceptedService<Channel, Bearer>;
 
 /// Connects to `url` (the `what` service, for messages) and attaches the token.
 pub async fn connect(what: &str, url: &str, token: &TokenArgs) -> anyhow::Result<AuthChannel> {
     let bearer = match token.resolve()? {
-        Some(t) => Some(
-            toolgate_runtime::auth::bearer(&t)
-                .map_err(|e| anyhow::anyhow!("the token cannot be sent: {e}"))?,
-        ),
-        None => None,
+        Some(t) => Bearer::new(&t).map_err(|e| anyhow::anyhow!("the token cannot be sent: {e}"))?,
+        None => Bearer::none(),
     };
     let channel = toolgate_runtime::grpc::endpoint(url.to_owned())
         .with_context(|| format!("`{url}` is not a valid {what} endpoint URL"))?
         .connect()
         .await
         .with_context(|| format!("cannot reach the {what} at {url}"))?;
-    Ok(InterceptedService::new(channel, Bearer(bearer)))
+    Ok(InterceptedService::new(channel, bearer))
 }
 
 /// A failed call, printed as `CODE REASON: message` followed by the ErrorInfo metadata.

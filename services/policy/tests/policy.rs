@@ -4,12 +4,13 @@ mod support;
 
 use std::time::Duration;
 
-use support::{AGENT, Backend, Bearer, Db, Options, Server};
+use support::{AGENT, Backend, Db, Options, Server};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use toolgate_contracts::common::v1::{Tier, ToolKind};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
+use toolgate_runtime::auth::Bearer;
 
 type Client = PolicyServiceClient<InterceptedService<Channel, Bearer>>;
 
@@ -176,7 +177,7 @@ async fn calls_without_a_known_token_are_unauthenticated_but_health_is_open() {
     assert_eq!(e.code(), tonic::Code::Unauthenticated);
     let mut forged = PolicyServiceClient::with_interceptor(
         channel.clone(),
-        Bearer::new("not-a-configured-token-000"),
+        Bearer::new("not-a-configured-token-000").unwrap(),
     );
     let e = forged
         .get_policy(pb::GetPolicyRequest {})

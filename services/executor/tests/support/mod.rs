@@ -7,29 +7,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use toolgate_contracts::common::v1::CallContext;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
+pub use toolgate_runtime::auth::Bearer;
 
 /// A policy that allows everything the built-in baseline does not ask about or deny.
 pub const PERMISSIVE: &str = "default = \"auto\"\n";
-
-/// Adds `authorization: Bearer <token>` to every request.
-#[derive(Clone)]
-pub struct Bearer(Option<MetadataValue<Ascii>>);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut r: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        if let Some(v) = &self.0 {
-            r.metadata_mut().insert("authorization", v.clone());
-        }
-        Ok(r)
-    }
-}
 
 /// A channel carrying a credential.
 pub type AuthChannel = InterceptedService<Channel, Bearer>;
@@ -116,8 +102,8 @@ async fn connect(addr: &str, token: Option<&str>) -> AuthChannel {
         .connect()
         .await
         .expect("connect");
-    let bearer = token.map(|t| toolgate_runtime::auth::bearer(t).unwrap());
-    InterceptedService::new(ch, Bearer(bearer))
+    let bearer = token.map_or_else(Bearer::none, |t| Bearer::new(t).unwrap());
+    InterceptedService::new(ch, bearer)
 }
 
 /// A running `toolgate-policy` with a SQLite ledger in a temp directory, killed on drop.

@@ -9,15 +9,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use sqlx::{AssertSqlSafe, Connection};
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
+use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
 use toolgate_contracts::common::v1::{CallContext, ToolKind};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
+use toolgate_runtime::auth::Bearer;
 
 /// A credential of the test configuration: principal, role, token.
 pub type Cred = (&'static str, &'static str, &'static str);
@@ -287,39 +286,20 @@ impl Server {
         &self,
         cred: Cred,
     ) -> PolicyServiceClient<InterceptedService<Channel, Bearer>> {
-        PolicyServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2))
+        PolicyServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2).unwrap())
     }
 
     pub async fn approvals(
         &self,
         cred: Cred,
     ) -> ApprovalServiceClient<InterceptedService<Channel, Bearer>> {
-        ApprovalServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2))
+        ApprovalServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2).unwrap())
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-/// Presents a bearer token on every call.
-#[derive(Clone)]
-pub struct Bearer(MetadataValue<Ascii>);
-
-impl Bearer {
-    pub fn new(token: &str) -> Self {
-        Bearer(toolgate_runtime::auth::bearer(token).unwrap())
-    }
-}
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request
-            .metadata_mut()
-            .insert("authorization", self.0.clone());
-        Ok(request)
     }
 }
 

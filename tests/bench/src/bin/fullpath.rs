@@ -20,17 +20,14 @@
 use std::time::{Duration, Instant};
 
 use sqlx::{AssertSqlSafe, Connection};
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use toolgate_bench::{Goal, Samples, heading, print_side, report_ratio, sample_count};
 use toolgate_contracts::common::v1::{CallContext, exit_status};
 use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
-use toolgate_runtime::auth::{AuthConfig, Role, TokenEntry};
+use toolgate_runtime::auth::{AuthConfig, Bearer, Role, TokenEntry};
 
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 const EXECUTOR_TOKEN: &str = "bench-executor-token-0123456789abcdef";
@@ -216,19 +213,8 @@ fn tokens(entries: &[(&str, Role, &str)]) -> AuthConfig {
     }
 }
 
-/// Adds the agent's bearer token to every call.
-#[derive(Clone)]
-struct Bearer(MetadataValue<Ascii>);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        req.metadata_mut().insert("authorization", self.0.clone());
-        Ok(req)
-    }
-}
-
 fn bearer() -> Bearer {
-    Bearer(toolgate_runtime::auth::bearer(AGENT_TOKEN).expect("ascii token"))
+    Bearer::new(AGENT_TOKEN).expect("ascii token")
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {

@@ -29,10 +29,8 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::metadata::{Ascii, MetadataValue};
-use tonic::service::Interceptor;
+use tonic::Status;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use toolgate_bench::{Goal, heading, interleave_async, print_side, report_ratio, sample_count};
@@ -41,7 +39,7 @@ use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
-use toolgate_runtime::auth::{AuthConfig, Role, TokenEntry};
+use toolgate_runtime::auth::{AuthConfig, Bearer, Role, TokenEntry};
 
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 
@@ -168,19 +166,8 @@ impl toolgate_executor::Authorizer for AllowAll {
     }
 }
 
-/// Adds the agent's bearer token to every call.
-#[derive(Clone)]
-struct Bearer(MetadataValue<Ascii>);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        req.metadata_mut().insert("authorization", self.0.clone());
-        Ok(req)
-    }
-}
-
 fn bearer() -> Bearer {
-    Bearer(toolgate_runtime::auth::bearer(AGENT_TOKEN).expect("ascii token"))
+    Bearer::new(AGENT_TOKEN).expect("ascii token")
 }
 
 async fn classify_vs_echo(n: usize, ch: Channel) {
