@@ -407,7 +407,7 @@ pub(crate) fn parse<'a>(name: &str, args: &'a [String]) -> Args<'a> {
                 } else {
                     Some(rest)
                 };
-                out.take(t, Opt::Short(c), &value.into_iter().collect::<Vec<_>>());
+                out.take(t, Opt::Short(c), value.as_slice());
                 break;
             }
         }

@@ -591,24 +591,19 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             // Program text comes from -e/--source (gawk), from files (-f, -E, -i, -l), or
             // else from the first operand.
             let sources: Vec<&str> = parsed.values_of(&["-e", "--source"]).collect();
-            let from_file = has_short(args, 'f')
-                || has_long(args, "--file")
-                || has_long(args, "--exec")
-                || has_long(args, "--load")
-                || has_short(args, 'l')
-                || parsed
-                    .values_of(&[
-                        "-f",
-                        "--file",
-                        "-E",
-                        "--exec",
-                        "-i",
-                        "--include",
-                        "-l",
-                        "--load",
-                    ])
-                    .next()
-                    .is_some();
+            let from_file = parsed
+                .values_of(&[
+                    "-f",
+                    "--file",
+                    "-E",
+                    "--exec",
+                    "-i",
+                    "--include",
+                    "-l",
+                    "--load",
+                ])
+                .next()
+                .is_some();
             let program_operand = sources.is_empty() && !from_file;
             unsafe_flag |= from_file
                 || sources.iter().any(|p| !awk_program_is_safe(p))
