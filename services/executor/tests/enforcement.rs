@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Credentials, Executor, Policy, Sandbox, ctx, ctx_waiting};
+use support::{Credentials, Executor, GUARDED, Policy, Sandbox, ctx, ctx_waiting};
 use tonic::Code;
 use tonic::Streaming;
 use toolgate_contracts::common::v1::exit_status::Status as S;
@@ -14,23 +14,6 @@ use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServi
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::executor::v1::run_response::Event;
 use toolgate_contracts::policy::v1 as ppb;
-
-/// Asks a human about everything under `deploy/` and about `git push`; denies `terraform`.
-const RULES: &str = r#"
-default = "auto"
-
-[[rule]]
-id = "deploy-needs-human"
-decision = "ask"
-reason = "deploy/ is what production runs"
-paths = ["deploy/**"]
-
-[[rule]]
-id = "no-terraform"
-decision = "deny"
-reason = "infrastructure changes go through the platform team's pipeline"
-commands = ["terraform"]
-"#;
 
 /// Every call needs a human.
 const ASK_ALL: &str = "default = \"ask\"\n";
@@ -154,7 +137,7 @@ fn lines(path: &std::path::Path) -> usize {
 #[tokio::test]
 async fn fails_closed_when_the_policy_service_is_down() {
     let sb = Sandbox::new();
-    let policy = Policy::start(RULES);
+    let policy = Policy::start(GUARDED);
     let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
     let mut fs = exe.fs().await;
     fs.write_file(write("before.txt", "ok")).await.unwrap();
@@ -189,7 +172,7 @@ async fn fails_closed_when_the_policy_service_is_down() {
 #[tokio::test]
 async fn an_executor_whose_credential_the_policy_refuses_fails_closed() {
     let sb = Sandbox::new();
-    let policy = Policy::start(RULES);
+    let policy = Policy::start(GUARDED);
     // Its own agents, but an executor token the policy service never issued.
     let strangers = Credentials::new();
     let exe = Executor::start_at(&policy.endpoint(), &strangers, &sb.ws, &[], &[]);
@@ -210,7 +193,7 @@ async fn an_executor_whose_credential_the_policy_refuses_fails_closed() {
 #[tokio::test]
 async fn policy_denials_name_the_rule() {
     let sb = Sandbox::new();
-    let policy = Policy::start(RULES);
+    let policy = Policy::start(GUARDED);
     let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
     let err = start_run(
         &exe,
@@ -239,7 +222,7 @@ async fn policy_denials_name_the_rule() {
 #[tokio::test]
 async fn ask_without_a_wait_is_approval_required_and_resumes_by_repeating_the_call() {
     let sb = Sandbox::new();
-    let policy = Policy::start(RULES);
+    let policy = Policy::start(GUARDED);
     let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
     let mut fs = exe.fs().await;
     let req = write("deploy/app.yaml", "replicas: 3\n");
@@ -436,7 +419,7 @@ async fn the_trace_context_reaches_the_child_and_the_ledger() {
 #[tokio::test]
 async fn callers_without_an_agent_credential_are_refused() {
     let sb = Sandbox::new();
-    let policy = Policy::start(RULES);
+    let policy = Policy::start(GUARDED);
     let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
     let anon = exe.anonymous_channel().await;
     let err = FilesystemServiceClient::new(anon.clone())

@@ -5,30 +5,13 @@ mod support;
 
 use std::sync::Arc;
 
-use support::{Credentials, Executor, Policy, Sandbox, ctx, ctx_waiting};
+use support::{Credentials, Executor, GUARDED, Policy, Sandbox, ctx, ctx_waiting};
 use tonic::Code;
 use toolgate_contracts::common::v1::OutputStats;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::executor::v1::run_response::Event;
 use toolgate_runtime::metrics::testing::http_get;
-
-/// Asks about `deploy/`, denies `terraform`, allows the rest.
-const RULES: &str = r#"
-default = "auto"
-
-[[rule]]
-id = "deploy-needs-human"
-decision = "ask"
-reason = "deploy/ is what production runs"
-paths = ["deploy/**"]
-
-[[rule]]
-id = "no-terraform"
-decision = "deny"
-reason = "infrastructure changes go through the platform team's pipeline"
-commands = ["terraform"]
-"#;
 
 fn script(s: &str) -> pb::RunRequest {
     pb::RunRequest {
@@ -81,7 +64,7 @@ fn sample(lines: &[String], name: &str) -> Option<f64> {
 #[tokio::test]
 async fn scrape_counts_runs_output_fs_ops_refusals_and_waits_by_label() {
     let sb = Sandbox::new();
-    let policy = Policy::start_with(RULES, Arc::new(Credentials::new()));
+    let policy = Policy::start_with(GUARDED, Arc::new(Credentials::new()));
     let exe = Executor::start_with(
         &policy,
         &sb.ws,

@@ -17,6 +17,23 @@ pub use toolgate_runtime::auth::Bearer;
 /// A policy that allows everything the built-in baseline does not ask about or deny.
 pub const PERMISSIVE: &str = "default = \"auto\"\n";
 
+/// Asks a human about everything under `deploy/`, denies `terraform`, allows the rest.
+pub const GUARDED: &str = r#"
+default = "auto"
+
+[[rule]]
+id = "deploy-needs-human"
+decision = "ask"
+reason = "deploy/ is what production runs"
+paths = ["deploy/**"]
+
+[[rule]]
+id = "no-terraform"
+decision = "deny"
+reason = "infrastructure changes go through the platform team's pipeline"
+commands = ["terraform"]
+"#;
+
 /// A channel carrying a credential.
 pub type AuthChannel = InterceptedService<Channel, Bearer>;
 
