@@ -4,7 +4,11 @@
 //! is resolved by the kernel beneath that handle (`openat2` with `RESOLVE_BENEATH |
 //! RESOLVE_NO_MAGICLINKS`), so `..`, absolute paths, symlinks and symlink races cannot
 //! reach outside it. Deny globs hide paths completely; protected globs make them
-//! read-only. Both apply to the canonical workspace-relative path of what was opened.
+//! read-only. Both apply to the canonical workspace-relative path of what was opened and
+//! to every path the requested spelling passes through. [`HiddenPaths`] adds deny globs
+//! for one listing, search or find (the executor passes the policy's read denials).
+//! Windows spellings (`C:\x`, `\\server\share`) and, unless configured, backslashes
+//! are refused: the workspace is a POSIX tree.
 //!
 //! Operations are synchronous; an async caller runs them on a blocking thread.
 //!
@@ -43,5 +47,7 @@ pub use read::{ReadOutcome, ReadRange, ReadRequest, StatOutcome, StatRequest};
 pub use search::{
     FileMatches, FindOutcome, FindRequest, Found, SearchLine, SearchOutcome, SearchRequest,
 };
-pub use workspace::{Canonical, DEFAULT_PROTECTED, EntryKind, Limits, Workspace, WorkspaceConfig};
+pub use workspace::{
+    Canonical, DEFAULT_PROTECTED, EntryKind, HiddenPaths, Limits, Workspace, WorkspaceConfig,
+};
 pub use write::{EditOutcome, EditRequest, MkdirOutcome, MkdirRequest, WriteOutcome, WriteRequest};

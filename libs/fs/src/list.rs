@@ -10,7 +10,9 @@ use rustix::fs::{AtFlags, Dir, FileType, OFlags};
 
 use crate::error::{Error, Result};
 use crate::path::WorkspacePath;
-use crate::workspace::{Access, BENEATH_NO_SYMLINKS, EntryKind, Workspace, cap, mtime_of};
+use crate::workspace::{
+    Access, BENEATH_NO_SYMLINKS, EntryKind, HiddenPaths, Workspace, cap, mtime_of,
+};
 
 /// A listing request.
 #[derive(Debug, Clone)]
@@ -106,6 +108,16 @@ impl Workspace {
     /// Lists a directory, optionally recursively, never following symlinks while descending
     /// and never showing denied entries.
     pub fn list(&self, req: &ListRequest) -> Result<ListOutcome> {
+        self.list_inner(req, None)
+    }
+
+    /// [`Self::list`] that also never shows what `hidden` matches (the listed directory
+    /// included, by its spelling or its canonical path), exactly like a deny glob.
+    pub fn list_hiding(&self, req: &ListRequest, hidden: &HiddenPaths) -> Result<ListOutcome> {
+        self.list_inner(req, Some(hidden))
+    }
+
+    fn list_inner(&self, req: &ListRequest, hidden: Option<&HiddenPaths>) -> Result<ListOutcome> {
         let l = self.limits();
         let max_entries = cap(
             "max_entries",
@@ -124,7 +136,7 @@ impl Workspace {
             1
         };
         let r = self.request(&req.path)?;
-        let resolved = self.resolve(&r, true, Access::Read)?;
+        let resolved = self.resolve_hiding(&r, true, Access::Read, hidden)?;
         if FileType::from_raw_mode(resolved.stat.st_mode) != FileType::Directory {
             return Err(Error::NotADirectory {
                 path: r.shown.to_owned(),
@@ -142,6 +154,7 @@ impl Workspace {
             include_hidden: req.include_hidden,
             max_depth: depth,
             max_entries,
+            hidden,
             out: &mut out,
         };
         walk.dir(&fd, &resolved.canon, 1)?;
@@ -155,6 +168,7 @@ struct ListWalk<'a> {
     include_hidden: bool,
     max_depth: usize,
     max_entries: usize,
+    hidden: Option<&'a HiddenPaths>,
     out: &'a mut ListOutcome,
 }
 
@@ -174,7 +188,7 @@ impl ListWalk<'_> {
                 continue;
             }
             let child: PathBuf = canon.join(&name);
-            if self.ws.entry_denied(&child) {
+            if self.ws.entry_denied(&child, self.hidden) {
                 continue;
             }
             // Vanished between readdir and stat: skip rather than fail the listing.

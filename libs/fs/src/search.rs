@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::list::Truncation;
 use crate::path::WorkspacePath;
 use crate::walk::{Filter, Item, Visit, WalkSpec, default_threads, walk};
-use crate::workspace::{Access, EntryKind, Style, Workspace, cap};
+use crate::workspace::{Access, EntryKind, HiddenPaths, Style, Workspace, cap};
 
 /// A content search request.
 #[derive(Debug, Clone)]
@@ -426,11 +426,31 @@ impl Workspace {
         self.search_with_threads(req, default_threads())
     }
 
+    /// [`Self::search`] that also never searches or shows what `hidden` matches (the
+    /// searched path included, by its spelling or its canonical path), exactly like a deny
+    /// glob.
+    pub fn search_hiding(
+        &self,
+        req: &SearchRequest,
+        hidden: &HiddenPaths,
+    ) -> Result<SearchOutcome> {
+        self.search_inner(req, default_threads(), Some(hidden))
+    }
+
     /// [`Self::search`] with an explicit number of worker threads.
     pub fn search_with_threads(
         &self,
         req: &SearchRequest,
         threads: usize,
+    ) -> Result<SearchOutcome> {
+        self.search_inner(req, threads, None)
+    }
+
+    fn search_inner(
+        &self,
+        req: &SearchRequest,
+        threads: usize,
+        hidden: Option<&HiddenPaths>,
     ) -> Result<SearchOutcome> {
         let l = self.limits();
         let max_results = cap(
@@ -464,7 +484,7 @@ impl Workspace {
         let include = Filter::new("include", &req.include)?;
         let exclude = Filter::new("exclude", &req.exclude)?;
         let r = self.request(&req.path)?;
-        let resolved = self.resolve(&r, true, Access::Read)?;
+        let resolved = self.resolve_hiding(&r, true, Access::Read, hidden)?;
         let mut sb = SearcherBuilder::new();
         sb.line_number(true)
             .before_context(req.context_lines)
@@ -488,6 +508,7 @@ impl Workspace {
                     include_hidden: req.include_hidden,
                     gitignore: req.respect_gitignore,
                     exclude: exclude.as_ref(),
+                    hidden,
                     threads,
                 },
                 &visitor,
@@ -532,6 +553,16 @@ impl Workspace {
 
     /// Finds paths under a directory whose path relative to it matches any glob.
     pub fn find(&self, req: &FindRequest) -> Result<FindOutcome> {
+        self.find_inner(req, None)
+    }
+
+    /// [`Self::find`] that also never shows what `hidden` matches (the directory searched
+    /// under included, by its spelling or its canonical path), exactly like a deny glob.
+    pub fn find_hiding(&self, req: &FindRequest, hidden: &HiddenPaths) -> Result<FindOutcome> {
+        self.find_inner(req, Some(hidden))
+    }
+
+    fn find_inner(&self, req: &FindRequest, hidden: Option<&HiddenPaths>) -> Result<FindOutcome> {
         let l = self.limits();
         let max_results = cap(
             "max_results",
@@ -553,7 +584,7 @@ impl Workspace {
         };
         let exclude = Filter::new("exclude", &req.exclude)?;
         let r = self.request(&req.path)?;
-        let resolved = self.resolve(&r, true, Access::Read)?;
+        let resolved = self.resolve_hiding(&r, true, Access::Read, hidden)?;
         if FileType::from_raw_mode(resolved.stat.st_mode) != FileType::Directory {
             return Err(Error::NotADirectory {
                 path: r.shown.to_owned(),
@@ -570,6 +601,7 @@ impl Workspace {
             include_hidden: req.include_hidden,
             gitignore: req.respect_gitignore,
             exclude: exclude.as_ref(),
+            hidden,
             threads: default_threads(),
         };
         let mut matches: Vec<Found> = walk(self, &resolved.canon, &spec, &visitor)

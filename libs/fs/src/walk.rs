@@ -18,7 +18,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use crate::error::{Error, Result};
 use crate::list::{is_hidden, read_names};
-use crate::workspace::{BENEATH_NO_SYMLINKS, Workspace, compile_glob};
+use crate::workspace::{BENEATH_NO_SYMLINKS, HiddenPaths, Workspace, compile_glob};
 
 /// Files are handed to other workers in batches of this size, so one huge directory
 /// still spreads over every core.
@@ -118,6 +118,8 @@ pub(crate) struct WalkSpec<'a> {
     pub include_hidden: bool,
     pub gitignore: bool,
     pub exclude: Option<&'a Filter>,
+    /// More deny globs for this walk.
+    pub hidden: Option<&'a HiddenPaths>,
     pub threads: usize,
 }
 
@@ -306,12 +308,12 @@ impl<V: Visit> Walker<'_, V> {
             ignores
         };
         let mut files = Vec::new();
-        let check_deny = self.ws.has_deny();
+        let check_deny = self.ws.has_deny(self.spec.hidden);
         for (name, mut ft) in names {
             if !self.spec.include_hidden && is_hidden(&name) {
                 continue;
             }
-            if check_deny && self.ws.entry_denied(&canon.join(&name)) {
+            if check_deny && self.ws.entry_denied(&canon.join(&name), self.spec.hidden) {
                 continue;
             }
             if ft == FileType::Unknown {

@@ -31,6 +31,20 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "**/.claude/**",
     "**/.vscode",
     "**/.vscode/**",
+    "**/.codex",
+    "**/.codex/**",
+    "**/.cursor",
+    "**/.cursor/**",
+    "**/.gemini",
+    "**/.gemini/**",
+    "**/.hg",
+    "**/.hg/**",
+    "**/.svn",
+    "**/.svn/**",
+    "**/.jj",
+    "**/.jj/**",
+    "**/.gitattributes",
+    "**/.gitmodules",
 ];
 
 /// Size and count limits; every request cap is checked against the matching maximum.
@@ -121,6 +135,12 @@ pub struct WorkspaceConfig {
     /// another name for the same inode may be denied or lie outside the workspace, and
     /// globs only see names. Off by default because build trees hard-link freely.
     pub refuse_hard_links: bool,
+    /// Accept request paths containing `\` as plain name bytes. Off by default: the
+    /// workspace is a POSIX tree where `\` separates nothing, so `src\main.rs` would name
+    /// one file called `src\main.rs`, which is never what a caller thinking in Windows
+    /// paths meant. Windows drive-letter (`C:\`, `c:/`), UNC (`\\server\share`) and
+    /// device (`\\?\`) spellings are refused whatever this says.
+    pub allow_backslash_names: bool,
 }
 
 impl WorkspaceConfig {
@@ -134,7 +154,73 @@ impl WorkspaceConfig {
             protected: DEFAULT_PROTECTED.iter().map(|s| (*s).to_owned()).collect(),
             limits: Limits::default(),
             refuse_hard_links: false,
+            allow_backslash_names: false,
         }
+    }
+}
+
+/// Globs over canonical workspace-relative paths that an operation must not reveal, on top
+/// of the workspace's own deny globs: in the executor, the paths whose read the policy in
+/// force denies, as the policy's answer carried them, with that policy's version.
+///
+/// A path is hidden when it or one of its ancestors matches (a glob naming a directory
+/// hides everything beneath it). The glob syntax is the deny globs' (and the policy
+/// document's): `*` stays within one component, `**/` also matches at the root.
+#[derive(Debug, Clone, Default)]
+pub struct HiddenPaths {
+    version: String,
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl HiddenPaths {
+    /// Hides nothing.
+    pub fn none() -> HiddenPaths {
+        HiddenPaths::default()
+    }
+
+    /// Compiles `patterns`, remembering the `version` of the rule set they come from.
+    pub fn new(version: impl Into<String>, patterns: Vec<String>) -> Result<HiddenPaths> {
+        let set = build_globs("hidden", &patterns)?;
+        Ok(HiddenPaths {
+            version: version.into(),
+            patterns,
+            set,
+        })
+    }
+
+    /// The version of the rule set the globs come from (for the executor, the policy
+    /// version; empty for [`HiddenPaths::none`]).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The globs as given.
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+
+    /// Whether nothing is hidden.
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty()
+    }
+
+    /// Whether `path` (canonical, workspace-relative, without a leading `./`) or one of
+    /// its ancestors matches a glob.
+    pub fn hides(&self, path: &Path) -> bool {
+        if self.set.is_empty() {
+            return false;
+        }
+        let mut acc = PathBuf::new();
+        path.components().any(|c| {
+            acc.push(c);
+            self.set.is_match(&acc)
+        })
+    }
+
+    /// Whether `path` itself matches, its ancestors being known not to.
+    pub(crate) fn matches(&self, path: &Path) -> bool {
+        !self.set.is_empty() && self.set.is_match(path)
     }
 }
 
@@ -149,6 +235,7 @@ pub struct Workspace {
     protected: GlobSet,
     limits: Limits,
     refuse_hard_links: bool,
+    allow_backslash_names: bool,
 }
 
 /// How the caller spelled a path, so results can be shown in the same form.
@@ -310,22 +397,54 @@ pub(crate) fn compile_glob(p: &str) -> Result<globset::Glob> {
         })
 }
 
-/// Lexically normalises a relative path (drops `.`, folds `a/..`); `None` if it climbs above.
-fn lexical(rel: &Path) -> Option<PathBuf> {
-    let mut out = PathBuf::new();
+/// Calls `visit` with every path the spelling `rel` names on its way, in order: each
+/// component appended to the path so far, `..` taking one back (never above the root, where
+/// only a symlink could have led). `a/../b` visits `a` and `b`; `.codex/../../.codex/x`
+/// visits `.codex` and `.codex/x`. Stops at the first `true`.
+fn spelled(rel: &Path, mut visit: impl FnMut(&Path) -> bool) -> bool {
+    let mut acc = PathBuf::new();
     for c in rel.components() {
         match c {
-            Component::Normal(n) => out.push(n),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    return None;
+            Component::Normal(n) => {
+                acc.push(n);
+                if visit(&acc) {
+                    return true;
                 }
             }
-            Component::RootDir | Component::Prefix(_) => return None,
+            Component::ParentDir => {
+                acc.pop();
+            }
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
         }
     }
-    Some(out)
+    false
+}
+
+/// Why a request path would mean something else on the system its caller had in mind:
+/// Windows drive-letter, UNC and device spellings always, and any backslash unless
+/// backslashes are allowed in names.
+fn foreign_spelling(p: &str, allow_backslash_names: bool) -> Option<&'static str> {
+    let b = p.as_bytes();
+    let drive = b.len() >= 2
+        && b[0].is_ascii_alphabetic()
+        && b[1] == b':'
+        && matches!(b.get(2), None | Some(b'\\' | b'/'));
+    if drive {
+        return Some(
+            "this is a Windows drive-letter path, but the workspace is a POSIX tree; name files relative to the workspace root with `/` between components (`src/main.rs`)",
+        );
+    }
+    if b.starts_with(b"\\\\") || b.starts_with(b"\\??\\") {
+        return Some(
+            "this is a Windows UNC or device path (`\\\\server\\share`, `\\\\?\\`), but the workspace is a POSIX tree; name files relative to the workspace root with `/` between components",
+        );
+    }
+    if !allow_backslash_names && b.contains(&b'\\') {
+        return Some(
+            "the path contains `\\`, which separates nothing in the workspace's POSIX tree and would become part of a file name; use `/` between components (`src/main.rs`)",
+        );
+    }
+    None
 }
 
 impl Workspace {
@@ -379,6 +498,7 @@ impl Workspace {
             protected: build_globs("protected", &config.protected)?,
             limits,
             refuse_hard_links: config.refuse_hard_links,
+            allow_backslash_names: config.allow_backslash_names,
         })
     }
 
@@ -399,6 +519,12 @@ impl Workspace {
     /// Turns the caller's path into a root-relative one, remembering its style.
     pub(crate) fn request<'a>(&self, path: &'a WorkspacePath) -> Result<Request<'a>> {
         let shown = path.as_str();
+        if let Some(why) = foreign_spelling(shown, self.allow_backslash_names) {
+            return Err(Error::InvalidPath {
+                path: shown.to_owned(),
+                why,
+            });
+        }
         let trailing_slash = shown.len() > 1 && shown.ends_with('/');
         let p = Path::new(shown);
         if !p.is_absolute() {
@@ -482,32 +608,70 @@ impl Workspace {
     /// Applies the deny globs (and the protected ones for writes) to `canon` and each of
     /// its ancestors, so a pattern naming a directory covers everything inside it.
     pub(crate) fn check(&self, shown: &str, canon: &Path, access: Access) -> Result<()> {
+        self.check_hiding(shown, canon, access, None)
+    }
+
+    /// [`Self::check`] with `hidden` treated as more deny globs.
+    pub(crate) fn check_hiding(
+        &self,
+        shown: &str,
+        canon: &Path,
+        access: Access,
+        hidden: Option<&HiddenPaths>,
+    ) -> Result<()> {
         let mut acc = PathBuf::new();
         for c in canon.components() {
             acc.push(c);
-            if self.deny.is_match(&acc) {
-                return Err(Error::Denied {
-                    path: shown.to_owned(),
-                    canonical: canon.to_string_lossy().into_owned(),
-                });
-            }
-            if access == Access::Write && self.protected.is_match(&acc) {
-                return Err(Error::Protected {
-                    path: shown.to_owned(),
-                    canonical: canon.to_string_lossy().into_owned(),
-                });
-            }
+            self.check_one(shown, &acc, canon, access, hidden)?;
         }
         Ok(())
     }
 
-    /// [`Self::check`] on the requested spelling, before anything is opened, so a denied
-    /// name is refused the same way whether or not it exists.
-    pub(crate) fn precheck(&self, req: &Request<'_>, access: Access) -> Result<()> {
-        match lexical(&req.rel) {
-            Some(lex) => self.check(req.shown, &lex, access),
-            None => Ok(()),
+    /// The globs on one path (not its ancestors); `canon` is what the error reports.
+    fn check_one(
+        &self,
+        shown: &str,
+        path: &Path,
+        canon: &Path,
+        access: Access,
+        hidden: Option<&HiddenPaths>,
+    ) -> Result<()> {
+        if self.deny.is_match(path) || hidden.is_some_and(|h| h.matches(path)) {
+            return Err(Error::Denied {
+                path: shown.to_owned(),
+                canonical: canon.to_string_lossy().into_owned(),
+            });
         }
+        if access == Access::Write && self.protected.is_match(path) {
+            return Err(Error::Protected {
+                path: shown.to_owned(),
+                canonical: canon.to_string_lossy().into_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The globs on the requested spelling, before anything is opened, so a denied name is
+    /// refused the same way whether or not it exists, and a symlink cannot launder a
+    /// protected name: every path the spelling passes through is checked (`.codex`, then
+    /// `.codex/config.toml`), not only its lexical end point.
+    pub(crate) fn precheck(&self, req: &Request<'_>, access: Access) -> Result<()> {
+        self.precheck_hiding(req, access, None)
+    }
+
+    /// [`Self::precheck`] with `hidden` treated as more deny globs.
+    pub(crate) fn precheck_hiding(
+        &self,
+        req: &Request<'_>,
+        access: Access,
+        hidden: Option<&HiddenPaths>,
+    ) -> Result<()> {
+        let mut result = Ok(());
+        spelled(&req.rel, |p| {
+            result = self.check_one(req.shown, p, p, access, hidden);
+            result.is_err()
+        });
+        result
     }
 
     /// Refuses content access to a multiply-linked regular file when so configured.
@@ -531,14 +695,14 @@ impl Workspace {
         self.refuse_hard_links
     }
 
-    /// Whether any deny glob is configured (walks skip building paths when not).
-    pub(crate) fn has_deny(&self) -> bool {
-        !self.deny.is_empty()
+    /// Whether any deny glob is configured or hidden (walks skip building paths when not).
+    pub(crate) fn has_deny(&self, hidden: Option<&HiddenPaths>) -> bool {
+        !self.deny.is_empty() || hidden.is_some_and(|h| !h.is_empty())
     }
 
-    /// Whether a single entry (whose ancestors were already checked) is denied.
-    pub(crate) fn entry_denied(&self, canon: &Path) -> bool {
-        self.deny.is_match(canon)
+    /// Whether a single entry (whose ancestors were already checked) is denied or hidden.
+    pub(crate) fn entry_denied(&self, canon: &Path, hidden: Option<&HiddenPaths>) -> bool {
+        self.deny.is_match(canon) || hidden.is_some_and(|h| h.matches(canon))
     }
 
     /// Resolves an existing path beneath the root to an `O_PATH` handle, checking the
@@ -549,7 +713,19 @@ impl Workspace {
         follow: bool,
         access: Access,
     ) -> Result<Resolved> {
-        self.precheck(req, access)?;
+        self.resolve_hiding(req, follow, access, None)
+    }
+
+    /// [`Self::resolve`] with `hidden` treated as more deny globs, on the spelling and on
+    /// the canonical path.
+    pub(crate) fn resolve_hiding(
+        &self,
+        req: &Request<'_>,
+        follow: bool,
+        access: Access,
+        hidden: Option<&HiddenPaths>,
+    ) -> Result<Resolved> {
+        self.precheck_hiding(req, access, hidden)?;
         let mut flags = OFlags::PATH;
         if !follow {
             flags |= OFlags::NOFOLLOW;
@@ -559,7 +735,7 @@ impl Workspace {
             .map_err(|e| Error::from_errno("open", req.shown, e))?;
         let stat = rustix::fs::fstat(&fd).map_err(|e| Error::from_errno("stat", req.shown, e))?;
         let canon = self.canonical(fd.as_fd(), req.shown)?;
-        self.check(req.shown, &canon, access)?;
+        self.check_hiding(req.shown, &canon, access, hidden)?;
         Ok(Resolved { fd, stat, canon })
     }
 
@@ -778,9 +954,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lexical_normalisation_refuses_climbing_above() {
-        assert_eq!(lexical(Path::new("a/./b/../c")), Some(PathBuf::from("a/c")));
-        assert_eq!(lexical(Path::new("a/../../x")), None);
+    fn spelled_visits_every_path_the_spelling_passes_through() {
+        let visits = |p: &str| {
+            let mut v = Vec::new();
+            spelled(Path::new(p), |q| {
+                v.push(q.to_string_lossy().into_owned());
+                false
+            });
+            v
+        };
+        assert_eq!(visits("a/./b/../c"), ["a", "a/b", "a/c"]);
+        assert_eq!(
+            visits(".codex/../../.codex/x"),
+            [".codex", ".codex", ".codex/x"]
+        );
+    }
+
+    #[test]
+    fn foreign_spellings_are_recognised() {
+        for p in [
+            "C:\\Users\\me\\x.txt",
+            "c:/x",
+            "c:",
+            "Z:\\",
+            "\\\\server\\share\\x",
+            "\\\\?\\C:\\x",
+            "\\\\.\\pipe\\x",
+            "\\??\\C:\\x",
+        ] {
+            assert!(foreign_spelling(p, true).is_some(), "{p}");
+            assert!(foreign_spelling(p, false).is_some(), "{p}");
+        }
+        for p in ["src\\main.rs", "a\\ b", "\\x"] {
+            assert!(foreign_spelling(p, false).is_some(), "{p}");
+            assert!(foreign_spelling(p, true).is_none(), "{p}");
+        }
+        for p in ["src/main.rs", "c:d", "ab:/x", "./c:/x", "/abs/c:/x", "."] {
+            assert!(foreign_spelling(p, false).is_none(), "{p}");
+        }
     }
 
     #[test]
@@ -801,10 +1012,23 @@ mod tests {
             "x/.env",
             "k.pem",
             "a/id.key",
+            ".codex",
+            ".codex/config.toml",
+            "a/.cursor/rules",
+            ".gitattributes",
+            "vendor/x/.gitmodules",
+            ".jj/repo",
         ] {
             assert!(set.is_match(p), "{p}");
         }
-        for p in ["src/main.rs", ".github/x", "env", "a.pem.txt"] {
+        for p in [
+            "src/main.rs",
+            ".github/x",
+            "env",
+            "a.pem.txt",
+            ".gitignore",
+            "codex/x",
+        ] {
             assert!(!set.is_match(p), "{p}");
         }
     }

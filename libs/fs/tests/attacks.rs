@@ -801,3 +801,359 @@ fn trailing_slashes_and_bad_paths() {
     );
     assert!(WorkspacePath::try_from("a\0/../../etc").is_err());
 }
+
+// Issue 13 §4: paths that mean something else elsewhere.
+
+fn mkdir(fx: &Fixture, p: &str) -> Result<MkdirOutcome> {
+    fx.ws.mkdir(&MkdirRequest {
+        path: wp(p),
+        parents: true,
+    })
+}
+
+fn edit(fx: &Fixture, p: &str) -> Result<EditOutcome> {
+    fx.ws.edit(&EditRequest {
+        path: wp(p),
+        old: "a".into(),
+        new: "b".into(),
+        expected_occurrences: None,
+        replace_all: false,
+        expected_sha256: None,
+    })
+}
+
+/// Every name directly under the workspace root.
+fn root_names(fx: &Fixture) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(&fx.root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn windows_drive_letter_path_creates_no_literal_name() {
+    let fx = Fixture::new();
+    for p in [
+        r"C:\Users\me\x.txt",
+        r"c:\x",
+        "c:/x",
+        "C:/Users/me/x.txt",
+        "C:",
+        r"z:\",
+    ] {
+        let e = assert_reason(write(&fx, p, "x"), Reason::InvalidPath);
+        assert!(e.to_string().contains("POSIX tree"), "{e}");
+        assert_reason(mkdir(&fx, p), Reason::InvalidPath);
+        assert_reason(read(&fx, p), Reason::InvalidPath);
+        assert_reason(list(&fx, p, false), Reason::InvalidPath);
+        assert_reason(fx.ws.canonicalize(&wp(p)), Reason::InvalidPath);
+        assert_reason(fx.ws.canonicalize_for_write(&wp(p)), Reason::InvalidPath);
+        assert_reason(fx.ws.open_directory(&wp(p)), Reason::InvalidPath);
+    }
+    assert!(root_names(&fx).is_empty(), "{:?}", root_names(&fx));
+}
+
+#[test]
+fn windows_unc_and_device_paths_are_invalid() {
+    let fx = Fixture::with(|c| c.allow_backslash_names = true);
+    for p in [
+        r"\\server\share\x.txt",
+        r"\\server\share",
+        r"\\?\C:\x.txt",
+        r"\\?\UNC\server\share\x",
+        r"\\.\pipe\x",
+        r"\??\C:\x",
+        r"C:\x.txt",
+        "c:/x",
+    ] {
+        let e = assert_reason(write(&fx, p, "x"), Reason::InvalidPath);
+        assert!(e.to_string().contains("POSIX tree"), "{e}");
+        assert_reason(mkdir(&fx, p), Reason::InvalidPath);
+        assert_reason(fx.ws.canonicalize_for_write(&wp(p)), Reason::InvalidPath);
+    }
+    assert!(root_names(&fx).is_empty(), "{:?}", root_names(&fx));
+}
+
+#[test]
+fn backslash_separated_path_is_invalid_unless_configured() {
+    let fx = Fixture::new();
+    std::fs::create_dir(fx.root.join("src")).unwrap();
+    for p in [
+        r"src\main.rs",
+        r"src\sub\x.txt",
+        r"\x",
+        r"a\ b.txt",
+        r"src/a\b",
+    ] {
+        let e = assert_reason(write(&fx, p, "x"), Reason::InvalidPath);
+        assert!(e.to_string().contains("POSIX tree"), "{e}");
+        assert_reason(mkdir(&fx, p), Reason::InvalidPath);
+        assert_reason(read(&fx, p), Reason::InvalidPath);
+        assert_reason(fx.ws.canonicalize(&wp(p)), Reason::InvalidPath);
+    }
+    assert_eq!(root_names(&fx), ["src"]);
+    assert!(
+        std::fs::read_dir(fx.root.join("src"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+
+    // An operator who wants such names gets them, literally.
+    let fx = Fixture::with(|c| c.allow_backslash_names = true);
+    write(&fx, r"src\main.rs", "fn main() {}\n").unwrap();
+    assert_eq!(root_names(&fx), [r"src\main.rs"]);
+    assert_eq!(
+        read(&fx, r"src\main.rs").unwrap().content,
+        b"fn main() {}\n"
+    );
+}
+
+/// The protected agent and VCS directories of the default set.
+const PROTECTED_DIRS: &[&str] = &[
+    ".git", ".claude", ".codex", ".cursor", ".gemini", ".vscode", ".ssh", ".hg", ".svn", ".jj",
+];
+
+#[test]
+fn codex_symlink_to_decoy_does_not_make_codex_config_writable() {
+    for dir in PROTECTED_DIRS {
+        let fx = Fixture::new();
+        std::fs::create_dir_all(fx.root.join("decoy/deep")).unwrap();
+        fx.write("decoy/config.toml", "a\n");
+        fx.symlink("decoy", dir);
+        let cfg = format!("{dir}/config.toml");
+        assert_reason(write(&fx, &cfg, "x"), Reason::PathProtected);
+        assert_reason(edit(&fx, &cfg), Reason::PathProtected);
+        assert_reason(mkdir(&fx, &format!("{dir}/hooks")), Reason::PathProtected);
+        assert_reason(
+            fx.ws.canonicalize_for_write(&wp(&cfg)),
+            Reason::PathProtected,
+        );
+        // Every path the spelling passes through, not only where it ends.
+        for p in [
+            format!("./{dir}/config.toml"),
+            format!("{dir}/./config.toml"),
+            format!("{dir}/deep/../config.toml"),
+            format!("decoy/../{dir}/config.toml"),
+            format!("{}/{dir}/config.toml", fx.ws_str()),
+        ] {
+            assert_reason(write(&fx, &p, "x"), Reason::PathProtected);
+        }
+        assert_eq!(
+            std::fs::read_to_string(fx.root.join("decoy/config.toml")).unwrap(),
+            "a\n",
+            "{dir}"
+        );
+        assert!(!fx.root.join("decoy/hooks").exists());
+        // Reading stays allowed, and the decoy is writable under its own name.
+        assert_eq!(read(&fx, &cfg).unwrap().content, b"a\n");
+        write(&fx, "decoy/config.toml", "b\n").unwrap();
+    }
+}
+
+#[test]
+fn protected_dir_symlink_climbing_back_above_itself_is_still_protected() {
+    // `.codex` -> `decoy/deep`: `.codex/../../.codex/config.toml` climbs to the root through
+    // the link and lands in the decoy again; lexical folding would lose the `.codex`.
+    let fx = Fixture::new();
+    std::fs::create_dir_all(fx.root.join("decoy/deep")).unwrap();
+    fx.symlink("decoy/deep", ".codex");
+    for p in [
+        ".codex/../../.codex/config.toml",
+        ".codex/../../x/../.codex/config.toml",
+    ] {
+        assert_reason(write(&fx, p, "x"), Reason::PathProtected);
+        assert_reason(fx.ws.canonicalize_for_write(&wp(p)), Reason::PathProtected);
+    }
+    assert!(!fx.root.join("decoy/deep/config.toml").exists());
+}
+
+#[test]
+fn gitattributes_and_gitmodules_are_protected() {
+    let fx = Fixture::new();
+    fx.write(".gitattributes", "*.txt text\n");
+    fx.write("sub/.gitmodules", "[submodule]\n");
+    for p in [
+        ".gitattributes",
+        "sub/.gitmodules",
+        ".gitmodules",
+        "x/.gitattributes",
+    ] {
+        assert_reason(write(&fx, p, "* filter=evil\n"), Reason::PathProtected);
+    }
+    // Through a symlink whose own name is innocent, the canonical path still matches.
+    fx.symlink(".gitattributes", "attrs");
+    assert_reason(
+        write(&fx, "attrs", "* filter=evil\n"),
+        Reason::PathProtected,
+    );
+    assert_eq!(
+        read(&fx, ".gitattributes").unwrap().content,
+        b"*.txt text\n"
+    );
+}
+
+// Issue 13 §3: what the policy denies never appears in a result.
+
+/// The shipped default policy's `secrets` globs, as the policy sends them.
+fn secrets() -> HiddenPaths {
+    HiddenPaths::new(
+        "v-test",
+        [
+            "**/.env",
+            "**/.env.*",
+            "**/*.pem",
+            "**/*.key",
+            "**/id_rsa",
+            "**/id_ed25519",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .unwrap()
+}
+
+fn policy_fixture() -> Fixture {
+    let fx = Fixture::new();
+    fx.write(".env", "SECRET=matchme\n");
+    fx.write("config/.env.local", "SECRET=matchme\n");
+    fx.write("certs/server.pem", "matchme\n");
+    fx.write("deep/a/id_rsa", "matchme\n");
+    fx.write("src/app.rs", "// matchme in the open\n");
+    // A directory the policy denies as a whole, and a symlink to it under another name.
+    fx.write("keys.pem/inner.txt", "matchme\n");
+    fx.symlink("keys.pem", "keys");
+    fx.symlink(".env", "dotenv-link");
+    fx
+}
+
+#[test]
+fn policy_denied_env_never_appears_in_search() {
+    let fx = policy_fixture();
+    let hidden = secrets();
+    let mut req = SearchRequest::new(wp("."), "matchme");
+    req.include_hidden = true;
+    let o = fx.ws.search_hiding(&req, &hidden).unwrap();
+    let paths: Vec<_> = o.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["src/app.rs"], "{o:?}");
+    assert_eq!(o.files_searched, 1, "hidden files are never even opened");
+    // Without the policy's globs the same search shows them: the globs are what hides.
+    let all = fx.ws.search(&req).unwrap();
+    assert!(all.files.len() > 1, "{all:?}");
+    // Searching a hidden path directly, by any spelling, is refused.
+    for p in [
+        ".env",
+        "config/.env.local",
+        "keys.pem",
+        "keys",
+        "./keys/",
+        "src/../.env",
+    ] {
+        let mut r = SearchRequest::new(wp(p), "matchme");
+        r.include_hidden = true;
+        assert_reason(fx.ws.search_hiding(&r, &hidden), Reason::PathDenied);
+    }
+    // A symlink to a hidden file is never followed by a search, so it reveals nothing.
+    assert!(o.files.iter().all(|f| f.path != "dotenv-link"));
+}
+
+#[test]
+fn policy_denied_paths_never_appear_in_listings() {
+    let fx = policy_fixture();
+    let hidden = secrets();
+    let l = fx
+        .ws
+        .list_hiding(
+            &ListRequest {
+                path: wp("."),
+                recursive: true,
+                max_depth: Some(10),
+                max_entries: None,
+                include_hidden: true,
+            },
+            &hidden,
+        )
+        .unwrap();
+    let paths: Vec<_> = l.entries.iter().map(|e| e.path.as_str()).collect();
+    for p in &paths {
+        assert!(
+            !hidden.hides(std::path::Path::new(p)),
+            "{p} listed: {paths:?}"
+        );
+    }
+    assert!(
+        paths.contains(&"src/app.rs") && paths.contains(&"keys"),
+        "{paths:?}"
+    );
+    for p in ["keys", "keys.pem", "./keys.pem/", "certs/server.pem"] {
+        assert_reason(
+            fx.ws.list_hiding(
+                &ListRequest {
+                    path: wp(p),
+                    recursive: false,
+                    max_depth: None,
+                    max_entries: None,
+                    include_hidden: true,
+                },
+                &hidden,
+            ),
+            Reason::PathDenied,
+        );
+    }
+}
+
+#[test]
+fn policy_denied_paths_never_appear_in_find() {
+    let fx = policy_fixture();
+    let hidden = secrets();
+    let req = |p: &str| FindRequest {
+        path: wp(p),
+        patterns: vec!["**".into()],
+        exclude: vec![],
+        respect_gitignore: false,
+        include_hidden: true,
+        max_results: None,
+        timeout: None,
+    };
+    let f = fx.ws.find_hiding(&req("."), &hidden).unwrap();
+    let paths: Vec<_> = f.matches.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "certs",
+            "config",
+            "deep",
+            "deep/a",
+            "dotenv-link",
+            "keys",
+            "src",
+            "src/app.rs"
+        ]
+    );
+    assert_reason(fx.ws.find_hiding(&req("keys"), &hidden), Reason::PathDenied);
+    assert_reason(
+        fx.ws.find_hiding(&req("keys.pem"), &hidden),
+        Reason::PathDenied,
+    );
+}
+
+#[test]
+fn hidden_paths_compile_like_deny_globs() {
+    let h = secrets();
+    assert_eq!(h.version(), "v-test");
+    assert_eq!(h.patterns().len(), 6);
+    for p in [".env", "a/b/.env", "x.pem", "x.pem/inside", "a/.env.prod"] {
+        assert!(h.hides(std::path::Path::new(p)), "{p}");
+    }
+    for p in ["env", "a.pem.txt", ".envrc", "src"] {
+        assert!(!h.hides(std::path::Path::new(p)), "{p}");
+    }
+    assert!(HiddenPaths::none().is_empty());
+    assert!(!HiddenPaths::none().hides(std::path::Path::new(".env")));
+    assert_reason(
+        HiddenPaths::new("v", vec!["a/[".into()]),
+        Reason::InvalidPattern,
+    );
+}
