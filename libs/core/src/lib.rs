@@ -118,6 +118,9 @@ reasons! {
     Unsupported = "UNSUPPORTED" => Unimplemented,
     /// An operation ran out of its time budget.
     Timeout = "TIMEOUT" => DeadlineExceeded,
+    /// The run's sandbox profile is unknown to this executor or cannot be enforced on its
+    /// kernel; nothing ran, and nothing ever runs under a weaker sandbox instead.
+    SandboxUnavailable = "SANDBOX_UNAVAILABLE" => Unimplemented,
     /// An unexpected failure inside toolgate; the message says what failed.
     Internal = "INTERNAL" => Internal,
 }

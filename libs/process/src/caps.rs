@@ -26,6 +26,25 @@ pub struct Capabilities {
     pub pid_limit: Option<u32>,
     /// Run limits and defaults.
     pub limits: LimitsView,
+    /// Every sandbox profile and whether this executor can enforce it.
+    pub profiles: Vec<ProfileStatus>,
+    /// The profile a run gets when it names none.
+    pub default_profile: String,
+    /// Runs are refused when the default profile cannot be enforced.
+    pub require_sandbox: bool,
+}
+
+/// A sandbox profile as `GetCapabilities` and `toolgate doctor` report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileStatus {
+    /// The profile's name.
+    pub name: String,
+    /// `Ok(landlock_abi)` when enforceable (0 for an unconfined profile), else what is missing.
+    pub available: Result<i32, String>,
+    /// The profile shares the host network.
+    pub network: bool,
+    /// The profile runs without any sandbox (an operator's explicit choice).
+    pub unconfined: bool,
 }
 
 /// Namespaces the executor can create.

@@ -32,10 +32,18 @@ const RESERVED_NAMES: &[&str] = &[
     "IFS",
     "CDPATH",
     "GLOBIGNORE",
+    // git's discovery and global configuration are pinned for every run.
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_CONFIG_NOSYSTEM",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_EXEC_PATH",
 ];
 
-/// Prefixes a caller can never set (dynamic loader injection).
-const RESERVED_PREFIXES: &[&str] = &["LD_"];
+/// Prefixes a caller can never set (dynamic loader injection, git configuration injection).
+const RESERVED_PREFIXES: &[&str] = &["LD_", "GIT_CONFIG_"];
 
 /// Configuration errors, reported once at startup.
 #[derive(Debug, thiserror::Error)]
@@ -305,6 +313,11 @@ pub struct Config {
     /// Without a PID namespace, put each run in its own cgroup v2 (killed with `cgroup.kill`) when
     /// the executor may create cgroups; off leaves only the process group.
     pub use_cgroup: bool,
+    /// Variables every run gets from the operator (for example `CARGO_HOME`, `RUSTUP_HOME`);
+    /// a caller's addition may not replace them.
+    pub env: Vec<(String, String)>,
+    /// The run sandbox and its profiles.
+    pub sandbox: crate::sandbox::SandboxConfig,
 }
 
 impl Default for Config {
@@ -330,6 +343,8 @@ impl Default for Config {
             home_tmpfs_bytes: 128 << 20,
             use_pid_namespace: true,
             use_cgroup: true,
+            env: Vec::new(),
+            sandbox: crate::sandbox::SandboxConfig::default(),
         }
     }
 }
@@ -375,6 +390,20 @@ impl Config {
         }
         if self.event_buffer == 0 {
             return Err(invalid("event_buffer", "must be at least 1"));
+        }
+        if let Err(problem) = self.sandbox.validate() {
+            return Err(Error::Invalid {
+                field: "sandbox",
+                problem,
+            });
+        }
+        for (name, value) in &self.env {
+            if !is_env_name(name) || value.contains('\0') {
+                return Err(invalid(
+                    "env",
+                    format!("`{name}` is not a valid environment entry"),
+                ));
+            }
         }
         if self.pid_limit < MIN_PID_LIMIT {
             return Err(invalid(

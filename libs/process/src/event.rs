@@ -57,14 +57,20 @@ pub struct Isolation {
     pub own_process_group: bool,
     /// `no_new_privs` is set.
     pub no_new_privs: bool,
-    /// Landlock ABI enforced; 0 (this crate installs no Landlock ruleset yet).
+    /// Landlock ABI enforced, 0 when unconfined.
     pub landlock_abi: i32,
-    /// Whether a seccomp filter is installed (not yet).
+    /// Whether the seccomp filters are installed.
     pub seccomp: bool,
-    /// Namespaces the child was placed in (`pid`, `mount`).
+    /// Namespaces the child was placed in (`user`, `pid`, `mount`, `ipc`, `uts`, `net`).
     pub namespaces: Vec<&'static str>,
     /// `pid_max` of the child's PID namespace, when capped.
     pub pid_limit: Option<u32>,
+    /// The sandbox profile the run was started under.
+    pub sandbox_profile: String,
+    /// The run is sandboxed (false only under an operator's unconfined profile).
+    pub sandboxed: bool,
+    /// The run shares the host's network.
+    pub network: bool,
 }
 
 /// An output stream.

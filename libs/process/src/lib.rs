@@ -26,14 +26,16 @@ pub mod config;
 mod event;
 mod output;
 pub mod runner;
+pub mod sandbox;
 pub mod spec;
 mod sys;
 
-pub use caps::{Capabilities, CgroupSupport, LimitsView, Namespaces};
+pub use caps::{Capabilities, CgroupSupport, LimitsView, Namespaces, ProfileStatus};
 pub use config::{Config, EnvAllow, EnvPattern, Rlimits};
 pub use event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Output, Started, Status, Stream,
     StreamSummary, Usage, signal_name,
 };
 pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, Run, Runner};
+pub use sandbox::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
 pub use spec::{Command, RunRequest, RunSpec};

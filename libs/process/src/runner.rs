@@ -18,7 +18,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use toolgate_core::{Reason, ReasonedError};
 
-use crate::caps::{Capabilities, LimitsView, probe_host};
+use crate::caps::{Capabilities, LimitsView, ProfileStatus, probe_host};
 use crate::cgroup::RunCgroup;
 use crate::config::{self, Config};
 use crate::event::{
@@ -26,7 +26,9 @@ use crate::event::{
     Usage,
 };
 use crate::output::{StreamLimits, pump};
+use crate::sandbox::{Built, Masks, Resolved, Sandboxes, Unavailable};
 use crate::spec::{Command, RunSpec};
+use crate::sys::sandbox::SandboxSetup;
 use crate::sys::{self, ChildSetup, Reaped};
 
 /// Errors of admission and of checking a request against the configuration.
@@ -71,6 +73,14 @@ pub enum Error {
     /// Runs must be started from inside a Tokio runtime.
     #[error("no tokio runtime is running; start runs from async code")]
     NoRuntime,
+    /// The sandbox profile is unknown or cannot be enforced here; nothing ran.
+    #[error("sandbox profile `{profile}` is not available on this executor: {missing}")]
+    SandboxUnavailable {
+        /// The profile asked for (or the default).
+        profile: String,
+        /// What is missing, for the operator and the model.
+        missing: String,
+    },
     /// Preparing the run failed on the executor side.
     #[error("cannot prepare the run: {what}: {source}")]
     Setup {
@@ -87,6 +97,7 @@ impl ReasonedError for Error {
             Error::Busy { .. } | Error::ShuttingDown => Reason::Busy,
             Error::EnvNotAllowed { .. } | Error::AboveMaximum { .. } => Reason::InvalidRequest,
             Error::Config(e) => e.reason(),
+            Error::SandboxUnavailable { .. } => Reason::SandboxUnavailable,
             Error::NoBash { .. } | Error::NoRuntime | Error::Setup { .. } => Reason::Internal,
         }
     }
@@ -101,6 +112,7 @@ impl ReasonedError for Error {
                 vec![("field", (*field).to_owned()), ("max", max.clone())]
             }
             Error::Config(e) => e.metadata(),
+            Error::SandboxUnavailable { profile, .. } => vec![("profile", profile.clone())],
             _ => Vec::new(),
         }
     }
@@ -132,6 +144,10 @@ struct Inner {
     shutdown: watch::Sender<bool>,
     /// The empty directory runs mount their tmpfs HOME on (each in its own mount namespace).
     home_mount: Option<PathBuf>,
+    /// The sandbox profiles, checked against this kernel at startup.
+    sandboxes: Sandboxes,
+    /// `pid_max` of a sandboxed run's PID namespace, when the kernel allows capping it.
+    sandbox_pid_limit: Option<u32>,
 }
 
 impl Drop for Inner {
@@ -235,7 +251,20 @@ impl Runner {
             cgroup_parent: None,
             home_tmpfs: false,
         };
-        let home_mount = if config.home_tmpfs_bytes > 0 && config.use_pid_namespace {
+        remove_stale_homes(config.home_parent.as_deref());
+        let sandboxes = Sandboxes::new(
+            config.sandbox.clone(),
+            config.home_tmpfs_bytes,
+            landlock_abi,
+            namespaces.user,
+        )
+        .map_err(setup_err("open the executor's own pidfd"))?;
+        let unconfined_possible = !config.sandbox.require
+            || config.sandbox.profiles.values().any(|p| p.unconfined);
+        let home_mount = if config.home_tmpfs_bytes > 0
+            && config.use_pid_namespace
+            && unconfined_possible
+        {
             let mut builder = tempfile::Builder::new();
             builder
                 .prefix("toolgate-homes-")
@@ -266,13 +295,19 @@ impl Runner {
                 kill_mechanism: plan.mechanism,
                 pid_limit: None,
                 limits: LimitsView::of(&config),
+                profiles: Vec::new(),
+                default_profile: config.sandbox.default_profile.clone(),
+                require_sandbox: config.sandbox.require,
             },
             config,
             plan: plan.clone(),
             bash,
             dev_null,
             home_mount,
+            sandboxes,
+            sandbox_pid_limit: None,
         };
+        inner.self_test_sandboxes();
         if inner.config.use_pid_namespace && namespaces.pid && namespaces.mount {
             // Try the real spawn path once: with a capped pid_max, then without (pre-6.14 kernels).
             // Most isolation first; drop what this kernel refuses (per-namespace pid_max needs
@@ -313,6 +348,20 @@ impl Runner {
                 plan = candidate;
             }
         }
+        inner.caps.profiles = inner
+            .sandboxes
+            .report()
+            .into_iter()
+            .map(|(name, available)| {
+                let profile = &inner.config.sandbox.profiles[&name];
+                ProfileStatus {
+                    available,
+                    network: profile.network,
+                    unconfined: profile.unconfined,
+                    name,
+                }
+            })
+            .collect();
         inner.caps.kill_mechanism = plan.mechanism;
         inner.caps.pid_limit = plan.pid_limit;
         inner.plan = plan;
@@ -338,7 +387,7 @@ impl Runner {
         let config = &self.inner.config;
         let req = &spec.request;
         for (name, _) in &req.env {
-            if !config.allowed_env.allows(name) {
+            if !config.allowed_env.allows(name) || config.env.iter().any(|(n, _)| n == name) {
                 return Err(Error::EnvNotAllowed {
                     name: name.clone(),
                     allowed: config.allowed_env.patterns().join(", "),
@@ -421,11 +470,34 @@ impl Runner {
                 limit: config.max_concurrent_runs,
             })?;
 
-        let home = inner.private_home()?;
-        let home_path = match (&home, &inner.home_mount) {
-            (Some(dir), _) => dir.path().to_path_buf(),
-            (None, Some(mount)) => mount.clone(),
-            (None, None) => std::env::temp_dir(),
+        let (sandbox, profile_name) = match inner.sandboxes.resolve(&req.profile) {
+            Ok(Resolved::Confined(built)) => {
+                let setup = inner.sandbox_setup(built, &req.cwd, &req.masks)?;
+                (Some((setup, built)), built.name.clone())
+            }
+            Ok(Resolved::Unconfined(name)) => (None, name.to_owned()),
+            Err((profile, why)) => {
+                return Err(Error::SandboxUnavailable {
+                    profile,
+                    missing: match why {
+                        Unavailable::Unknown { known } => {
+                            format!("no such profile; this executor has: {}", known.join(", "))
+                        }
+                        Unavailable::Missing(m) => format!("the kernel lacks {m}"),
+                    },
+                });
+            }
+        };
+        let home = if sandbox.is_some() {
+            None
+        } else {
+            inner.private_home()?
+        };
+        let home_path = match (&sandbox, &home, &inner.home_mount) {
+            (Some(_), _, _) => inner.sandboxes.config.home.clone(),
+            (None, Some(dir), _) => dir.path().to_path_buf(),
+            (None, None, Some(mount)) => mount.clone(),
+            (None, None, None) => std::env::temp_dir(),
         };
 
         let (program, args): (&str, Vec<&str>) = match &req.command {
@@ -440,7 +512,13 @@ impl Runner {
         } else {
             Io::Null
         };
-        let run_cgroup = inner.run_cgroup()?;
+        let run_cgroup = if sandbox.is_some() {
+            None
+        } else {
+            inner.run_cgroup()?
+        };
+        let isolation = inner.isolation(sandbox.as_ref().map(|(_, b)| *b), &profile_name);
+        let mechanism = isolation.kill_mechanism;
         let prepared = inner.prepare(
             program,
             &args,
@@ -448,6 +526,7 @@ impl Runner {
             &home_path,
             req.cwd,
             run_cgroup.as_ref(),
+            sandbox.map(|(setup, built)| (setup, built.profile.network)),
         );
 
         let (tx, rx) = mpsc::channel(config.event_buffer);
@@ -497,7 +576,7 @@ impl Runner {
             pid,
             pidfd,
             guard,
-            mechanism: inner.plan.mechanism,
+            mechanism,
             cgroup: run_cgroup,
             tx,
             cancel: cancel.0.subscribe(),
@@ -519,7 +598,7 @@ impl Runner {
         // least one event, so this cannot fail.
         let _ = sup.tx.try_send(Event::Started(Started {
             pid: pid as u32,
-            isolation: inner.isolation(),
+            isolation,
             started_at,
         }));
         handle.spawn(async move {
@@ -558,7 +637,7 @@ impl Runner {
         // Joins no cgroup: a baseline for the PID-namespace and process-group mechanisms.
         let prepared = self
             .inner
-            .prepare(argv[0], &argv[1..], &[], &home, cwd, None)?;
+            .prepare(argv[0], &argv[1..], &[], &home, cwd, None, None)?;
         let stdout = if capture_stdout { Io::Pipe } else { Io::Null };
         let child = self.inner.spawn(&prepared, [Io::Null, stdout, Io::Null])?;
         if let Some(out) = &child.stdout {
@@ -613,6 +692,8 @@ enum Io {
 struct Prepared {
     exec: sys::Exec,
     setup: ChildSetup,
+    /// A sandboxed child keeps the host's network namespace (its profile allows egress).
+    share_network: bool,
 }
 
 /// A spawned child: its pid and the executor's ends of its pipes.
@@ -634,6 +715,7 @@ impl Inner {
         home: &Path,
         cwd: OwnedFd,
         cgroup: Option<&RunCgroup>,
+        sandbox: Option<(SandboxSetup, bool)>,
     ) -> io::Result<Prepared> {
         let home = home
             .to_str()
@@ -648,12 +730,26 @@ impl Inner {
             ("GIT_TERMINAL_PROMPT", "0"),
             ("EDITOR", "true"),
             ("CI", "1"),
+            // git may read configuration only from the repository it is pointed at: no system
+            // or global file, and discovery stops above the workspace.
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
         ];
+        let ceiling = self
+            .sandboxes
+            .config
+            .workspace
+            .as_deref()
+            .and_then(Path::parent)
+            .and_then(Path::to_str)
+            .map(|p| ("GIT_CEILING_DIRECTORIES", p));
         let exec = sys::Exec::new(
             program,
             args,
             fixed
                 .into_iter()
+                .chain(ceiling)
+                .chain(self.config.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .chain(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
         )?;
         let rl = &self.config.rlimits;
@@ -669,13 +765,18 @@ impl Inner {
                 rlimits.push((resource, v));
             }
         }
-        let pid_ns = self.plan.mechanism == KillMechanism::PidNamespace;
+        let sandboxed = sandbox.is_some();
+        let pid_ns = sandboxed || self.plan.mechanism == KillMechanism::PidNamespace;
+        let pid_limit = if sandboxed {
+            self.sandbox_pid_limit
+        } else {
+            self.plan.pid_limit
+        };
+        let share_network = sandbox.as_ref().is_some_and(|(_, network)| *network);
         let setup = ChildSetup {
             cwd,
             mount_proc: pid_ns,
-            pid_max: self
-                .plan
-                .pid_limit
+            pid_max: pid_limit
                 .filter(|_| pid_ns)
                 .map(|n| n.to_string().into_bytes()),
             rlimits,
@@ -694,8 +795,13 @@ impl Inner {
                 }),
             join_cgroup: cgroup
                 .and_then(|c| CString::new(c.procs_file().into_os_string().into_vec()).ok()),
+            sandbox: sandbox.map(|(setup, _)| setup),
         };
-        Ok(Prepared { exec, setup })
+        Ok(Prepared {
+            exec,
+            setup,
+            share_network,
+        })
     }
 
     /// A per-run HOME directory on disk, unless runs get a tmpfs HOME.
@@ -747,6 +853,7 @@ impl Inner {
             fds,
             &prepared.setup,
             self.plan.mechanism == KillMechanism::PidNamespace,
+            prepared.share_network,
         )?;
         let [stdin, stdout, stderr] = ours;
         Ok(Spawned {
@@ -770,13 +877,32 @@ impl Inner {
         let Ok(cgroup) = self.run_cgroup() else {
             return false;
         };
-        self.prepare(&program, &[], &[], &home, cwd.into(), cgroup.as_ref())
+        self.prepare(&program, &[], &[], &home, cwd.into(), cgroup.as_ref(), None)
             .and_then(|p| self.spawn(&p, [Io::Null; 3]))
             .and_then(|child| sys::wait4(child.pid, true))
             .is_ok_and(|r| r.and_then(|r| r.exit_code()) == Some(0))
     }
 
-    fn isolation(&self) -> Isolation {
+    /// What a run gets: under `built`'s sandbox, or unconfined (the operator's choice).
+    fn isolation(&self, built: Option<&Built>, profile: &str) -> Isolation {
+        if let Some(b) = built {
+            let mut namespaces = vec!["user", "pid", "mount", "ipc", "uts"];
+            if !b.profile.network {
+                namespaces.push("net");
+            }
+            return Isolation {
+                kill_mechanism: KillMechanism::PidNamespace,
+                own_process_group: true,
+                no_new_privs: true,
+                landlock_abi: b.landlock_abi,
+                seccomp: true,
+                namespaces,
+                pid_limit: self.sandbox_pid_limit,
+                sandbox_profile: profile.to_owned(),
+                sandboxed: true,
+                network: b.profile.network,
+            };
+        }
         let pid_ns = self.plan.mechanism == KillMechanism::PidNamespace;
         Isolation {
             kill_mechanism: self.plan.mechanism,
@@ -790,6 +916,115 @@ impl Inner {
                 Vec::new()
             },
             pid_limit: self.plan.pid_limit,
+            sandbox_profile: profile.to_owned(),
+            sandboxed: false,
+            network: true,
+        }
+    }
+
+    /// The child's sandbox plan for a run starting in `cwd`.
+    fn sandbox_setup(
+        &self,
+        built: &Built,
+        cwd: &OwnedFd,
+        masks: &Masks,
+    ) -> Result<SandboxSetup, Error> {
+        // The directory the executor opened (confined by openat2), by its real path: the view
+        // has the workspace at the same path, so this names the same directory inside.
+        let cwd_path = std::fs::read_link(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(cwd)
+        ))
+        .map_err(setup_err("read the working directory's path"))?;
+        let workspace = self
+            .sandboxes
+            .config
+            .workspace
+            .clone()
+            .unwrap_or_else(|| cwd_path.clone());
+        if !cwd_path.starts_with(&workspace) {
+            return Err(Error::Setup {
+                what: "place the working directory",
+                source: io::Error::other(format!(
+                    "{} is not inside the workspace {}",
+                    cwd_path.display(),
+                    workspace.display()
+                )),
+            });
+        }
+        self.sandboxes
+            .setup(built, &workspace, &cwd_path, masks)
+            .map_err(setup_err("plan the sandbox"))
+    }
+
+    /// Runs `true` under every confined profile once; a profile whose self-test fails is
+    /// marked unavailable with the error, so runs asking for it are refused (fail closed).
+    fn self_test_sandboxes(&mut self) {
+        let Some(program) = find_on_path(&self.config.path, "true") else {
+            return;
+        };
+        let program = program.to_string_lossy().into_owned();
+        let Ok(dir) = tempfile::Builder::new().prefix("toolgate-selftest-").tempdir() else {
+            return;
+        };
+        let names: Vec<String> = self.sandboxes.config.profiles.keys().cloned().collect();
+        for name in names {
+            let Ok(Resolved::Confined(built)) = self.sandboxes.resolve(&name) else {
+                continue;
+            };
+            let built = built.clone();
+            let mut last_err = None;
+            // Most isolation first: a capped pid_max needs Linux 6.14.
+            for pid_limit in [Some(self.config.pid_limit), None] {
+                self.sandbox_pid_limit = pid_limit;
+                let attempt = (|| -> Result<bool, String> {
+                    let cwd: OwnedFd = File::open(dir.path()).map_err(|e| e.to_string())?.into();
+                    let setup = self
+                        .sandbox_setup(&built, &cwd, &Masks::default())
+                        .map_err(|e| e.to_string())?;
+                    let home = self.sandboxes.config.home.clone();
+                    let p = self
+                        .prepare(
+                            &program,
+                            &[],
+                            &[],
+                            &home,
+                            cwd,
+                            None,
+                            Some((setup, built.profile.network)),
+                        )
+                        .map_err(|e| e.to_string())?;
+                    let child = self.spawn(&p, [Io::Null; 3]).map_err(|e| e.to_string())?;
+                    let reaped = sys::wait4(child.pid, true).map_err(|e| e.to_string())?;
+                    Ok(reaped.and_then(|r| r.exit_code()) == Some(0))
+                })();
+                match attempt {
+                    Ok(true) => {
+                        last_err = None;
+                        break;
+                    }
+                    Ok(false) => last_err = Some("a sandboxed `true` did not exit 0".to_owned()),
+                    Err(e) => last_err = Some(e),
+                }
+            }
+            if let Some(e) = last_err {
+                self.sandbox_pid_limit = None;
+                self.sandboxes
+                    .mark_broken(&name, format!("a working sandbox (self-test: {e})"));
+            }
+        }
+    }
+}
+
+/// Removes the empty `toolgate-homes-*` mount points a killed executor left behind (only ever
+/// mounted on inside runs' own mount namespaces, so a non-empty one is someone else's).
+fn remove_stale_homes(parent: Option<&Path>) {
+    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    if let Ok(entries) = std::fs::read_dir(&parent) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with("toolgate-homes-") {
+                let _ = std::fs::remove_dir(e.path());
+            }
         }
     }
 }

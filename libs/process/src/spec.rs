@@ -102,6 +102,11 @@ pub struct RunRequest {
     pub tail_bytes: Option<usize>,
     /// Kill the run as soon as a stream exceeds its cap.
     pub kill_on_cap: bool,
+    /// The sandbox profile by name; empty is the executor's default. An unknown name, or one
+    /// this kernel cannot enforce, refuses the run.
+    pub profile: String,
+    /// What the run's view hides or binds read-only in the workspace (the policy's path rules).
+    pub masks: crate::sandbox::Masks,
 }
 
 impl RunRequest {
@@ -133,6 +138,8 @@ impl RunRequest {
             stderr_cap: None,
             tail_bytes: None,
             kill_on_cap: false,
+            profile: String::new(),
+            masks: crate::sandbox::Masks::default(),
         }
     }
 }
@@ -154,6 +161,11 @@ impl RunSpec {
     /// The environment additions.
     pub fn env(&self) -> &[(String, String)] {
         &self.request.env
+    }
+
+    /// The sandbox profile asked for; empty is the executor's default.
+    pub fn profile(&self) -> &str {
+        &self.request.profile
     }
 
     /// Hands the child a W3C trace context as `TRACEPARENT`, so its own telemetry joins the

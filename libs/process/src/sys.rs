@@ -5,6 +5,8 @@
 //! Everything here is a thin wrapper with a safe signature; the rest of the crate stays unsafe-free.
 #![allow(unsafe_code)]
 
+pub(crate) mod sandbox;
+
 use std::collections::BTreeMap;
 use std::ffi::{CStr, CString};
 use std::io;
@@ -31,6 +33,9 @@ pub(crate) struct ChildSetup {
     /// Mount a tmpfs at this path (the `HOME`) with these options, inside the private mount
     /// namespace (requires `mount_proc`).
     pub home_tmpfs: Option<(std::ffi::CString, std::ffi::CString)>,
+    /// The run sandbox; when set, `mount_proc`, `home_tmpfs` and `cwd` are superseded by it
+    /// (the child chdirs inside its own view instead).
+    pub sandbox: Option<sandbox::SandboxSetup>,
 }
 
 const PID_MAX_PATH: &CStr = c"/proc/sys/kernel/pid_max";
@@ -113,7 +118,9 @@ struct ChildArgs<'a> {
 }
 
 /// Spawns `exec` with `fds` as its standard streams (0, 1, 2) after applying `setup`, as PID 1
-/// of a new PID namespace when `new_pid_namespace`, and returns its pid.
+/// of a new PID namespace when `new_pid_namespace`, and returns its pid. With a sandbox the
+/// child is also born in new user, mount, IPC, UTS and (unless `share_network`) network
+/// namespaces.
 ///
 /// The child is cloned with `CLONE_VM | CLONE_VFORK`, the way `posix_spawn` starts one: it
 /// borrows the executor's memory until it execs, and this thread waits until then. A `fork`
@@ -126,6 +133,7 @@ pub(crate) fn spawn(
     fds: [BorrowedFd<'_>; 3],
     setup: &ChildSetup,
     new_pid_namespace: bool,
+    share_network: bool,
 ) -> io::Result<i32> {
     let terminated = |v: &[CString]| {
         v.iter()
@@ -151,6 +159,16 @@ pub(crate) fn spawn(
     let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     if new_pid_namespace {
         flags |= libc::CLONE_NEWPID;
+    }
+    if setup.sandbox.is_some() {
+        flags |= libc::CLONE_NEWPID
+            | libc::CLONE_NEWUSER
+            | libc::CLONE_NEWNS
+            | libc::CLONE_NEWIPC
+            | libc::CLONE_NEWUTS;
+        if !share_network {
+            flags |= libc::CLONE_NEWNET;
+        }
     }
     // SAFETY: the signal sets are plain data filled by sigfillset and pthread_sigmask. Every
     // signal stays blocked across the clone, so no handler of the executor ever runs in the
@@ -228,7 +246,7 @@ fn exec_candidates(args: &ChildArgs<'_>) -> libc::c_int {
     if denied { libc::EACCES } else { err }
 }
 
-fn os_err() -> io::Error {
+pub(crate) fn os_err() -> io::Error {
     io::Error::last_os_error()
 }
 
@@ -295,9 +313,13 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
     }
     // A new session: own process group, no controlling terminal (TIOCSTI has nothing to inject into).
     rustix::process::setsid()?;
-    // Before unsharing the mount namespace, so the copied namespace carries the cwd along.
-    rustix::process::fchdir(setup.cwd.as_fd())?;
-    if setup.mount_proc {
+    if let Some(sb) = &setup.sandbox {
+        sandbox::enter(sb)?;
+    } else {
+        // Before unsharing the mount namespace, so the copied namespace carries the cwd along.
+        rustix::process::fchdir(setup.cwd.as_fd())?;
+    }
+    if setup.mount_proc && setup.sandbox.is_none() {
         // SAFETY: unshare/mount take static C strings, flags and C strings allocated before fork;
         // the child is single-threaded.
         unsafe {
@@ -374,6 +396,9 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
         )?;
     }
     rustix::thread::set_no_new_privs(true)?;
+    if let Some(sb) = &setup.sandbox {
+        sandbox::lock(sb)?;
+    }
     // Only 0, 1 and 2 may survive exec. CLOEXEC rather than close: a failed exec still has them.
     // SAFETY: a raw syscall with integer arguments.
     unsafe {
@@ -512,6 +537,12 @@ pub(crate) fn probe_namespaces() -> NamespaceProbe {
         mount: mask & 4 != 0,
         user: mask & 8 != 0,
     }
+}
+
+/// A pidfd of the executor itself (close-on-exec), which turns readable once it has exited.
+pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
+    let me = rustix::process::getpid();
+    Ok(rustix::process::pidfd_open(me, rustix::process::PidfdFlags::empty())?)
 }
 
 /// Opens a pidfd for `pid` and registers it with the Tokio reactor; it turns readable when the

@@ -63,6 +63,9 @@ async fn env_canary_inner() {
         "GIT_TERMINAL_PROMPT",
         "EDITOR",
         "CI",
+        // git's discovery and configuration are pinned for every run.
+        "GIT_CONFIG_NOSYSTEM",
+        "GIT_CONFIG_GLOBAL",
         // Set by bash itself / by `env` being exec'd from bash.
         "PWD",
         "SHLVL",

@@ -196,6 +196,8 @@ async fn res_bg_03_nohup_child_never_touches_late() {
     let pidns = runner();
     let cgroup = Runner::new(Config {
         use_pid_namespace: false,
+        // The fallbacks only matter without a sandbox: the operator's explicit choice.
+        sandbox: toolgate_process::SandboxConfig::unconfined(),
         ..config()
     })
     .unwrap();
@@ -227,6 +229,8 @@ async fn res_bg_03_nohup_child_never_touches_late() {
 async fn cgroup_fallback_is_used_without_pid_namespaces() {
     let runner = Runner::new(Config {
         use_pid_namespace: false,
+        // The fallbacks only matter without a sandbox: the operator's explicit choice.
+        sandbox: toolgate_process::SandboxConfig::unconfined(),
         ..config()
     })
     .unwrap();
@@ -333,6 +337,8 @@ async fn res_disk_01_fsize_limit_stops_yes_into_a_file() {
 async fn process_group_fallback_still_ends_the_call() {
     let runner = Runner::new(Config {
         use_pid_namespace: false,
+        // The fallbacks only matter without a sandbox: the operator's explicit choice.
+        sandbox: toolgate_process::SandboxConfig::unconfined(),
         use_cgroup: false,
         ..config()
     })
