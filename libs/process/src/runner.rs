@@ -118,6 +118,18 @@ impl ReasonedError for Error {
     }
 }
 
+fn unavailable(profile: String, why: Unavailable) -> Error {
+    Error::SandboxUnavailable {
+        profile,
+        missing: match why {
+            Unavailable::Unknown { known } => {
+                format!("no such profile; this executor has: {}", known.join(", "))
+            }
+            Unavailable::Missing(m) => format!("this host cannot provide {m}"),
+        },
+    }
+}
+
 fn setup_err(what: &'static str) -> impl FnOnce(io::Error) -> Error {
     move |source| Error::Setup { what, source }
 }
@@ -380,6 +392,17 @@ impl Runner {
         &self.inner.config
     }
 
+    /// The profile a run asking for `name` (empty: the default) runs under, or the
+    /// `SandboxUnavailable` error `try_run` would refuse it with. The executor asks the policy
+    /// about exactly this name, so an approval covers exactly one confinement.
+    pub fn profile(&self, name: &str) -> Result<String, Error> {
+        match self.inner.sandboxes.resolve(name) {
+            Ok(Resolved::Confined(b)) => Ok(b.name.clone()),
+            Ok(Resolved::Unconfined(n)) => Ok(n.to_owned()),
+            Err((profile, why)) => Err(unavailable(profile, why)),
+        }
+    }
+
     /// The limits a run of `spec` gets (request values, else the configured defaults), or
     /// the error `try_run` would fail with: an environment name outside the allowlist or a
     /// value above its maximum. The executor asks the policy about exactly these values.
@@ -472,21 +495,11 @@ impl Runner {
 
         let (sandbox, profile_name) = match inner.sandboxes.resolve(&req.profile) {
             Ok(Resolved::Confined(built)) => {
-                let setup = inner.sandbox_setup(built, &req.cwd, &req.masks)?;
+                let setup = inner.sandbox_setup(built, &req.cwd, &req.masks, None)?;
                 (Some((setup, built)), built.name.clone())
             }
             Ok(Resolved::Unconfined(name)) => (None, name.to_owned()),
-            Err((profile, why)) => {
-                return Err(Error::SandboxUnavailable {
-                    profile,
-                    missing: match why {
-                        Unavailable::Unknown { known } => {
-                            format!("no such profile; this executor has: {}", known.join(", "))
-                        }
-                        Unavailable::Missing(m) => format!("the kernel lacks {m}"),
-                    },
-                });
-            }
+            Err((profile, why)) => return Err(unavailable(profile, why)),
         };
         let home = if sandbox.is_some() {
             None
@@ -928,6 +941,7 @@ impl Inner {
         built: &Built,
         cwd: &OwnedFd,
         masks: &Masks,
+        workspace: Option<&Path>,
     ) -> Result<SandboxSetup, Error> {
         // The directory the executor opened (confined by openat2), by its real path: the view
         // has the workspace at the same path, so this names the same directory inside.
@@ -936,12 +950,9 @@ impl Inner {
             std::os::fd::AsRawFd::as_raw_fd(cwd)
         ))
         .map_err(setup_err("read the working directory's path"))?;
-        let workspace = self
-            .sandboxes
-            .config
-            .workspace
-            .clone()
-            .unwrap_or_else(|| cwd_path.clone());
+        let workspace = workspace
+            .or(self.sandboxes.config.workspace.as_deref())
+            .map_or_else(|| cwd_path.clone(), Path::to_path_buf);
         if !cwd_path.starts_with(&workspace) {
             return Err(Error::Setup {
                 what: "place the working directory",
@@ -980,7 +991,7 @@ impl Inner {
                 let attempt = (|| -> Result<bool, String> {
                     let cwd: OwnedFd = File::open(dir.path()).map_err(|e| e.to_string())?.into();
                     let setup = self
-                        .sandbox_setup(&built, &cwd, &Masks::default())
+                        .sandbox_setup(&built, &cwd, &Masks::default(), Some(dir.path()))
                         .map_err(|e| e.to_string())?;
                     let home = self.sandboxes.config.home.clone();
                     let p = self

@@ -163,6 +163,11 @@ impl RunSpec {
         &self.request.env
     }
 
+    /// Sets what the run's view hides or binds read-only in the workspace.
+    pub fn set_masks(&mut self, masks: crate::sandbox::Masks) {
+        self.request.masks = masks;
+    }
+
     /// The sandbox profile asked for; empty is the executor's default.
     pub fn profile(&self) -> &str {
         &self.request.profile
