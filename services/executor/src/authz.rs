@@ -13,9 +13,14 @@ mod gate;
 mod grpc;
 mod report;
 
+use std::sync::{Arc, Mutex};
+
 use futures::future::BoxFuture;
 use tonic::Status;
 use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::status;
+use toolgate_core::Reason;
+use toolgate_fs::HiddenPaths;
 
 pub(crate) use gate::{Call, Gate, Verdict};
 pub use grpc::GrpcAuthorizer;
@@ -50,14 +55,42 @@ pub trait Authorizer: Send + Sync + 'static {
 pub struct Authorized {
     decision_id: String,
     approval_id: String,
+    hidden: Hidden,
+}
+
+/// The answer's `hidden` paths, compiled once per distinct rule set.
+#[derive(Debug)]
+enum Hidden {
+    /// The answer carried none (a single-path tool, or a policy service older than this
+    /// executor).
+    Absent,
+    /// The answer carried globs this executor cannot use; why.
+    Unusable(String),
+    /// Compiled, with the policy version they come from.
+    Set(Arc<HiddenPaths>),
 }
 
 impl Authorized {
-    /// Built from an `allowed` answer, nothing else.
-    fn from_allowed(allowed: pb::Allowed) -> Self {
+    /// Built from an `allowed` answer, nothing else. `decided_by` is the policy version of
+    /// the answer's explanation, which the hidden paths must come from too.
+    fn from_allowed(allowed: pb::Allowed, decided_by: Option<&str>) -> Self {
+        let hidden = match allowed.hidden {
+            None => Hidden::Absent,
+            Some(h) => match decided_by.filter(|v| !v.is_empty()) {
+                Some(v) if v != h.policy_version => Hidden::Unusable(format!(
+                    "the hidden paths come from policy version {} but the decision from {v}",
+                    h.policy_version
+                )),
+                _ => match compile_hidden(h) {
+                    Ok(set) => Hidden::Set(set),
+                    Err(why) => Hidden::Unusable(why),
+                },
+            },
+        };
         Authorized {
             decision_id: allowed.decision_id,
             approval_id: allowed.approval_id,
+            hidden,
         }
     }
 
@@ -69,5 +102,113 @@ impl Authorized {
     /// The approval this call consumed, empty when none was needed.
     pub fn approval_id(&self) -> &str {
         &self.approval_id
+    }
+
+    /// What this call must never reveal: the paths whose read the policy denies, exactly as
+    /// the policy's `allowed` answer for this call carried them, compiled, with the policy
+    /// version they come from ([`HiddenPaths::version`], the version the ledger recorded
+    /// with the decision). Treat them like `workspace.deny` globs on top of the workspace's
+    /// own: a listing, search or find passes them to `toolgate_fs` (`list_hiding`,
+    /// `search_hiding`, `find_hiding`); a run hides every path [`HiddenPaths::hides`].
+    ///
+    /// The policy sends them for `fs.list`, `fs.search`, `fs.find` and `process.run`. When
+    /// the answer carried none (an older policy service) or unusable ones, this is a
+    /// `POLICY_UNAVAILABLE` status: the caller must refuse rather than act on rules it does
+    /// not know.
+    pub fn hidden_globs(&self) -> Result<&Arc<HiddenPaths>, Status> {
+        match &self.hidden {
+            Hidden::Set(h) => Ok(h),
+            Hidden::Absent => Err(status::status(
+                Reason::PolicyUnavailable,
+                "the policy service's answer did not say which paths its rules hide (a policy service older than this executor?); nothing was run",
+                [("decision_id", self.decision_id.clone())],
+            )),
+            Hidden::Unusable(why) => Err(status::status(
+                Reason::PolicyUnavailable,
+                format!("the policy service's hidden paths are unusable: {why}; nothing was run"),
+                [("decision_id", self.decision_id.clone())],
+            )),
+        }
+    }
+}
+
+/// Recently compiled rule sets, newest first: a policy's globs change only with its version,
+/// so compiling them once per version is enough. Entries match on version and globs both.
+static COMPILED: Mutex<Vec<Arc<HiddenPaths>>> = Mutex::new(Vec::new());
+/// Distinct rule sets kept compiled.
+const COMPILED_KEEP: usize = 8;
+
+fn compile_hidden(h: pb::HiddenPaths) -> Result<Arc<HiddenPaths>, String> {
+    let mut cache = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(i) = cache
+        .iter()
+        .position(|c| c.version() == h.policy_version && c.patterns() == h.globs.as_slice())
+    {
+        let hit = cache.remove(i);
+        cache.insert(0, hit.clone());
+        return Ok(hit);
+    }
+    let compiled =
+        Arc::new(HiddenPaths::new(h.policy_version, h.globs).map_err(|e| e.to_string())?);
+    cache.insert(0, compiled.clone());
+    cache.truncate(COMPILED_KEEP);
+    Ok(compiled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn allowed(hidden: Option<(&str, &[&str])>) -> pb::Allowed {
+        pb::Allowed {
+            decision_id: "dec_1".into(),
+            hidden: hidden.map(|(v, g)| pb::HiddenPaths {
+                policy_version: v.into(),
+                globs: g.iter().map(|s| (*s).to_owned()).collect(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn refusal(a: &Authorized) -> (String, String) {
+        let s = a.hidden_globs().unwrap_err();
+        let (reason, _) = status::error_info(&s).unwrap();
+        (reason, s.message().to_owned())
+    }
+
+    #[test]
+    fn hidden_globs_come_compiled_with_their_version() {
+        let a = Authorized::from_allowed(allowed(Some(("v1", &["**/.env"]))), Some("v1"));
+        let h = a.hidden_globs().unwrap();
+        assert_eq!(h.version(), "v1");
+        assert!(h.hides(std::path::Path::new("a/.env")));
+        // The same rule set is compiled once.
+        let b = Authorized::from_allowed(allowed(Some(("v1", &["**/.env"]))), None);
+        assert!(Arc::ptr_eq(h, b.hidden_globs().unwrap()));
+        // Another version is another entry, even with the same globs.
+        let c = Authorized::from_allowed(allowed(Some(("v2", &["**/.env"]))), Some("v2"));
+        assert!(!Arc::ptr_eq(h, c.hidden_globs().unwrap()));
+        // No deny rules is an empty set, not a refusal.
+        let none = Authorized::from_allowed(allowed(Some(("v3", &[]))), Some("v3"));
+        assert!(none.hidden_globs().unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_answer_without_usable_hidden_globs_is_refused_not_ignored() {
+        let absent = Authorized::from_allowed(allowed(None), Some("v1"));
+        let (reason, message) = refusal(&absent);
+        assert_eq!(reason, "POLICY_UNAVAILABLE");
+        assert!(message.contains("nothing was run"), "{message}");
+
+        let stale = Authorized::from_allowed(allowed(Some(("v0", &["**/.env"]))), Some("v1"));
+        let (reason, message) = refusal(&stale);
+        assert_eq!(reason, "POLICY_UNAVAILABLE");
+        assert!(
+            message.contains("v0") && message.contains("v1"),
+            "{message}"
+        );
+
+        let broken = Authorized::from_allowed(allowed(Some(("v1", &["a/["]))), Some("v1"));
+        assert_eq!(refusal(&broken).0, "POLICY_UNAVAILABLE");
     }
 }

@@ -53,7 +53,9 @@ pub(crate) async fn search(
         ..Default::default()
     };
     let out = svc
-        .perform(obs, prepared, call, move |ws| ws.search(&req))
+        .perform_hiding(obs, prepared, call, move |ws, hidden| {
+            ws.search_hiding(&req, hidden)
+        })
         .await?;
 
     let mut matches = Vec::with_capacity(out.match_count);
@@ -135,7 +137,9 @@ pub(crate) async fn find(
         ..Default::default()
     };
     let out = svc
-        .perform(obs, prepared, call, move |ws| ws.find(&req))
+        .perform_hiding(obs, prepared, call, move |ws, hidden| {
+            ws.find_hiding(&req, hidden)
+        })
         .await?;
     let (truncated, reason) = truncation(out.truncated);
     Ok(Response::new(pb::FindFilesResponse {

@@ -4,6 +4,7 @@
 //! request, resolves the canonical form the policy decides on, gets an [`Authorized`] proof
 //! through the [`Gate`], performs the operation on the blocking pool and reports its outcome.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use sha2::Digest;
@@ -15,8 +16,8 @@ use toolgate_contracts::policy::v1::ToolCall;
 use toolgate_contracts::status;
 use toolgate_core::ToolKind;
 use toolgate_fs::{
-    EditRequest, EntryKind, ListRequest, MkdirRequest, ReadRange, ReadRequest, Sha256, StatRequest,
-    Truncation, Workspace, WorkspacePath, WriteRequest,
+    EditRequest, EntryKind, HiddenPaths, ListRequest, MkdirRequest, ReadRange, ReadRequest, Sha256,
+    StatRequest, Truncation, Workspace, WorkspacePath, WriteRequest,
 };
 use toolgate_runtime::auth::Principal;
 use tracing::Instrument;
@@ -69,6 +70,40 @@ impl FsService {
         T: Send + 'static,
         F: FnOnce(&Workspace) -> Result<T, toolgate_fs::Error> + Send + 'static,
     {
+        self.perform_as(obs, prepared, call, false, move |ws, _| op(ws))
+            .await
+    }
+
+    /// [`Self::perform`] for an operation that reveals more than the path it names (a
+    /// listing, search or find): `op` also gets the paths the policy's rules hide, which
+    /// this call's answer carried ([`Authorized::hidden_globs`]). Without them the call is
+    /// refused and nothing is revealed.
+    pub(crate) async fn perform_hiding<T, F>(
+        &self,
+        obs: &mut Observed,
+        prepared: Prepared,
+        call: ToolCall,
+        op: F,
+    ) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Workspace, &HiddenPaths) -> Result<T, toolgate_fs::Error> + Send + 'static,
+    {
+        self.perform_as(obs, prepared, call, true, op).await
+    }
+
+    async fn perform_as<T, F>(
+        &self,
+        obs: &mut Observed,
+        prepared: Prepared,
+        call: ToolCall,
+        hiding: bool,
+        op: F,
+    ) -> Result<T, Status>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Workspace, &HiddenPaths) -> Result<T, toolgate_fs::Error> + Send + 'static,
+    {
         let tool = obs.tool;
         let span = prepared.ctx.span(tool);
         let call = Call {
@@ -82,15 +117,33 @@ impl FsService {
         };
         let proof: Authorized = self.gate.authorize(&call).instrument(span.clone()).await?;
         obs.performed = true;
+        let started = SystemTime::now();
+        let hidden = if hiding {
+            match proof.hidden_globs() {
+                Ok(h) => h.clone(),
+                Err(refused) => {
+                    // The decision was recorded as allowed: close it with what happened.
+                    self.gate
+                        .reporter()
+                        .report(&proof, fs_outcome(started, Err(&refused)));
+                    return Err(refused);
+                }
+            }
+        } else {
+            Arc::new(HiddenPaths::none())
+        };
         let op_span = tracing::info_span!(
             parent: &span,
             "fs.op",
             otel.name = tool.as_str(),
             fs.op = op_label(tool),
             decision_id = %proof.decision_id(),
+            policy_version = hiding.then(|| hidden.version().to_owned()),
         );
-        let started = SystemTime::now();
-        let result = self.confined.fs(&proof, op_span, op).await;
+        let result = self
+            .confined
+            .fs(&proof, op_span, move |ws| op(ws, &hidden))
+            .await;
         self.gate
             .reporter()
             .report(&proof, fs_outcome(started, result.as_ref().map(|_| ())));
@@ -333,7 +386,9 @@ impl FsService {
             ..Default::default()
         };
         let out = self
-            .perform(obs, prepared, call, move |ws| ws.list(&req))
+            .perform_hiding(obs, prepared, call, move |ws, hidden| {
+                ws.list_hiding(&req, hidden)
+            })
             .await?;
         let (truncated, truncation_reason) = truncation(out.truncated);
         Ok(Response::new(pb::ListDirectoryResponse {

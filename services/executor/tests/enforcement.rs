@@ -476,3 +476,148 @@ fn startup_without_a_policy_service_or_credentials_fails_naming_the_field() {
     ]);
     assert!(err.contains("auth"), "{err}");
 }
+
+// Issue 13 §3: what the policy denies never appears in a result.
+
+/// The policy toolgate ships (its `secrets` rule denies `**/.env`, `**/*.pem`, ...).
+const DEFAULT_POLICY: &str = include_str!("../../../libs/policy-engine/default-policy.toml");
+
+/// A workspace with secrets the default policy denies, next to an ordinary file.
+fn secrets_workspace(sb: &Sandbox) {
+    let files = [
+        (".env", "SECRET=matchme\n"),
+        ("config/.env.production", "SECRET=matchme\n"),
+        ("certs/server.pem", "matchme\n"),
+        ("deep/a/id_rsa", "matchme\n"),
+        ("keys.pem/inner.txt", "matchme\n"),
+        ("src/app.rs", "// matchme in the open\n"),
+    ];
+    for (p, content) in files {
+        let p = sb.ws.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    std::os::unix::fs::symlink("keys.pem", sb.ws.join("keys")).unwrap();
+}
+
+fn is_secret(p: &str) -> bool {
+    p.contains(".env") || p.contains(".pem") || p.ends_with("id_rsa")
+}
+
+#[tokio::test]
+async fn search_include_hidden_never_returns_a_policy_denied_env() {
+    let sb = Sandbox::new();
+    secrets_workspace(&sb);
+    let policy = Policy::start(DEFAULT_POLICY);
+    let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    let mut fs = FilesystemServiceClient::new(exe.channel().await);
+
+    // The reported case: `.env: SECRET=matchme` came back.
+    let s = fs
+        .search_files(pb::SearchFilesRequest {
+            context: ctx(),
+            pattern: "matchme".into(),
+            include_hidden: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let hits: Vec<_> = s.matches.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(hits, ["src/app.rs"], "{s:?}");
+    assert_eq!(s.files_searched, 1, "denied files are never even searched");
+
+    // Read it directly and the policy refuses, as before.
+    let err = fs
+        .read_file(pb::ReadFileRequest {
+            context: ctx(),
+            path: ".env".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(info(&err).0, "POLICY_DENIED");
+
+    // Searching inside a denied directory, by its name or through a symlink, is refused.
+    for p in ["keys.pem/inner.txt", "keys/inner.txt", "keys", "keys.pem"] {
+        let err = fs
+            .search_files(pb::SearchFilesRequest {
+                context: ctx(),
+                path: p.into(),
+                pattern: "matchme".into(),
+                include_hidden: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::PermissionDenied, "{p}: {err:?}");
+        assert!(
+            ["PATH_DENIED", "POLICY_DENIED"].contains(&info(&err).0.as_str()),
+            "{p}: {err:?}"
+        );
+        assert!(!err.message().contains("SECRET"), "{p}");
+    }
+}
+
+#[tokio::test]
+async fn listings_and_finds_never_show_policy_denied_paths() {
+    let sb = Sandbox::new();
+    secrets_workspace(&sb);
+    let policy = Policy::start(DEFAULT_POLICY);
+    let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    let mut fs = FilesystemServiceClient::new(exe.channel().await);
+
+    let l = fs
+        .list_directory(pb::ListDirectoryRequest {
+            context: ctx(),
+            path: ".".into(),
+            recursive: true,
+            include_hidden: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let paths: Vec<_> = l.entries.iter().map(|e| e.path.as_str()).collect();
+    assert!(
+        paths.contains(&"src/app.rs") && paths.contains(&"deep/a"),
+        "{paths:?}"
+    );
+    assert!(!paths.iter().any(|p| is_secret(p)), "{paths:?}");
+
+    for t in [
+        pb::EntryType::File,
+        pb::EntryType::Directory,
+        pb::EntryType::Symlink,
+    ] {
+        let f = fs
+            .find_files(pb::FindFilesRequest {
+                context: ctx(),
+                patterns: vec!["**".into()],
+                include_hidden: true,
+                r#type: t as i32,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            !f.paths.iter().any(|p| is_secret(p)),
+            "{t:?}: {:?}",
+            f.paths
+        );
+        assert!(!f.paths.is_empty(), "{t:?}");
+    }
+
+    // Listing a denied directory through an innocent symlink name is refused.
+    let err = fs
+        .list_directory(pb::ListDirectoryRequest {
+            context: ctx(),
+            path: "keys".into(),
+            include_hidden: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+}

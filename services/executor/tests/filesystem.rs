@@ -452,3 +452,115 @@ fn invalid_config_exits_non_zero_naming_the_field() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("workspace.root"));
 }
+
+// Issue 13 §4: paths that mean something else elsewhere.
+
+#[tokio::test]
+async fn windows_drive_letter_path_is_invalid_path_not_a_literal_name() {
+    let sb = Sandbox::new();
+    std::fs::create_dir(sb.ws.join("src")).unwrap();
+    let exe = Executor::start(&sb.ws, &[], &[]);
+    let mut fs = exe.fs().await;
+    for p in [
+        r"C:\Users\me\x.txt",
+        "c:/x",
+        r"\\server\share\x.txt",
+        r"\\?\C:\x.txt",
+        r"src\main.rs",
+    ] {
+        let err = fs.write_file(write(p, b"x")).await.unwrap_err();
+        assert_eq!(
+            (err.code(), reason(&err).as_str()),
+            (Code::InvalidArgument, "INVALID_PATH"),
+            "{p}: {err:?}"
+        );
+        assert!(
+            err.message().contains("POSIX tree"),
+            "{p}: {}",
+            err.message()
+        );
+        let err = fs
+            .create_directory(pb::CreateDirectoryRequest {
+                context: ctx(),
+                path: p.into(),
+                parents: true,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(reason(&err), "INVALID_PATH", "{p}");
+        let err = fs.read_file(read(p)).await.unwrap_err();
+        assert_eq!(reason(&err), "INVALID_PATH", "{p}");
+    }
+    let names: Vec<_> = std::fs::read_dir(&sb.ws)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["src"], "nothing was created under a literal name");
+    assert!(
+        std::fs::read_dir(sb.ws.join("src"))
+            .unwrap()
+            .next()
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn codex_symlink_to_decoy_does_not_make_codex_config_writable() {
+    let sb = Sandbox::new();
+    std::fs::create_dir(sb.ws.join("decoy")).unwrap();
+    std::fs::write(sb.ws.join("decoy/config.toml"), "model = \"x\"\n").unwrap();
+    for dir in [".codex", ".claude", ".cursor", ".git", ".vscode"] {
+        symlink("decoy", sb.ws.join(dir)).unwrap();
+    }
+    std::fs::write(sb.ws.join(".gitattributes"), "*.txt text\n").unwrap();
+    let exe = Executor::start(&sb.ws, &[], &[]);
+    let mut fs = exe.fs().await;
+    for p in [
+        ".codex/config.toml",
+        ".claude/config.toml",
+        ".cursor/config.toml",
+        ".git/config.toml",
+        ".vscode/config.toml",
+        "./.codex/sub/../config.toml",
+        ".gitattributes",
+        ".gitmodules",
+        "vendor/.gitmodules",
+    ] {
+        let err = fs
+            .write_file(pb::WriteFileRequest {
+                create_parents: true,
+                ..write(p, b"* filter=pwn\n")
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (err.code(), reason(&err).as_str()),
+            (Code::PermissionDenied, "PATH_PROTECTED"),
+            "{p}: {err:?}"
+        );
+    }
+    let err = fs
+        .edit_file(pb::EditFileRequest {
+            context: ctx(),
+            path: ".codex/config.toml".into(),
+            old_text: "x".into(),
+            new_text: "pwn".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&err), "PATH_PROTECTED");
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join("decoy/config.toml")).unwrap(),
+        "model = \"x\"\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(sb.ws.join(".gitattributes")).unwrap(),
+        "*.txt text\n"
+    );
+    assert!(!sb.ws.join("vendor").exists() && !sb.ws.join(".gitmodules").exists());
+    // The decoy under its own name is ordinary.
+    fs.write_file(write("decoy/config.toml", b"model = \"y\"\n"))
+        .await
+        .unwrap();
+}

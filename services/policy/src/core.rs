@@ -225,6 +225,8 @@ impl PolicyCore {
             .deciding_rule()
             .map_or_else(|| "default".to_owned(), |m| m.rule_id.clone());
         let tool = call.tool;
+        // From the same policy that decided and whose version the ledger records.
+        let hidden = hidden_paths(&policy, tool, &ctx);
 
         use pb::authorize_response::Result as R;
         let result = if decision.tier == Tier::Ask {
@@ -260,6 +262,7 @@ impl PolicyCore {
                     decision_id,
                     approval_id,
                     lease_expires_at: lease.map(|l| timestamp(l.expires_at)),
+                    hidden,
                 }),
                 AskVerdict::Pending => R::Pending(pb::Pending {
                     decision_id,
@@ -320,6 +323,7 @@ impl PolicyCore {
                     decision_id,
                     approval_id: String::new(),
                     lease_expires_at: None,
+                    hidden,
                 })
             }
         };
@@ -699,6 +703,31 @@ impl PolicyCore {
     }
 }
 
+/// What an allowed call must not reveal, for the tools that show more than the one path they
+/// name: the `paths` of every `deny` rule (without command selectors) that applies to reading
+/// (`fs.read`) or to the call's own tool in its context, with the policy's version. `None`
+/// for the single-path tools, whose decision already covered their path.
+pub(crate) fn hidden_paths(
+    policy: &Policy,
+    tool: toolgate_core::ToolKind,
+    ctx: &CallContext,
+) -> Option<pb::HiddenPaths> {
+    use toolgate_core::ToolKind as K;
+    if !matches!(tool, K::FsList | K::FsSearch | K::FsFind | K::ProcessRun) {
+        return None;
+    }
+    let mut globs = policy.denied_path_globs(K::FsRead, ctx);
+    for g in policy.denied_path_globs(tool, ctx) {
+        if !globs.contains(&g) {
+            globs.push(g);
+        }
+    }
+    Some(pb::HiddenPaths {
+        policy_version: policy.version().to_owned(),
+        globs,
+    })
+}
+
 /// The principal a call is authorized for: executors name any, agents only themselves.
 fn acting_principal(caller: &Principal, named: &str) -> Result<String, Status> {
     match caller.role {
@@ -896,6 +925,78 @@ mod tests {
         assert_eq!(acting_principal(&exec, "agent-2").unwrap(), "agent-2");
         let e = acting_principal(&p("alice", Role::Approver), "").unwrap_err();
         assert_eq!(e.code(), tonic::Code::PermissionDenied);
+    }
+
+    #[test]
+    fn hidden_paths_are_the_read_denials_for_tools_that_reveal_more_than_one_path() {
+        use toolgate_core::ToolKind as K;
+        let policy = Policy::from_toml(
+            r#"
+default = "ask"
+
+[[rule]]
+id = "secrets"
+decision = "deny"
+reason = "secrets"
+paths = ["**/.env", "**/*.pem"]
+
+[[rule]]
+id = "no-search-vendor"
+decision = "deny"
+reason = "too big"
+tools = ["fs.search"]
+paths = ["vendor/**"]
+
+[[rule]]
+id = "no-write-docs"
+decision = "deny"
+reason = "generated"
+tools = ["fs.write"]
+paths = ["docs/**"]
+
+[[rule]]
+id = "ask-private"
+decision = "ask"
+reason = "private"
+paths = ["private/**"]
+
+[[rule]]
+id = "no-curl-in-data"
+decision = "deny"
+reason = "no downloads here"
+commands = ["curl *"]
+paths = ["data/**"]
+
+[[rule]]
+id = "s9-only"
+decision = "deny"
+reason = "session s9 may not read audit"
+sessions = ["s9"]
+paths = ["audit/**"]
+"#,
+        )
+        .unwrap();
+        let ctx = |session: &str| CallContext {
+            session_id: session.into(),
+            principal: "agent-1".into(),
+            labels: Default::default(),
+        };
+        let globs = |tool, session| hidden_paths(&policy, tool, &ctx(session)).map(|h| h.globs);
+        let reads = vec!["**/.env".to_owned(), "**/*.pem".to_owned()];
+        assert_eq!(globs(K::FsList, "s1"), Some(reads.clone()));
+        assert_eq!(globs(K::FsFind, "s1"), Some(reads.clone()));
+        assert_eq!(globs(K::ProcessRun, "s1"), Some(reads.clone()));
+        let mut search = reads.clone();
+        search.push("vendor/**".into());
+        assert_eq!(globs(K::FsSearch, "s1"), Some(search));
+        let mut s9 = reads;
+        s9.push("audit/**".into());
+        assert_eq!(globs(K::FsList, "s9"), Some(s9));
+        for single in [K::FsRead, K::FsWrite, K::FsEdit, K::FsStat, K::FsMkdir] {
+            assert_eq!(globs(single, "s1"), None, "{single:?}");
+        }
+        let h = hidden_paths(&policy, K::FsSearch, &ctx("s1")).unwrap();
+        assert_eq!(h.policy_version, policy.version());
     }
 
     #[test]

@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{AGENT, Backend, Db, Options, Server};
+use support::{AGENT, Backend, Db, EXEC, Options, Server};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use toolgate_contracts::common::v1::{Tier, ToolKind};
@@ -135,6 +135,66 @@ async fn the_policy_file_reloads_and_a_bad_version_keeps_the_old_one() {
     .unwrap();
     let v2 = wait_for_version(&mut c, |v| v != v1.version, Duration::from_secs(10)).await;
     assert_ne!(v2, v1.version, "a valid new policy is picked up");
+}
+
+#[tokio::test]
+async fn allowed_listings_carry_the_read_denials_with_the_deciding_version() {
+    let (_db, p, _) = start(toolgate_policy_engine::DEFAULT_POLICY_TOML).await;
+    let mut exec = p.policy(EXEC).await;
+    let call = |tool: ToolKind| pb::ToolCall {
+        tool: tool as i32,
+        path: Some(".".into()),
+        pattern: (tool == ToolKind::FsSearch).then(|| "matchme".into()),
+        globs: if tool == ToolKind::FsFind {
+            vec!["**".into()]
+        } else {
+            vec![]
+        },
+        ..Default::default()
+    };
+    for (i, tool) in [ToolKind::FsList, ToolKind::FsSearch, ToolKind::FsFind]
+        .into_iter()
+        .enumerate()
+    {
+        let r = exec
+            .authorize(support::authorize(
+                &format!("c-hidden-{i}"),
+                "s1",
+                "agent-1",
+                call(tool),
+            ))
+            .await
+            .unwrap()
+            .into_inner();
+        let version = r.explanation.unwrap().policy_version;
+        let Some(pb::authorize_response::Result::Allowed(a)) = r.result else {
+            panic!("{tool:?} not allowed: {:?}", r.result);
+        };
+        let hidden = a.hidden.expect("a listing carries the hidden paths");
+        assert_eq!(hidden.policy_version, version);
+        for g in ["**/.env", "**/*.pem", "**/*.key"] {
+            assert!(hidden.globs.iter().any(|h| h == g), "{tool:?}: {hidden:?}");
+        }
+    }
+    // A call that names one path needs none: its own decision covered it.
+    let r = exec
+        .authorize(support::authorize(
+            "c-hidden-read",
+            "s1",
+            "agent-1",
+            pb::ToolCall {
+                tool: ToolKind::FsRead as i32,
+                path: Some("README.md".into()),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(pb::authorize_response::Result::Allowed(a)) = r.result else {
+        panic!("read not allowed: {:?}", r.result);
+    };
+    assert!(a.hidden.is_none());
 }
 
 /// Replaces the document atomically, as a deploy would: the watcher must never see a

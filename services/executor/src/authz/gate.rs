@@ -298,7 +298,11 @@ impl Gate {
         match response.result {
             Some(R::Allowed(a)) => {
                 tracing::debug!(decision_id = %a.decision_id, "allowed");
-                Ok(Answer::Allowed(Authorized::from_allowed(a)))
+                let decided_by = response
+                    .explanation
+                    .as_ref()
+                    .map(|e| e.policy_version.as_str());
+                Ok(Answer::Allowed(Authorized::from_allowed(a, decided_by)))
             }
             Some(R::Denied(d)) if !d.approval_id.is_empty() => {
                 Err(approval_denied(&d.approval_id, &d.message, ""))

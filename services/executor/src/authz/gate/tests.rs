@@ -125,6 +125,7 @@ fn allowed(id: &str) -> R {
         decision_id: id.into(),
         approval_id: "ap-1".into(),
         lease_expires_at: None,
+        hidden: None,
     })
 }
 
