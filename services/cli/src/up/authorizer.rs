@@ -47,3 +47,52 @@ impl Authorizer for InProcess {
         Box::pin(async move { self.core.wait_for_approval(&self.executor, request).await })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolgate_contracts::common::v1::{CallContext, ToolKind};
+    use toolgate_runtime::auth::Role;
+
+    /// `toolgate up` runs the same `PolicyCore::authorize` as the policy service, so an
+    /// allowed search carries the paths the shipped policy's `secrets` rule hides.
+    #[tokio::test]
+    async fn an_allowed_search_in_process_carries_the_hidden_paths_and_their_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = toolgate_policy::Config::default();
+        cfg.ledger.url = Some(format!("sqlite:{}", dir.path().join("l.db").display()));
+        let core = PolicyCore::open(&cfg).await.unwrap();
+        let version = core.policy().version().to_owned();
+        let exec = Principal {
+            name: "exec".into(),
+            role: Role::Executor,
+        };
+        let r = InProcess::new(core, exec)
+            .authorize(
+                pb::AuthorizeRequest {
+                    context: Some(CallContext {
+                        call_id: "c1".into(),
+                        session_id: "s1".into(),
+                        ..Default::default()
+                    }),
+                    call: Some(pb::ToolCall {
+                        tool: ToolKind::FsSearch as i32,
+                        path: Some(".".into()),
+                        pattern: Some("matchme".into()),
+                        ..Default::default()
+                    }),
+                    principal: "agent".into(),
+                    ..Default::default()
+                },
+                None,
+            )
+            .await
+            .unwrap();
+        let Some(pb::authorize_response::Result::Allowed(a)) = r.result else {
+            panic!("not allowed: {r:?}");
+        };
+        let hidden = a.hidden.expect("hidden paths");
+        assert_eq!(hidden.policy_version, version);
+        assert!(hidden.globs.iter().any(|g| g == "**/.env"), "{hidden:?}");
+    }
+}
