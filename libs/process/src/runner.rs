@@ -271,25 +271,23 @@ impl Runner {
             namespaces.user,
         )
         .map_err(setup_err("open the executor's own pidfd"))?;
-        let unconfined_possible = !config.sandbox.require
-            || config.sandbox.profiles.values().any(|p| p.unconfined);
-        let home_mount = if config.home_tmpfs_bytes > 0
-            && config.use_pid_namespace
-            && unconfined_possible
-        {
-            let mut builder = tempfile::Builder::new();
-            builder
-                .prefix("toolgate-homes-")
-                .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
-            match &config.home_parent {
-                Some(parent) => builder.tempdir_in(parent),
-                None => builder.tempdir(),
-            }
-            .map(tempfile::TempDir::keep)
-            .ok()
-        } else {
-            None
-        };
+        let unconfined_possible =
+            !config.sandbox.require || config.sandbox.profiles.values().any(|p| p.unconfined);
+        let home_mount =
+            if config.home_tmpfs_bytes > 0 && config.use_pid_namespace && unconfined_possible {
+                let mut builder = tempfile::Builder::new();
+                builder
+                    .prefix("toolgate-homes-")
+                    .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+                match &config.home_parent {
+                    Some(parent) => builder.tempdir_in(parent),
+                    None => builder.tempdir(),
+                }
+                .map(tempfile::TempDir::keep)
+                .ok()
+            } else {
+                None
+            };
         let cgroup_parent = cgroup
             .mount_point
             .as_deref()
@@ -762,7 +760,12 @@ impl Inner {
             fixed
                 .into_iter()
                 .chain(ceiling)
-                .chain(self.config.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .chain(
+                    self.config
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                )
                 .chain(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
         )?;
         let rl = &self.config.rlimits;
@@ -975,7 +978,10 @@ impl Inner {
             return;
         };
         let program = program.to_string_lossy().into_owned();
-        let Ok(dir) = tempfile::Builder::new().prefix("toolgate-selftest-").tempdir() else {
+        let Ok(dir) = tempfile::Builder::new()
+            .prefix("toolgate-selftest-")
+            .tempdir()
+        else {
             return;
         };
         let names: Vec<String> = self.sandboxes.config.profiles.keys().cloned().collect();
@@ -1033,7 +1039,10 @@ fn remove_stale_homes(parent: Option<&Path>) {
     let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
     if let Ok(entries) = std::fs::read_dir(&parent) {
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with("toolgate-homes-") {
+            if e.file_name()
+                .to_string_lossy()
+                .starts_with("toolgate-homes-")
+            {
                 let _ = std::fs::remove_dir(e.path());
             }
         }

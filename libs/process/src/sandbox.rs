@@ -150,9 +150,15 @@ impl Default for SandboxConfig {
             .map(PathBuf::from)
             .to_vec(),
             read_only_paths: Vec::new(),
-            hidden_names: ["credentials", "credentials.toml", ".netrc", ".npmrc", ".pypirc"]
-                .map(String::from)
-                .to_vec(),
+            hidden_names: [
+                "credentials",
+                "credentials.toml",
+                ".netrc",
+                ".npmrc",
+                ".pypirc",
+            ]
+            .map(String::from)
+            .to_vec(),
             home: PathBuf::from("/home/toolgate"),
             tmp_bytes: 512 << 20,
             shm_bytes: 64 << 20,
@@ -400,7 +406,6 @@ impl Sandboxes {
             executor: std::os::fd::AsRawFd::as_raw_fd(&self.executor),
         })
     }
-
 }
 
 /// The empty file and directory hidden paths are covered with, in the view's own root.
@@ -486,10 +491,7 @@ fn host(p: &Path) -> io::Result<CString> {
 
 /// `root/rel`, refusing anything but plain components in `rel`.
 fn beneath(root: &Path, rel: &Path) -> io::Result<PathBuf> {
-    if rel
-        .components()
-        .any(|c| !matches!(c, Component::Normal(_)))
-    {
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("mask path `{}` is not a plain relative path", rel.display()),
@@ -665,7 +667,10 @@ fn fixed_landlock(
         | AccessFs::Truncate
         | AccessFs::IoctlDev)
         & all;
-    let mut paths = vec![(CString::new("/").expect("static"), BitFlags::from(AccessFs::ReadDir).bits())];
+    let mut paths = vec![(
+        CString::new("/").expect("static"),
+        BitFlags::from(AccessFs::ReadDir).bits(),
+    )];
     for (path, link) in &fixed.system {
         if link.is_none() {
             paths.push((cstr(path)?, read.bits()));
@@ -767,7 +772,12 @@ fn seccomp() -> Result<Vec<Bpf>, seccompiler::BackendError> {
         ],
     );
     let cond = |arg: u8, mask: u64| {
-        SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::MaskedEq(mask), mask)
+        SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(mask),
+            mask,
+        )
     };
     // Execution domains other than plain Linux (and the query) change address-space layout
     // and syscall semantics.
@@ -809,9 +819,15 @@ fn seccomp() -> Result<Vec<Bpf>, seccompiler::BackendError> {
     let create_rules =
         |flags: u8, mode: u8| -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
             let mut rules = Vec::new();
-            for create in [libc::O_CREAT as u64, libc::O_TMPFILE as u64 & !(libc::O_DIRECTORY as u64)] {
+            for create in [
+                libc::O_CREAT as u64,
+                libc::O_TMPFILE as u64 & !(libc::O_DIRECTORY as u64),
+            ] {
                 for bit in setid {
-                    rules.push(SeccompRule::new(vec![cond(flags, create)?, cond(mode, bit)?])?);
+                    rules.push(SeccompRule::new(vec![
+                        cond(flags, create)?,
+                        cond(mode, bit)?,
+                    ])?);
                 }
             }
             Ok(rules)

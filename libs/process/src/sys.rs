@@ -542,7 +542,10 @@ pub(crate) fn probe_namespaces() -> NamespaceProbe {
 /// A pidfd of the executor itself (close-on-exec), which turns readable once it has exited.
 pub(crate) fn own_pidfd() -> io::Result<OwnedFd> {
     let me = rustix::process::getpid();
-    Ok(rustix::process::pidfd_open(me, rustix::process::PidfdFlags::empty())?)
+    Ok(rustix::process::pidfd_open(
+        me,
+        rustix::process::PidfdFlags::empty(),
+    )?)
 }
 
 /// Opens a pidfd for `pid` and registers it with the Tokio reactor; it turns readable when the

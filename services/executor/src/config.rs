@@ -221,9 +221,65 @@ pub struct ProcessSection {
     pub allowed_env: Vec<String>,
     /// Use a PID namespace per run when the kernel allows.
     pub pid_namespace: bool,
-    /// The sandbox profile name runs are reported and authorized under; approvals are bound
-    /// to it, so executors with a different sandbox never reuse each other's approvals.
+    /// The sandbox profile a run gets when its request names none. The profile in force is
+    /// part of the request digest, so an approval covers exactly one confinement.
     pub sandbox_profile: String,
+    /// Refuse every run when the default profile cannot be enforced on this kernel. Off is an
+    /// explicit operator choice (runs then go unconfined, as `Started.isolation` reports).
+    pub require_sandbox: bool,
+    /// Variables every run gets (for example `CARGO_HOME`); callers cannot replace them.
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Directories prepended to the runs' `PATH` (toolchain `bin` directories).
+    pub path_prepend: Vec<PathBuf>,
+    /// The run sandbox.
+    pub sandbox: SandboxSection,
+}
+
+/// `[process.sandbox]`: what a run can see (see `toolgate_process::SandboxConfig`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxSection {
+    /// Profiles by name, added to (or replacing) the shipped `workspace`, `readonly` and
+    /// `network`. A profile `none` (unconfined) exists only if defined here.
+    pub profiles: std::collections::BTreeMap<String, ProfileSection>,
+    /// Toolchain and cache directories visible read-only inside runs (missing ones skipped).
+    pub read_only_paths: Vec<PathBuf>,
+    /// Host system directories visible read-only.
+    pub system_paths: Vec<PathBuf>,
+    /// Host files hidden inside the system directories (secrets such as `/etc/shadow`).
+    pub hidden_system_paths: Vec<PathBuf>,
+    /// Size of each run's private `/tmp`, in bytes.
+    pub tmp_bytes: u64,
+    /// The run's `HOME` inside its view (a private tmpfs).
+    pub home: PathBuf,
+}
+
+impl Default for SandboxSection {
+    fn default() -> Self {
+        let d = toolgate_process::SandboxConfig::default();
+        SandboxSection {
+            profiles: std::collections::BTreeMap::new(),
+            read_only_paths: d.read_only_paths,
+            system_paths: d.system_paths,
+            hidden_system_paths: d.hidden_system_paths,
+            tmp_bytes: d.tmp_bytes,
+            home: d.home,
+        }
+    }
+}
+
+/// One sandbox profile (see `toolgate_process::Profile`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProfileSection {
+    /// No sandbox at all (an explicit operator choice).
+    pub unconfined: bool,
+    /// Share the host network (egress).
+    pub network: bool,
+    /// With `network`: the only TCP ports runs may connect to (empty: any).
+    pub tcp_connect_ports: Vec<u16>,
+    /// The workspace is read-only too.
+    pub read_only_workspace: bool,
 }
 
 impl Default for ProcessSection {
@@ -239,7 +295,11 @@ impl Default for ProcessSection {
             max_concurrent_runs: p.max_concurrent_runs,
             allowed_env: p.allowed_env.patterns(),
             pid_namespace: p.use_pid_namespace,
-            sandbox_profile: "default".into(),
+            sandbox_profile: toolgate_process::DEFAULT_PROFILE.into(),
+            require_sandbox: true,
+            env: std::collections::BTreeMap::new(),
+            path_prepend: Vec::new(),
+            sandbox: SandboxSection::default(),
         }
     }
 }
@@ -257,7 +317,41 @@ impl Config {
             default_tail_bytes: s.default_tail_bytes,
             max_concurrent_runs: s.max_concurrent_runs,
             use_pid_namespace: s.pid_namespace,
+            env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             ..toolgate_process::Config::default()
+        };
+        if !s.path_prepend.is_empty() {
+            let mut path: Vec<String> = s
+                .path_prepend
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            path.push(c.path.clone());
+            c.path = path.join(":");
+        }
+        let mut profiles = c.sandbox.profiles.clone();
+        for (name, p) in &s.sandbox.profiles {
+            profiles.insert(
+                name.clone(),
+                toolgate_process::Profile {
+                    unconfined: p.unconfined,
+                    network: p.network,
+                    tcp_connect_ports: p.tcp_connect_ports.clone(),
+                    read_only_workspace: p.read_only_workspace,
+                },
+            );
+        }
+        c.sandbox = toolgate_process::SandboxConfig {
+            require: s.require_sandbox,
+            default_profile: s.sandbox_profile.clone(),
+            profiles,
+            workspace: std::fs::canonicalize(&self.workspace.root).ok(),
+            system_paths: s.sandbox.system_paths.clone(),
+            hidden_system_paths: s.sandbox.hidden_system_paths.clone(),
+            read_only_paths: s.sandbox.read_only_paths.clone(),
+            home: s.sandbox.home.clone(),
+            tmp_bytes: s.sandbox.tmp_bytes,
+            ..c.sandbox
         };
         c.allowed_env =
             toolgate_process::EnvAllow::from_patterns(s.allowed_env.iter().map(String::as_str))

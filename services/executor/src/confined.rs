@@ -73,6 +73,14 @@ impl Confined {
             .map_err(|e| status::from_error(&e))
     }
 
+    /// The sandbox profile a run asking for `name` (empty: the default) gets, or the
+    /// `SANDBOX_UNAVAILABLE` refusal (before anything is authorized or parked).
+    pub(crate) fn profile(&self, name: &str) -> Result<String, Status> {
+        self.runner
+            .profile(name)
+            .map_err(|e| status::from_error(&e))
+    }
+
     /// What the runner can do on this host.
     pub(crate) fn capabilities(&self) -> &Capabilities {
         self.runner.capabilities()
@@ -101,8 +109,19 @@ impl Confined {
         .await
     }
 
-    /// Starts an authorized run.
-    pub(crate) fn run(&self, _proof: &Authorized, spec: RunSpec) -> Result<Run, Status> {
+    /// Starts an authorized run. Its view hides what the workspace's deny globs and the
+    /// decision's hidden paths match, and binds protected paths read-only: the walk happens
+    /// here, right before the spawn, so it sees the workspace as the run will.
+    pub(crate) fn run(&self, proof: &Authorized, mut spec: RunSpec) -> Result<Run, Status> {
+        let masks = self
+            .workspace
+            .run_masks(proof.hidden_globs()?)
+            .map_err(|e| status::from_error(&e))?;
+        spec.set_masks(toolgate_process::Masks {
+            hidden_files: masks.hidden_files,
+            hidden_dirs: masks.hidden_dirs,
+            protected: masks.protected,
+        });
         self.runner
             .try_run(spec)
             .map_err(|e| status::from_error(&e))

@@ -180,6 +180,16 @@ pub async fn serve_with_options(
     let (health, health_service) = grpc::health();
     let (reflection_v1, reflection_v1alpha) = grpc::reflection();
     let runner = toolgate_process::Runner::new(config.process_config().map_err(Error::Config)?)?;
+    for p in &runner.capabilities().profiles {
+        match &p.available {
+            Ok(abi) => {
+                tracing::info!(profile = %p.name, landlock_abi = abi, network = p.network, unconfined = p.unconfined, "sandbox profile ready")
+            }
+            Err(missing) => {
+                tracing::warn!(profile = %p.name, %missing, "sandbox profile unavailable: runs asking for it are refused")
+            }
+        }
+    }
     let confined = confined::Confined::new(workspace.clone(), runner.clone());
     let identity = identity(&config);
     let gate = authz::Gate::new(
@@ -201,13 +211,7 @@ pub async fn serve_with_options(
         deny: config.workspace.deny.clone(),
         protected: config.workspace.protected.clone(),
     };
-    let process = ProcessAdapter::new(
-        confined,
-        gate.clone(),
-        identity,
-        view,
-        config.process.sandbox_profile.clone(),
-    );
+    let process = ProcessAdapter::new(confined, gate.clone(), identity, view);
     health.set_serving::<Fs>().await;
     health.set_serving::<Process>().await;
     health.set_serving::<Exec>().await;

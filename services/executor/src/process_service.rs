@@ -45,7 +45,6 @@ pub struct ProcessAdapter {
     gate: Gate,
     identity: common::ExecutorIdentity,
     view: pb::WorkspaceView,
-    sandbox_profile: String,
 }
 
 /// A run resolved and ready to be authorized.
@@ -63,14 +62,12 @@ impl ProcessAdapter {
         gate: Gate,
         identity: common::ExecutorIdentity,
         view: pb::WorkspaceView,
-        sandbox_profile: String,
     ) -> Self {
         ProcessAdapter {
             confined,
             gate,
             identity,
             view,
-            sandbox_profile,
         }
     }
 
@@ -95,6 +92,7 @@ impl ProcessAdapter {
         let cwd_path = WorkspacePath::try_from(cwd_raw).map_err(|e| status::from_error(&e))?;
         let cwd = self.confined.open_directory(cwd_path).await?;
         let limits = r.limits.unwrap_or_default();
+        let profile = self.confined.profile(&r.sandbox_profile)?;
         let mut env: Vec<(String, String)> = r.env.into_iter().collect();
         env.sort();
         let stdin_sha256 = r.stdin.as_deref().map(sha256_hex);
@@ -111,6 +109,8 @@ impl ProcessAdapter {
             stderr_cap: wire::cap(limits.stderr_cap_bytes),
             tail_bytes: wire::cap(limits.tail_bytes as usize),
             kill_on_cap: limits.kill_on_cap,
+            profile: profile.clone(),
+            masks: Default::default(),
         };
         let spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
         let effective = self.confined.effective(&spec)?;
@@ -129,7 +129,7 @@ impl ProcessAdapter {
             stdout_cap_bytes: Some(effective.stdout_cap),
             stderr_cap_bytes: Some(effective.stderr_cap),
             kill_on_cap: limits.kill_on_cap,
-            sandbox_profile: Some(self.sandbox_profile.clone()),
+            sandbox_profile: Some(profile),
             ..Default::default()
         };
         Ok(Resolved { ctx, spec, call })
@@ -174,7 +174,6 @@ impl ProcessAdapter {
         };
         let (events, cancel) = run.into_parts();
         let decision_id = proof.decision_id().to_owned();
-        let sandbox_profile = self.sandbox_profile.clone();
         let metrics = self.gate.metrics().clone();
         let mut record = RunRecord {
             reporter: self.gate.reporter().clone(),
@@ -213,7 +212,7 @@ impl ProcessAdapter {
                 }
                 Event::Output(_) => {}
             }
-            Ok(to_wire(event, &decision_id, &sandbox_profile))
+            Ok(to_wire(event, &decision_id))
         });
         Ok(Box::pin(stream))
     }
@@ -380,12 +379,12 @@ impl ProcessAdapter {
     }
 }
 
-fn to_wire(event: Event, decision_id: &str, sandbox_profile: &str) -> pb::RunResponse {
+fn to_wire(event: Event, decision_id: &str) -> pb::RunResponse {
     use pb::run_response::Event as E;
     let event = match event {
         Event::Started(s) => E::Started(pb::Started {
             pid: s.pid as i32,
-            isolation: Some(isolation(&s.isolation, sandbox_profile)),
+            isolation: Some(isolation(&s.isolation)),
             started_at: Some(prost_types::Timestamp::from(s.started_at)),
             decision_id: decision_id.to_owned(),
         }),
@@ -458,7 +457,7 @@ fn kill_mechanism(k: KillMechanism) -> pb::KillMechanism {
     }
 }
 
-fn isolation(i: &Isolation, sandbox_profile: &str) -> pb::Isolation {
+fn isolation(i: &Isolation) -> pb::Isolation {
     pb::Isolation {
         kill_mechanism: kill_mechanism(i.kill_mechanism) as i32,
         own_process_group: i.own_process_group,
@@ -466,7 +465,10 @@ fn isolation(i: &Isolation, sandbox_profile: &str) -> pb::Isolation {
         landlock_abi: i.landlock_abi,
         seccomp: i.seccomp,
         namespaces: i.namespaces.iter().map(|s| (*s).to_owned()).collect(),
-        sandbox_profile: sandbox_profile.to_owned(),
+        sandbox_profile: i.sandbox_profile.clone(),
+        sandboxed: i.sandboxed,
+        network: i.network,
+        pid_limit: i.pid_limit.unwrap_or(0),
     }
 }
 
@@ -529,6 +531,20 @@ impl ExecutorService for ProcessAdapter {
                 .iter()
                 .map(|k| toolgate_contracts::convert::tool_to_wire(*k) as i32)
                 .collect(),
+            sandbox_profiles: c
+                .profiles
+                .iter()
+                .map(|p| pb::SandboxProfile {
+                    name: p.name.clone(),
+                    available: p.available.is_ok(),
+                    missing: p.available.clone().err().unwrap_or_default(),
+                    network: p.network,
+                    unconfined: p.unconfined,
+                    landlock_abi: p.available.clone().unwrap_or(0),
+                })
+                .collect(),
+            default_sandbox_profile: c.default_profile.clone(),
+            require_sandbox: c.require_sandbox,
         }))
     }
 }

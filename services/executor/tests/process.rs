@@ -334,3 +334,401 @@ async fn a_timed_out_script_never_runs_its_next_command() {
         t.elapsed()
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// The escape suite: whatever an allowed command turns out to do, the kernel confines it.
+// Every run below is `auto` under a policy that allows everything but the secrets rule;
+// each line must fail and leave no trace. Run as root and as an unprivileged user.
+// ---------------------------------------------------------------------------------------
+
+/// Allows everything except reading secrets, so only the sandbox stands in the way.
+const ESCAPE_POLICY: &str = r#"
+default = "auto"
+
+[[rule]]
+id = "secrets"
+decision = "deny"
+reason = "dotenv files and private keys hold secrets"
+paths = ["**/.env", "**/*.pem"]
+"#;
+
+const SECRET: &str = "SECRET=matchme-4711";
+
+/// What a script printed and how it ended. What the policy asks about is approved by a
+/// human (the suite's approver) and then runs: an approved command is confined exactly like
+/// an automatic one. A policy deny counts as blocked (nothing ran).
+async fn sh(exe: &Executor, script_text: &str) -> (String, String, S) {
+    let mut req = script(script_text);
+    req.context = support::ctx_waiting(30);
+    let o = match run(exe, req).await {
+        Ok(o) => o,
+        Err(e) if reason(&e) == "POLICY_DENIED" => {
+            return (String::new(), e.message().to_owned(), S::Exited(126));
+        }
+        Err(e) => panic!("run refused: {e:?}\n{script_text}"),
+    };
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        status(&o),
+    )
+}
+
+/// A workspace with a secret, a repository, agent config, and an executor over it running
+/// as `uid` (root when `None`). The policy service always runs as root.
+struct Escape {
+    sb: Sandbox,
+    exe: Executor,
+    _policy: support::Policy,
+    _approver: support::AbortOnDrop,
+    /// A listener on the host's loopback that no run may reach.
+    listener: std::net::TcpListener,
+    /// A file in the host's /tmp that no run may create.
+    host_tmp: std::path::PathBuf,
+}
+
+impl Escape {
+    async fn start(uid: Option<u32>) -> Escape {
+        use std::os::unix::fs::PermissionsExt;
+        let sb = Sandbox::new();
+        let ws = &sb.ws;
+        std::fs::write(ws.join(".env"), SECRET).unwrap();
+        std::fs::create_dir_all(ws.join("sub")).unwrap();
+        std::fs::write(ws.join("sub/key.pem"), SECRET).unwrap();
+        std::fs::write(ws.join("f.txt"), "plain\n").unwrap();
+        std::fs::create_dir_all(ws.join(".codex")).unwrap();
+        std::fs::write(ws.join(".codex/config.toml"), "model = \"x\"\n").unwrap();
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .args(args)
+                .current_dir(ws)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .unwrap()
+                .status
+                .success();
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q", "."]);
+        git(&["config", "user.email", "t@example.com"]);
+        git(&["config", "user.name", "t"]);
+        if let Some(uid) = uid {
+            // The workspace belongs to the executor's user; the rest of the sandbox dir is
+            // only traversable.
+            let parent = ws.parent().unwrap();
+            std::fs::set_permissions(parent, PermissionsExt::from_mode(0o755)).unwrap();
+            let status = std::process::Command::new("chown")
+                .args(["-R", &format!("{uid}:{uid}")])
+                .arg(ws)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let policy = support::Policy::start(ESCAPE_POLICY);
+        let exe = Executor::start_as(&policy.endpoint(), &policy.creds, ws, &[], &[], uid);
+        let approver = support::approve_everything(&policy).await;
+        let host_tmp = std::env::temp_dir().join(format!(
+            "toolgate-escape-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        Escape {
+            sb,
+            exe,
+            _policy: policy,
+            _approver: approver,
+            listener,
+            host_tmp,
+        }
+    }
+
+    /// Runs every escape and checks that none got anywhere.
+    async fn suite(&self) {
+        let exe = &self.exe;
+        let before = self.sb.outside_snapshot();
+        let out = self.sb.out.display().to_string();
+        let port = self.listener.local_addr().unwrap().port();
+        let host_tmp = self.host_tmp.display().to_string();
+        let exe_pid = exe.pid();
+
+        // Reads outside the workspace: the canary next to it, the host's secrets, the
+        // executor's environment.
+        for read in [
+            format!("cat {out}/secret"),
+            "cat ../out/secret".to_owned(),
+            "cat /etc/shadow".to_owned(),
+            "f=/etc/sha; cat ${f}dow".to_owned(),
+            format!("cat /proc/{exe_pid}/environ"),
+            "ls -a /root /home/* 2>/dev/null | grep -v '^\\.*$'; cat /root/.ssh/id_rsa".to_owned(),
+        ] {
+            let (stdout, _, _) = sh(exe, &read).await;
+            assert!(!stdout.contains(support::SENTINEL), "{read}: {stdout}");
+            assert!(
+                !stdout.contains("root:"),
+                "{read} read the shadow file: {stdout}"
+            );
+            assert!(!stdout.contains("TOOLGATE_"), "{read}: {stdout}");
+            assert!(!stdout.contains("id_rsa"), "{read}: {stdout}");
+        }
+
+        // Writes outside: directly, through /tmp, symlinks, hard links and renames.
+        for write in [
+            format!("echo x > {out}/escape"),
+            "echo x > ../out/escape".to_owned(),
+            format!("echo x > {host_tmp}"),
+            "ln -s ../out/secret link && echo x >> link".to_owned(),
+            format!("ln -s {out} outdir && echo x > outdir/escape2"),
+            format!("ln {out}/secret hard && echo x >> hard"),
+            format!("cp f.txt moved.txt && mv moved.txt {out}/moved.txt"),
+            "touch \"$PWD/../escape3\"".to_owned(),
+        ] {
+            sh(exe, &write).await;
+        }
+        assert_eq!(
+            self.sb.outside_snapshot(),
+            before,
+            "a write escaped the workspace"
+        );
+        assert!(!self.host_tmp.exists(), "a run wrote the host's /tmp");
+        assert!(!self.sb.ws.parent().unwrap().join("escape3").exists());
+
+        // The network: the ledger database and a listener on the host's loopback.
+        for connect in [
+            "exec 3<>/dev/tcp/127.0.0.1/5432 && echo CONNECTED".to_owned(),
+            format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED"),
+        ] {
+            let (stdout, _, st) = sh(exe, &connect).await;
+            assert!(!stdout.contains("CONNECTED"), "{connect}");
+            assert!(!matches!(st, S::Exited(0)), "{connect}");
+        }
+        assert!(
+            self.listener.accept().is_err(),
+            "a run reached the host's loopback"
+        );
+
+        // The executor, the kernel, privileges.
+        let py = |code: &str| format!("/usr/bin/python3 -c '{code}'");
+        for (what, attempt) in [
+            (
+                "signal the executor",
+                format!("kill -0 {exe_pid} && echo ESCAPED"),
+            ),
+            (
+                "ptrace",
+                py(
+                    "import ctypes,os; r=ctypes.CDLL(None,use_errno=True).syscall(101,16,1,0,0); print(\"ESCAPED\" if r==0 else \"blocked\", ctypes.get_errno())",
+                ),
+            ),
+            (
+                "mount",
+                "mkdir -p m && mount -t tmpfs none m && echo ESCAPED".to_owned(),
+            ),
+            (
+                "user namespace",
+                "unshare -U true && echo ESCAPED".to_owned(),
+            ),
+            (
+                "user namespace via unshare -r",
+                "unshare -r true && echo ESCAPED".to_owned(),
+            ),
+            (
+                "io_uring",
+                py(
+                    "import ctypes; p=ctypes.create_string_buffer(120); r=ctypes.CDLL(None,use_errno=True).syscall(425,8,p); print(\"ESCAPED\" if r>=0 else \"blocked\")",
+                ),
+            ),
+            (
+                "setuid bit by chmod",
+                "cp /bin/sh s && chmod u+s s && echo ESCAPED; chmod 4755 s && echo ESCAPED"
+                    .to_owned(),
+            ),
+            (
+                "setuid bit at creation",
+                py(
+                    "import os; fd=os.open(\"s2\", os.O_CREAT|os.O_WRONLY, 0o4755); os.close(fd); print(\"ESCAPED\" if os.stat(\"s2\").st_mode & 0o6000 else \"blocked\")",
+                ),
+            ),
+            (
+                "setgid bit",
+                "touch g && chmod g+s g && echo ESCAPED".to_owned(),
+            ),
+        ] {
+            let (stdout, stderr, _) = sh(exe, &attempt).await;
+            assert!(!stdout.contains("ESCAPED"), "{what}: {stdout} {stderr}");
+        }
+        for name in ["s", "s2", "g"] {
+            if let Ok(m) = std::fs::metadata(self.sb.ws.join(name)) {
+                use std::os::unix::fs::PermissionsExt;
+                assert_eq!(
+                    m.permissions().mode() & 0o6000,
+                    0,
+                    "{name} kept a set-id bit"
+                );
+            }
+        }
+
+        // The policy's secrets are invisible inside runs, whatever reads them.
+        std::fs::write(
+            self.sb.ws.join("visible.txt"),
+            "matchme-4711 is fine here\n",
+        )
+        .unwrap();
+        for read in [
+            "cat .env",
+            "e=.e; cat ${e}nv",
+            "grep -r matchme-4711 . ; grep -r SECRET= .",
+            "git grep --no-index -h SECRET= -- . || true",
+            "tar cf - . 2>/dev/null | grep -a SECRET=",
+            "ln -sf .env envlink; cat envlink",
+            "cat sub/key.pem",
+            "cp .env copy && cat copy",
+        ] {
+            let (stdout, _, _) = sh(exe, read).await;
+            assert!(!stdout.contains(SECRET), "{read}: {stdout}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(self.sb.ws.join(".env")).unwrap(),
+            SECRET,
+            "the secret itself is untouched"
+        );
+
+        // Protected paths stay read-only by any spelling.
+        for write in [
+            "echo x > .git/hooks/pre-commit",
+            "mkdir -p .git/hooks && echo x > .git/hooks/post-checkout",
+            "echo '[core] fsmonitor = touch PWNED' >> .git/config",
+            "echo x > .codex/config.toml",
+            "rm -rf .codex",
+            "ln -s .git/hooks hk && echo x > hk/pre-push",
+            "ln -s .codex cx && echo x > cx/config.toml",
+            "mv .git/config .git/config.old",
+            "cd .git && echo x > hooks/pre-commit",
+        ] {
+            sh(exe, write).await;
+        }
+        for hook in ["pre-commit", "post-checkout", "pre-push"] {
+            assert!(!self.sb.ws.join(".git/hooks").join(hook).exists(), "{hook}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(self.sb.ws.join(".codex/config.toml")).unwrap(),
+            "model = \"x\"\n"
+        );
+        let config = std::fs::read_to_string(self.sb.ws.join(".git/config")).unwrap();
+        assert!(!config.contains("PWNED"), "{config}");
+
+        // A foreign repository's fsmonitor runs, but only inside the view.
+        std::fs::create_dir_all(self.sb.ws.join("evil/objects")).unwrap();
+        std::fs::create_dir_all(self.sb.ws.join("evil/refs/heads")).unwrap();
+        std::fs::write(self.sb.ws.join("evil/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(
+            self.sb.ws.join("evil/config"),
+            format!(
+                "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n\tfsmonitor = \"echo x > {out}/pwned; echo x > {host_tmp}; touch hook-ran\"\n"
+            ),
+        )
+        .unwrap();
+        sh(exe, "git -C evil status >/dev/null 2>&1; true").await;
+        assert_eq!(self.sb.outside_snapshot(), before, "the hook escaped");
+        assert!(!self.host_tmp.exists());
+    }
+}
+
+#[tokio::test]
+async fn escape_suite_as_root() {
+    Escape::start(None).await.suite().await;
+}
+
+#[tokio::test]
+async fn escape_suite_as_an_unprivileged_user() {
+    Escape::start(Some(65534)).await.suite().await;
+}
+
+/// Real work still works inside the sandbox: git in the workspace's own repository.
+#[tokio::test]
+async fn git_status_and_commit_work_inside_the_sandbox() {
+    let e = Escape::start(None).await;
+    let (stdout, stderr, st) = sh(
+        &e.exe,
+        "git add f.txt && git commit -qm first && git log --oneline | wc -l && git status --short f.txt",
+    )
+    .await;
+    assert!(matches!(st, S::Exited(0)), "{stdout} {stderr}");
+    assert_eq!(stdout.trim(), "1", "{stderr}");
+}
+
+/// After a SIGKILL of the executor mid-run, nothing of the run survives or writes.
+async fn no_run_outlives_its_executor(uid: Option<u32>) {
+    let mut e = Escape::start(uid).await;
+    // Distinct per test: the two variants run concurrently.
+    let marker = if uid.is_some() {
+        "7.654322"
+    } else {
+        "7.654321"
+    };
+    let mut client = ProcessServiceClient::new(e.exe.channel().await);
+    let mut stream = client
+        .run(script(&format!(
+            "setsid sleep {marker} & sleep {marker} && echo late >> late.txt"
+        )))
+        .await
+        .unwrap()
+        .into_inner();
+    // Wait until the run has started.
+    loop {
+        let msg = stream.message().await.unwrap().expect("a started event");
+        if matches!(msg.event, Some(Event::Started(_))) {
+            break;
+        }
+    }
+    e.exe.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let alive: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect();
+    assert!(alive.is_empty(), "still running: {alive:?}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !e.sb.ws.join("late.txt").exists(),
+        "the run wrote after its executor died"
+    );
+}
+
+#[tokio::test]
+async fn a_sigkilled_executor_leaves_no_process_behind_as_root() {
+    no_run_outlives_its_executor(None).await;
+}
+
+#[tokio::test]
+async fn a_sigkilled_executor_leaves_no_process_behind_unprivileged() {
+    no_run_outlives_its_executor(Some(65534)).await;
+}
+
+/// An unknown profile, or one this executor cannot enforce, refuses the run; nothing runs
+/// under a weaker one.
+#[tokio::test]
+async fn unknown_sandbox_profiles_fail_closed() {
+    let e = Escape::start(None).await;
+    for profile in ["strict", "none", "default "] {
+        let mut req = script("touch ran");
+        req.sandbox_profile = profile.into();
+        let err = run(&e.exe, req).await.err().expect("refused");
+        assert_eq!(err.code(), Code::Unimplemented, "{profile}");
+        assert_eq!(reason(&err), "SANDBOX_UNAVAILABLE");
+        assert!(err.message().contains(profile.trim()), "{}", err.message());
+    }
+    assert!(!e.sb.ws.join("ran").exists());
+    let mut req = script("touch ro && echo wrote");
+    req.sandbox_profile = "readonly".into();
+    let o = run(&e.exe, req).await.unwrap();
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("wrote"));
+    assert!(!e.sb.ws.join("ro").exists());
+}

@@ -223,13 +223,7 @@ impl MountOp {
                 }))
             }
             MountOp::Bind { src, dst, attrs } => {
-                mount(
-                    Some(src),
-                    dst,
-                    None,
-                    libc::MS_BIND | libc::MS_REC,
-                    None,
-                )?;
+                mount(Some(src), dst, None, libc::MS_BIND | libc::MS_REC, None)?;
                 if *attrs != 0 {
                     set_attrs(dst, *attrs, true)?;
                 }
@@ -283,13 +277,7 @@ pub(crate) fn enter(sb: &SandboxSetup) -> io::Result<()> {
     write_file(c"/proc/self/gid_map", sb.gid_map.as_bytes())?;
 
     // Nothing mounted here propagates back to the host.
-    mount(
-        None,
-        c"/",
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )?;
+    mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     mount(
         Some(c"tmpfs"),
         &sb.stage,
@@ -317,7 +305,11 @@ pub(crate) fn enter(sb: &SandboxSetup) -> io::Result<()> {
         check(libc::rmdir(c"/oldroot".as_ptr()))?;
     }
     // The root holds only mount points and the mask sources: nothing in it is writable.
-    set_attrs(c"/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)?;
+    set_attrs(
+        c"/",
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        false,
+    )?;
     // SAFETY: chdir and sethostname on prepared or static buffers.
     unsafe {
         check(libc::chdir(sb.cwd.as_ptr()))?;

@@ -81,6 +81,15 @@ impl Credentials {
     pub fn executor_token_file(&self) -> PathBuf {
         self.dir.path().join("executor.token")
     }
+
+    /// Lets any user read the credential files (for an executor started as another user).
+    pub fn share(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let perm = |p: &Path, mode| std::fs::set_permissions(p, PermissionsExt::from_mode(mode));
+        perm(self.dir.path(), 0o755).unwrap();
+        perm(&self.tokens_file(), 0o644).unwrap();
+        perm(&self.executor_token_file(), 0o644).unwrap();
+    }
 }
 
 /// A binary next to the executor binary cargo built for these tests.
@@ -244,7 +253,32 @@ impl Executor {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Executor {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate-executor"));
+        Self::start_as(endpoint, creds, root, args, env, None)
+    }
+
+    /// [`Executor::start_at`] as the user and group `uid` (with no supplementary groups),
+    /// through `setpriv`, as production executors run: not as root.
+    pub fn start_as(
+        endpoint: &str,
+        creds: &Credentials,
+        root: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        uid: Option<u32>,
+    ) -> Executor {
+        let exe = env!("CARGO_BIN_EXE_toolgate-executor");
+        let mut cmd = match uid {
+            None => Command::new(exe),
+            Some(uid) => {
+                creds.share();
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(exe);
+                c
+            }
+        };
         cmd.arg("--workspace")
             .arg(root)
             .args(["--listen", "127.0.0.1:0"])
@@ -271,6 +305,17 @@ impl Executor {
             agent_token: creds.agent.clone(),
             own_policy: None,
         }
+    }
+
+    /// The executor's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kills the executor with SIGKILL (no shutdown of any kind) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// The policy service [`Executor::start`] started for this executor.
