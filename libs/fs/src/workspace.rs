@@ -138,7 +138,7 @@ pub struct WorkspaceConfig {
     /// Accept request paths containing `\` as plain name bytes. Off by default: the
     /// workspace is a POSIX tree where `\` separates nothing, so `src\main.rs` would name
     /// one file called `src\main.rs`, which is never what a caller thinking in Windows
-    /// paths meant. Windows drive-letter (`C:\`, `c:/`), UNC (`\\server\share`) and
+    /// paths meant. Windows drive-letter (`C:\`, `c:/`, `C:x`), UNC (`\\server\share`) and
     /// device (`\\?\`) spellings are refused whatever this says.
     pub allow_backslash_names: bool,
 }
@@ -425,13 +425,10 @@ fn spelled(rel: &Path, mut visit: impl FnMut(&Path) -> bool) -> bool {
 /// backslashes are allowed in names.
 fn foreign_spelling(p: &str, allow_backslash_names: bool) -> Option<&'static str> {
     let b = p.as_bytes();
-    let drive = b.len() >= 2
-        && b[0].is_ascii_alphabetic()
-        && b[1] == b':'
-        && matches!(b.get(2), None | Some(b'\\' | b'/'));
-    if drive {
+    // `C:\x`, `c:/x`, `C:` and the drive-relative `C:x` alike.
+    if b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':' {
         return Some(
-            "this is a Windows drive-letter path, but the workspace is a POSIX tree; name files relative to the workspace root with `/` between components (`src/main.rs`)",
+            "this is a Windows drive-letter path, but the workspace is a POSIX tree; name files relative to the workspace root with `/` between components (`src/main.rs`; a name that really starts with a letter and a colon is `./c:name`)",
         );
     }
     if b.starts_with(b"\\\\") || b.starts_with(b"\\??\\") {
@@ -976,6 +973,7 @@ mod tests {
             "C:\\Users\\me\\x.txt",
             "c:/x",
             "c:",
+            "c:d",
             "Z:\\",
             "\\\\server\\share\\x",
             "\\\\?\\C:\\x",
@@ -989,7 +987,15 @@ mod tests {
             assert!(foreign_spelling(p, false).is_some(), "{p}");
             assert!(foreign_spelling(p, true).is_none(), "{p}");
         }
-        for p in ["src/main.rs", "c:d", "ab:/x", "./c:/x", "/abs/c:/x", "."] {
+        for p in [
+            "src/main.rs",
+            "ab:/x",
+            "./c:/x",
+            "./c:d",
+            "/abs/c:/x",
+            ".",
+            "1:x",
+        ] {
             assert!(foreign_spelling(p, false).is_none(), "{p}");
         }
     }

@@ -842,6 +842,8 @@ fn windows_drive_letter_path_creates_no_literal_name() {
         "C:/Users/me/x.txt",
         "C:",
         r"z:\",
+        "C:x.txt",
+        r"C:..\..\x",
     ] {
         let e = assert_reason(write(&fx, p, "x"), Reason::InvalidPath);
         assert!(e.to_string().contains("POSIX tree"), "{e}");
@@ -853,6 +855,9 @@ fn windows_drive_letter_path_creates_no_literal_name() {
         assert_reason(fx.ws.open_directory(&wp(p)), Reason::InvalidPath);
     }
     assert!(root_names(&fx).is_empty(), "{:?}", root_names(&fx));
+    // A name that really starts with a letter and a colon is spelled as a POSIX path.
+    write(&fx, "./c:notes.txt", "x").unwrap();
+    assert_eq!(root_names(&fx), ["c:notes.txt"]);
 }
 
 #[test]
