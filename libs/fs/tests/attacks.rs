@@ -1062,6 +1062,24 @@ fn policy_denied_env_never_appears_in_search() {
     }
     // A symlink to a hidden file is never followed by a search, so it reveals nothing.
     assert!(o.files.iter().all(|f| f.path != "dotenv-link"));
+    // Rooted below the root, through a symlinked directory, or by an absolute spelling:
+    // entries are matched on their canonical paths all the same.
+    fx.symlink("config", "cfg");
+    let abs = format!("{}/config", fx.ws_str());
+    for p in ["config", "cfg", "./cfg/", abs.as_str(), "certs", "deep"] {
+        let mut r = SearchRequest::new(wp(p), "matchme");
+        r.include_hidden = true;
+        let o = fx.ws.search_hiding(&r, &hidden).unwrap();
+        assert!(o.files.is_empty(), "{p}: {o:?}");
+    }
+    // Include globs and gitignore negations cannot bring a hidden file back.
+    fx.write(".gitignore", "!.env\n");
+    let mut r = SearchRequest::new(wp("."), "matchme");
+    r.include_hidden = true;
+    r.respect_gitignore = true;
+    r.include = vec!["**/.env".into(), ".env".into(), "*.pem".into()];
+    let o = fx.ws.search_hiding(&r, &hidden).unwrap();
+    assert!(o.files.is_empty(), "{o:?}");
 }
 
 #[test]
