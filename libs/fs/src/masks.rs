@@ -45,10 +45,9 @@ impl Workspace {
         let mut stack = vec![PathBuf::new()];
         while let Some(rel) = stack.pop() {
             let dir = self.real_root().join(&rel);
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(e) => e,
-                // Vanished or unreadable since it was listed: nothing to mask there.
-                Err(_) => continue,
+            // Vanished or unreadable since it was listed: nothing to mask there.
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
             };
             for entry in entries.flatten() {
                 seen += 1;

@@ -36,6 +36,6 @@ pub use event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Output, Started, Status, Stream,
     StreamSummary, Usage, signal_name,
 };
-pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, Run, Runner};
+pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner};
 pub use sandbox::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
 pub use spec::{Command, RunRequest, RunSpec};

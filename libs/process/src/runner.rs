@@ -31,6 +31,9 @@ use crate::spec::{Command, RunSpec};
 use crate::sys::sandbox::SandboxSetup;
 use crate::sys::{self, ChildSetup, Reaped};
 
+mod selftest;
+pub use selftest::EscapeCheck;
+
 /// Errors of admission and of checking a request against the configuration.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -160,6 +163,8 @@ struct Inner {
     sandboxes: Sandboxes,
     /// `pid_max` of a sandboxed run's PID namespace, when the kernel allows capping it.
     sandbox_pid_limit: Option<u32>,
+    /// What the escape self-test found at startup.
+    escapes: Vec<EscapeCheck>,
 }
 
 impl Drop for Inner {
@@ -316,6 +321,7 @@ impl Runner {
             home_mount,
             sandboxes,
             sandbox_pid_limit: None,
+            escapes: Vec::new(),
         };
         inner.self_test_sandboxes();
         if inner.config.use_pid_namespace && namespaces.pid && namespaces.mount {
@@ -383,6 +389,12 @@ impl Runner {
     /// What this executor enforces (probed once at startup).
     pub fn capabilities(&self) -> &Capabilities {
         &self.inner.caps
+    }
+
+    /// What the escape self-test tried at startup under each confined profile, and what
+    /// (if anything) got through. A profile with an escape is unavailable.
+    pub fn escape_checks(&self) -> &[EscapeCheck] {
+        &self.inner.escapes
     }
 
     /// The configuration in force.
@@ -718,6 +730,8 @@ struct Spawned {
 impl Inner {
     /// The child for `program` and `args`: a cleared environment with the allowlist and `env`
     /// added (an addition replaces a fixed entry of the same name), and its setup.
+    // One argument per part of a child; bundling them would only move the list elsewhere.
+    #[allow(clippy::too_many_arguments)]
     fn prepare(
         &self,
         program: &str,
@@ -1028,6 +1042,25 @@ impl Inner {
                 self.sandbox_pid_limit = None;
                 self.sandboxes
                     .mark_broken(&name, format!("a working sandbox (self-test: {e})"));
+                continue;
+            }
+            match self.escape_checks(&built) {
+                Ok(checks) => {
+                    if let Some(c) = checks.iter().find(|c| c.escaped.is_some()) {
+                        self.sandboxes.mark_broken(
+                            &name,
+                            format!(
+                                "a sandbox that holds (escape self-test: {}: {})",
+                                c.name,
+                                c.escaped.as_deref().unwrap_or_default()
+                            ),
+                        );
+                    }
+                    self.escapes.extend(checks);
+                }
+                Err(e) => self
+                    .sandboxes
+                    .mark_broken(&name, format!("a working sandbox (escape self-test: {e})")),
             }
         }
     }

@@ -7,6 +7,7 @@
 mod approvals;
 mod check;
 mod client;
+mod doctor;
 mod duration;
 mod fs;
 mod ledger;
@@ -38,6 +39,9 @@ enum Command {
     Up(up::Args),
     /// Ledger database tools: verify the audit hash chain, apply migrations.
     Ledger(ledger::Args),
+    /// What this machine can enforce for runs, and the sandbox escape self-test; exits 1 if
+    /// runs would not be confined.
+    Doctor(doctor::Args),
     /// Classify a call against a policy, with no server needed.
     Check(check::CheckArgs),
     /// Policy document tools.
@@ -66,6 +70,7 @@ async fn main() -> ExitCode {
         Command::Ledger(args) => ledger::run(args).await,
         Command::Up(args) => up::run(args).await,
         Command::Check(args) => check::check(args),
+        Command::Doctor(args) => doctor::run(&args),
         Command::Policy {
             command: PolicyCommand::Validate { file },
         } => check::validate(&file),

@@ -133,6 +133,88 @@ fn fs_and_run_end_to_end() {
     );
 }
 
+/// The Quickstart's promise: real development commands work inside the sandbox, offline, with
+/// the starting user's toolchains visible read-only, and the data directory (the approver's
+/// token) invisible.
+#[test]
+fn real_work_runs_inside_the_sandbox() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    std::fs::create_dir(w.join("src")).unwrap();
+    std::fs::write(
+        w.join("Cargo.toml"),
+        "[package]\nname = \"demo\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.join("src/lib.rs"),
+        "pub fn add(a: i32, b: i32) -> i32 { a + b }\n#[cfg(test)]\nmod t { #[test] fn adds() { assert_eq!(super::add(1, 2), 3); } }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.join("test_demo.py"),
+        "import unittest\nclass T(unittest.TestCase):\n    def test_ok(self):\n        self.assertEqual(1 + 1, 2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        w.join("package.json"),
+        r#"{"name":"demo","version":"1.0.0","scripts":{"test":"node -e \"console.log('node says ok')\""}}"#,
+    )
+    .unwrap();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(w)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q", "."]);
+    git(&["config", "user.email", "t@example.com"]);
+    git(&["config", "user.name", "t"]);
+    let up = Up::start(w, &state.path().join("toolgate"));
+
+    let cargo = up.run("agent", &["run", "--", "cargo", "test", "--offline"]);
+    assert_eq!(cargo.status.code(), Some(0), "{}", text(&cargo));
+    assert!(String::from_utf8_lossy(&cargo.stdout).contains("test t::adds ... ok"));
+
+    let py = up.run("agent", &["run", "--", "python3", "-m", "unittest", "-v"]);
+    assert_eq!(py.status.code(), Some(0), "{}", text(&py));
+    assert!(
+        String::from_utf8_lossy(&py.stderr).contains("test_ok"),
+        "{}",
+        text(&py)
+    );
+
+    let npm = up.run("agent", &["run", "--", "npm", "test"]);
+    assert_eq!(npm.status.code(), Some(0), "{}", text(&npm));
+    assert!(String::from_utf8_lossy(&npm.stdout).contains("node says ok"));
+
+    for step in [
+        &["run", "--", "git", "add", "src/lib.rs"][..],
+        &["run", "--", "git", "commit", "-q", "-m", "first"],
+        &["run", "--", "git", "status", "--short"],
+    ] {
+        let o = up.run("agent", step);
+        assert_eq!(o.status.code(), Some(0), "{step:?}: {}", text(&o));
+    }
+    let log = up.run("agent", &["run", "--", "git", "log", "--oneline"]);
+    assert!(
+        String::from_utf8_lossy(&log.stdout).contains("first"),
+        "{}",
+        text(&log)
+    );
+
+    // The data directory holds the approver's token; no run can see it.
+    let tokens = up.data_dir.join("tokens.toml").display().to_string();
+    let peek = up.run("agent", &["run", "--", "cat", &tokens]);
+    assert_ne!(peek.status.code(), Some(0), "{}", text(&peek));
+    assert!(!String::from_utf8_lossy(&peek.stdout).contains(&up.token("approver")));
+}
+
 #[tokio::test]
 async fn the_ledger_of_up_verifies_and_detects_a_hand_edited_approval() {
     let ws = tempfile::tempdir().unwrap();

@@ -183,10 +183,10 @@ pub async fn serve_with_options(
     for p in &runner.capabilities().profiles {
         match &p.available {
             Ok(abi) => {
-                tracing::info!(profile = %p.name, landlock_abi = abi, network = p.network, unconfined = p.unconfined, "sandbox profile ready")
+                tracing::info!(profile = %p.name, landlock_abi = abi, network = p.network, unconfined = p.unconfined, "sandbox profile ready");
             }
             Err(missing) => {
-                tracing::warn!(profile = %p.name, %missing, "sandbox profile unavailable: runs asking for it are refused")
+                tracing::warn!(profile = %p.name, %missing, "sandbox profile unavailable: runs asking for it are refused");
             }
         }
     }

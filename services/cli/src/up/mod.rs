@@ -12,6 +12,7 @@
 
 mod authorizer;
 pub mod tokens;
+pub mod toolchains;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -52,6 +53,41 @@ pub struct Args {
     /// Log filter for stderr (`RUST_LOG` syntax).
     #[arg(long, env = "TOOLGATE_LOG", default_value = "warn")]
     log: String,
+    #[command(flatten)]
+    sandbox: SandboxArgs,
+}
+
+/// How `up` and `doctor` set up the run sandbox.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SandboxArgs {
+    /// Do not expose the toolchains of the user who starts toolgate (CARGO_HOME, RUSTUP_HOME,
+    /// an active virtualenv, a node prefix) read-only inside runs.
+    #[arg(long)]
+    no_toolchains: bool,
+    /// Another directory runs may read (and execute from), at the same path; repeatable.
+    #[arg(long = "read-only", value_name = "DIR")]
+    read_only: Vec<PathBuf>,
+    /// Run commands unconfined when this machine cannot enforce the sandbox, instead of
+    /// refusing them. An explicit choice: every run's `Started.isolation` reports it.
+    #[arg(long)]
+    no_require_sandbox: bool,
+}
+
+impl SandboxArgs {
+    /// Applies these choices to an executor configuration.
+    pub fn apply(&self, cfg: &mut toolgate_executor::Config) {
+        if !self.no_toolchains {
+            let t = toolchains::Toolchains::detect();
+            cfg.process.sandbox.read_only_paths.extend(t.read_only);
+            cfg.process.env.extend(t.env);
+            cfg.process.path_prepend.extend(t.path_prepend);
+        }
+        cfg.process
+            .sandbox
+            .read_only_paths
+            .extend(self.read_only.iter().cloned());
+        cfg.process.require_sandbox = !self.no_require_sandbox;
+    }
 }
 
 /// Everything `up` tells the person who started it.
@@ -131,6 +167,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     exec_cfg.policy.endpoint = format!("http://{policy_addr}");
     exec_cfg.policy.token = Some(executor_token.to_owned());
     exec_cfg.auth = tokens.auth_config();
+    args.sandbox.apply(&mut exec_cfg);
     exec_cfg
         .validate()
         .map_err(|e| anyhow::anyhow!("executor configuration: {e}"))?;
