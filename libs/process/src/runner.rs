@@ -281,8 +281,11 @@ impl Runner {
         let home_mount =
             if config.home_tmpfs_bytes > 0 && config.use_pid_namespace && unconfined_possible {
                 let mut builder = tempfile::Builder::new();
+                // The owner's pid is in the name, so a later executor can tell a dead one's
+                // leftover from a live one's mount point.
+                let prefix = format!("toolgate-homes-{}-", std::process::id());
                 builder
-                    .prefix("toolgate-homes-")
+                    .prefix(&prefix)
                     .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
                 match &config.home_parent {
                     Some(parent) => builder.tempdir_in(parent),
@@ -1066,18 +1069,25 @@ impl Inner {
     }
 }
 
-/// Removes the empty `toolgate-homes-*` mount points a killed executor left behind (only ever
-/// mounted on inside runs' own mount namespaces, so a non-empty one is someone else's).
+/// Removes the empty `toolgate-homes-<pid>-*` mount points that executors which no longer run
+/// left behind (a SIGKILL skips their clean-up). They are only ever mounted on inside the
+/// runs' own mount namespaces, so they are empty; a live executor's is left alone.
 fn remove_stale_homes(parent: Option<&Path>) {
     let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
-    if let Ok(entries) = std::fs::read_dir(&parent) {
-        for e in entries.flatten() {
-            if e.file_name()
-                .to_string_lossy()
-                .starts_with("toolgate-homes-")
-            {
-                let _ = std::fs::remove_dir(e.path());
-            }
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("toolgate-homes-"))
+        else {
+            continue;
+        };
+        let owner = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir(e.path());
         }
     }
 }

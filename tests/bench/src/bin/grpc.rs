@@ -144,6 +144,9 @@ impl toolgate_executor::Authorizer for AllowAll {
             Ok(pb::AuthorizeResponse {
                 result: Some(pb::authorize_response::Result::Allowed(pb::Allowed {
                     decision_id: "bench-bypass".into(),
+                    // Nothing hidden, said explicitly: an executor refuses to act without
+                    // knowing which paths the policy hides.
+                    hidden: Some(pb::HiddenPaths::default()),
                     ..Default::default()
                 })),
                 ..Default::default()

@@ -1,8 +1,12 @@
 //! Process runs (`toolgate-process`), each against a baseline measured in the same run:
 //!
-//! 1. `/bin/true` round trip: a raw `std::process::Command` spawn+wait with the *same* isolation
-//!    (new PID namespace, private /proc, rlimits, cleared environment) vs a full `Runner::try_run`
-//!    drained to its `Exited` event. Goal: p50 ratio ≤ 1.35.
+//! 1. `/bin/true` round trip: a raw spawn+wait with the *same* isolation (new PID namespace,
+//!    private /proc, rlimits, cleared environment, no sandbox profile) vs a full
+//!    `Runner::try_run` drained to its `Exited` event. Goal: p50 ratio ≤ 1.35.
+//! 1b. The same run under the default sandbox profile (user, PID, mount, IPC, UTS and network
+//!    namespaces, the view, Landlock, seccomp, no capabilities) vs a bare `/bin/true`
+//!    spawn+wait and vs bubblewrap with a comparable profile. Goals: p50 ≤ 0.5 × bwrap's p50,
+//!    and ≤ bare spawn + 0.4 ms.
 //! 2. Throughput of `head -c 1G /dev/zero`: a raw 64 KiB pipe reader vs the event stream with a
 //!    cap above 1 GiB (every byte delivered live). Goal: ≥ 0.8.
 //! 3. Peak RSS (VmHWM) of a fresh copy of this program draining a 10 MiB flood vs a 10 GiB flood
@@ -83,6 +87,118 @@ fn rss_of(size: &str) -> u64 {
         .expect("rss child prints VmHWM")
 }
 
+/// Scenario 1b: three sides, interleaved in rotating order.
+fn sandbox_vs_bwrap(runner: &Runner, rt: &tokio::runtime::Runtime, n: usize) {
+    heading("Run([\"/bin/true\"]) under the default sandbox profile vs bare spawn vs bubblewrap");
+    let ws = tempfile::tempdir().expect("workspace");
+    let ws_path = std::fs::canonicalize(ws.path()).expect("canonical workspace");
+    let ws_s = ws_path.to_str().expect("utf-8 temp path").to_owned();
+    let Some(bwrap) = ["/usr/bin/bwrap", "/bin/bwrap"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+    else {
+        println!("  bubblewrap is not installed (apt-get install bubblewrap); skipping 1b");
+        return;
+    };
+    let mut bwrap_args: Vec<String> = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+        "--ro-bind",
+        "/etc",
+        "/etc",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for link in ["bin", "sbin", "lib", "lib64"] {
+        let host = std::path::Path::new("/").join(link);
+        if let Ok(target) = std::fs::read_link(&host) {
+            bwrap_args.extend([
+                "--symlink".to_owned(),
+                target.display().to_string(),
+                host.display().to_string(),
+            ]);
+        }
+    }
+    bwrap_args.extend(
+        [
+            "--tmpfs",
+            "/tmp",
+            "--bind",
+            &ws_s,
+            &ws_s,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--chdir",
+            &ws_s,
+            "/bin/true",
+        ]
+        .map(str::to_owned),
+    );
+    let bare = || {
+        let st = std::process::Command::new("/bin/true")
+            .status()
+            .expect("spawn /bin/true");
+        assert!(st.success());
+    };
+    let bw = || {
+        let st = std::process::Command::new(bwrap)
+            .args(&bwrap_args)
+            .status()
+            .expect("spawn bwrap");
+        assert!(st.success(), "bwrap failed: {bwrap_args:?}");
+    };
+    let ours = || {
+        let r = runner.clone();
+        let cwd: OwnedFd = std::fs::File::open(&ws_path).expect("open ws").into();
+        let (_, status) = rt
+            .block_on(
+                rt.spawn(async move { drain(&r, RunRequest::argv(["/bin/true"], cwd)).await }),
+            )
+            .expect("run task");
+        assert_eq!(status, Status::Exited(0));
+    };
+    let sides: [&dyn Fn(); 3] = [&bare, &bw, &ours];
+    for _ in 0..50 {
+        for side in sides {
+            side();
+        }
+    }
+    let mut samples = [Samples::default(), Samples::default(), Samples::default()];
+    for i in 0..n {
+        for k in 0..3 {
+            let j = (i + k) % 3;
+            let t = Instant::now();
+            sides[j]();
+            samples[j].push(t.elapsed());
+        }
+    }
+    let [bare_s, bwrap_s, ours_s] = samples;
+    print_side("bare spawn+wait of /bin/true", &bare_s);
+    print_side("bwrap --unshare-all, comparable view", &bwrap_s);
+    print_side("Runner::try_run, default profile", &ours_s);
+    report_ratio(
+        "sandboxed_vs_bwrap_p50",
+        ours_s.p50().as_secs_f64() / bwrap_s.p50().as_secs_f64(),
+        Goal::AtMost(0.5),
+    );
+    let added = ours_s.p50().saturating_sub(bare_s.p50());
+    println!(
+        "  sandbox adds {} over a bare spawn at p50 (goal ≤ 400µs)",
+        toolgate_bench::fmt_duration(added)
+    );
+    report_ratio(
+        "sandboxed_added_over_bare_p50 (÷ 0.4 ms)",
+        added.as_secs_f64() / 0.0004,
+        Goal::AtMost(1.0),
+    );
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -96,11 +212,18 @@ fn main() {
     }
 
     let rt = runtime();
+    // Scenario 1 compares like with like: no sandbox profile on either side.
     let config = Config {
         max_cap_bytes: 2 << 30,
+        sandbox: toolgate_process::SandboxConfig::unconfined(),
         ..Config::default()
     };
     let runner = Runner::new(config).expect("runner");
+    let sandboxed = Runner::new(Config {
+        max_cap_bytes: 2 << 30,
+        ..Config::default()
+    })
+    .expect("sandboxed runner");
     let caps = runner.capabilities();
     println!(
         "kill mechanism: {} (pid_max cap {:?}), namespaces: pid={} mount={}",
@@ -150,6 +273,9 @@ fn main() {
             Goal::AtMost(1.35),
         );
     }
+
+    // 1b. The default sandbox profile against a bare spawn and against bubblewrap.
+    sandbox_vs_bwrap(&sandboxed, &rt, n);
 
     // 2. Streaming throughput.
     heading("head -c 1G /dev/zero: raw pipe read vs event stream");
