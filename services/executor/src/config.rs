@@ -148,6 +148,10 @@ pub struct WorkspaceSection {
     pub deny: Vec<String>,
     /// Globs that are readable but not writable.
     pub protected: Vec<String>,
+    /// Accept `\` as a plain byte of a name in request paths. Off by default: a backslash is
+    /// refused with `INVALID_PATH` (the workspace is a POSIX tree); Windows drive-letter, UNC
+    /// and `\\?\` spellings stay refused either way.
+    pub allow_backslash_names: bool,
 }
 
 impl Default for WorkspaceSection {
@@ -160,6 +164,7 @@ impl Default for WorkspaceSection {
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect(),
+            allow_backslash_names: false,
         }
     }
 }
@@ -450,6 +455,7 @@ impl Config {
         c.aliases.clone_from(&self.workspace.aliases);
         c.deny.clone_from(&self.workspace.deny);
         c.protected.clone_from(&self.workspace.protected);
+        c.allow_backslash_names = self.workspace.allow_backslash_names;
         let l = &mut c.limits;
         l.max_read_bytes = self.fs.max_read_bytes;
         l.max_write_bytes = self.fs.max_write_bytes;
