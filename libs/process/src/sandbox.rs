@@ -774,7 +774,7 @@ fn seccomp() -> Result<Vec<Bpf>, seccompiler::BackendError> {
     let cond = |arg: u8, mask: u64| {
         SeccompCondition::new(
             arg,
-            SeccompCmpArgLen::Qword,
+            SeccompCmpArgLen::Dword,
             SeccompCmpOp::MaskedEq(mask),
             mask,
         )
