@@ -79,7 +79,7 @@ pub(crate) struct LandlockRules {
 
 /// A compiled seccomp-bpf program.
 #[derive(Clone)]
-pub(crate) struct Bpf(pub std::sync::Arc<[seccompiler::sock_filter]>);
+pub(crate) struct Bpf(pub std::sync::Arc<[crate::sandbox::SockFilter]>);
 
 impl std::fmt::Debug for Bpf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -412,7 +412,7 @@ pub(crate) fn lock(sb: &SandboxSetup) -> io::Result<()> {
         #[repr(C)]
         struct Fprog {
             len: libc::c_ushort,
-            filter: *const seccompiler::sock_filter,
+            filter: *const crate::sandbox::SockFilter,
         }
         let prog = Fprog {
             len: bpf.0.len() as libc::c_ushort,
