@@ -3,12 +3,16 @@
 //!
 //! Without this, `tail -n 20 f` names a file `20`, and worse, `awk -F , 'BEGIN{system("id")}'`
 //! or `sed -l 5 '1e id' f` have their program text checked in the wrong word. The table below
-//! lists, per program, only the options that *require* a value; an option that is missing from
-//! it makes its value look like an operand, which can only add paths and stricter checks. An
-//! option listed by mistake would hide a real operand, so every entry was taken from the
-//! program's `getopt` option string or `--help`, programs with their own ad hoc parsers (such
-//! as `xxd`, which takes any word starting with `-p` for `-postscript`) have no table, and
-//! `tests/argv_opens.rs` runs the real programs to check that no file they open is missed.
+//! lists, per program, the options that *require* a value and, apart, every other long option:
+//! getopt_long takes any unique prefix of a long option (`--compress-prog=sh` is
+//! `--compress-program`), and whether a prefix is unique depends on all of them. An ambiguous
+//! prefix is reported, and the baseline asks. An option missing from the table makes its value
+//! look like an operand, which can only add paths and stricter checks. An option listed by
+//! mistake would hide a real operand, so every entry was taken from the program's `getopt`
+//! option string or `--help`, programs with their own ad hoc parsers (such as `xxd`, which
+//! takes any word starting with `-p` for `-postscript`) have no table, and
+//! `tests/argv_opens.rs` runs the real programs, with every abbreviated and clustered spelling
+//! of every option that takes a value, to check that no file they open is missed.
 
 /// How one program's options take values.
 struct Table {
@@ -16,8 +20,17 @@ struct Table {
     names: &'static [&'static str],
     /// Short options that require a value: the rest of the cluster, else the next word.
     short: &'static str,
+    /// Short options with an optional value (`sed -i[SUFFIX]`): only the rest of the cluster.
+    short_optional: &'static str,
     /// Long options that require a value: after `=`, else the next word.
     long: &'static [&'static str],
+    /// Every other long option (no value, or an optional value given only after `=`). They
+    /// are listed because getopt_long resolves an abbreviation against all of a program's
+    /// long options: `--s` is ambiguous for `tail` only because `--silent` exists.
+    flags: &'static [&'static str],
+    /// Whether a unique prefix of a long option names it (getopt_long, argp). False for
+    /// programs with their own parser that compares whole words (jq).
+    abbreviations: bool,
     /// Long options followed by two values (jq's `--arg NAME VALUE`).
     long2: &'static [&'static str],
     /// Options (`-f` or `--file`) whose value (the last, for two values) is a file it reads.
@@ -29,104 +42,230 @@ struct Table {
     stop_at_operand: bool,
 }
 
-const fn table(
-    names: &'static [&'static str],
-    short: &'static str,
-    long: &'static [&'static str],
-) -> Table {
+const TABLES: &[Table] = &[
     Table {
-        names,
-        short,
-        long,
+        names: &["head"],
+        short: "cn",
+        short_optional: "",
+        long: &["--bytes", "--lines"],
+        flags: &[
+            "--help",
+            "--quiet",
+            "--silent",
+            "--verbose",
+            "--version",
+            "--zero-terminated",
+        ],
+        abbreviations: true,
         long2: &[],
         reads: &[],
         writes: &[],
         stop_at_operand: false,
-    }
-}
-
-const TABLES: &[Table] = &[
-    table(&["head"], "cn", &["--bytes", "--lines"]),
-    table(
-        &["tail"],
-        "cns",
-        &[
+    },
+    Table {
+        names: &["tail"],
+        short: "cns",
+        short_optional: "",
+        long: &[
             "--bytes",
             "--lines",
             "--sleep-interval",
             "--pid",
             "--max-unchanged-stats",
         ],
-    ),
-    Table {
-        reads: &["-f", "--file", "--exclude-from"],
-        ..table(
-            &["grep", "egrep", "fgrep"],
-            "efmABCdD",
-            &[
-                "--regexp",
-                "--file",
-                "--max-count",
-                "--after-context",
-                "--before-context",
-                "--context",
-                "--directories",
-                "--devices",
-                "--label",
-                "--include",
-                "--exclude",
-                "--exclude-from",
-                "--exclude-dir",
-                "--binary-files",
-                "--group-separator",
-            ],
-        )
+        flags: &[
+            "--follow",
+            "--help",
+            "--quiet",
+            "--retry",
+            "--silent",
+            "--verbose",
+            "--version",
+            "--zero-terminated",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
     },
     Table {
+        names: &["grep", "egrep", "fgrep"],
+        short: "efmABCdDX",
+        short_optional: "",
+        long: &[
+            "--regexp",
+            "--file",
+            "--max-count",
+            "--after-context",
+            "--before-context",
+            "--context",
+            "--directories",
+            "--devices",
+            "--label",
+            "--include",
+            "--exclude",
+            "--exclude-from",
+            "--exclude-dir",
+            "--binary-files",
+            "--group-separator",
+        ],
+        flags: &[
+            "--basic-regexp",
+            "--binary",
+            "--byte-offset",
+            "--color",
+            "--colour",
+            "--count",
+            "--dereference-recursive",
+            "--extended-regexp",
+            "--files-with-matches",
+            "--files-without-match",
+            "--fixed-strings",
+            "--help",
+            "--ignore-case",
+            "--initial-tab",
+            "--invert-match",
+            "--line-buffered",
+            "--line-number",
+            "--line-regexp",
+            "--no-filename",
+            "--no-group-separator",
+            "--no-ignore-case",
+            "--no-messages",
+            "--null",
+            "--null-data",
+            "--only-matching",
+            "--perl-regexp",
+            "--quiet",
+            "--recursive",
+            "--silent",
+            "--text",
+            "--version",
+            "--with-filename",
+            "--word-regexp",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &["-f", "--file", "--exclude-from"],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["sort"],
+        short: "kotSTy",
+        short_optional: "",
+        long: &[
+            "--key",
+            "--output",
+            "--field-separator",
+            "--buffer-size",
+            "--temporary-directory",
+            "--random-source",
+            "--sort",
+            "--batch-size",
+            "--compress-program",
+            "--files0-from",
+            "--parallel",
+        ],
+        flags: &[
+            "--check",
+            "--debug",
+            "--dictionary-order",
+            "--general-numeric-sort",
+            "--help",
+            "--human-numeric-sort",
+            "--ignore-case",
+            "--ignore-leading-blanks",
+            "--ignore-nonprinting",
+            "--merge",
+            "--month-sort",
+            "--numeric-sort",
+            "--random-sort",
+            "--reverse",
+            "--stable",
+            "--unique",
+            "--version",
+            "--version-sort",
+            "--zero-terminated",
+        ],
+        abbreviations: true,
+        long2: &[],
         reads: &["--random-source", "--files0-from"],
         writes: &["-o", "--output", "-T", "--temporary-directory"],
-        ..table(
-            &["sort"],
-            "kotST",
-            &[
-                "--key",
-                "--output",
-                "--field-separator",
-                "--buffer-size",
-                "--temporary-directory",
-                "--random-source",
-                "--sort",
-                "--batch-size",
-                "--compress-program",
-                "--files0-from",
-                "--parallel",
-            ],
-        )
+        stop_at_operand: false,
     },
-    table(
-        &["cut"],
-        "bcdf",
-        &[
+    Table {
+        names: &["cut"],
+        short: "bcdf",
+        short_optional: "",
+        long: &[
             "--bytes",
             "--characters",
             "--delimiter",
             "--fields",
             "--output-delimiter",
         ],
-    ),
-    table(
-        &["uniq"],
-        "fsw",
-        &["--skip-fields", "--skip-chars", "--check-chars"],
-    ),
-    Table {
-        reads: &["--files0-from"],
-        ..table(&["wc"], "", &["--files0-from"])
+        flags: &[
+            "--complement",
+            "--help",
+            "--only-delimited",
+            "--version",
+            "--zero-terminated",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
     },
-    table(
-        &["nl"],
-        "bdfhilnsvw",
-        &[
+    Table {
+        names: &["uniq"],
+        short: "fsw",
+        short_optional: "",
+        long: &["--skip-fields", "--skip-chars", "--check-chars"],
+        flags: &[
+            "--all-repeated",
+            "--count",
+            "--group",
+            "--help",
+            "--ignore-case",
+            "--repeated",
+            "--unique",
+            "--version",
+            "--zero-terminated",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["wc"],
+        short: "",
+        short_optional: "",
+        long: &["--files0-from"],
+        flags: &[
+            "--bytes",
+            "--chars",
+            "--help",
+            "--lines",
+            "--max-line-length",
+            "--version",
+            "--words",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &["--files0-from"],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["nl"],
+        short: "bdfhilnsvw",
+        short_optional: "",
+        long: &[
             "--body-numbering",
             "--section-delimiter",
             "--footer-numbering",
@@ -138,39 +277,106 @@ const TABLES: &[Table] = &[
             "--starting-line-number",
             "--number-width",
         ],
-    ),
-    table(&["fold"], "w", &["--width"]),
-    table(&["base64"], "w", &["--wrap"]),
-    table(
-        &["od"],
-        "AjNSt",
-        &[
+        flags: &["--help", "--no-renumber", "--version"],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["fold"],
+        short: "w",
+        short_optional: "",
+        long: &["--width"],
+        flags: &["--bytes", "--help", "--spaces", "--version"],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["base64"],
+        short: "w",
+        short_optional: "",
+        long: &["--wrap"],
+        flags: &["--decode", "--help", "--ignore-garbage", "--version"],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["od"],
+        short: "AjNSt",
+        short_optional: "w",
+        long: &[
             "--address-radix",
             "--skip-bytes",
             "--read-bytes",
             "--format",
+            "--endian",
         ],
-    ),
-    Table {
-        reads: &["-X", "--exclude-from", "--files0-from"],
-        ..table(
-            &["du"],
-            "BdtX",
-            &[
-                "--block-size",
-                "--max-depth",
-                "--files0-from",
-                "--threshold",
-                "--time-style",
-                "--exclude-from",
-                "--exclude",
-            ],
-        )
+        flags: &[
+            "--help",
+            "--output-duplicates",
+            "--strings",
+            "--traditional",
+            "--version",
+            "--width",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
     },
-    table(
-        &["ls"],
-        "ITw",
-        &[
+    Table {
+        names: &["du"],
+        short: "BdtX",
+        short_optional: "",
+        long: &[
+            "--block-size",
+            "--max-depth",
+            "--files0-from",
+            "--threshold",
+            "--time-style",
+            "--exclude-from",
+            "--exclude",
+        ],
+        flags: &[
+            "--all",
+            "--apparent-size",
+            "--bytes",
+            "--count-links",
+            "--dereference",
+            "--dereference-args",
+            "--help",
+            "--human-readable",
+            "--inodes",
+            "--no-dereference",
+            "--null",
+            "--one-file-system",
+            "--separate-dirs",
+            "--si",
+            "--summarize",
+            "--time",
+            "--total",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &["-X", "--exclude-from", "--files0-from"],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["ls"],
+        short: "ITw",
+        short_optional: "",
+        long: &[
             "--block-size",
             "--format",
             "--hide",
@@ -181,79 +387,344 @@ const TABLES: &[Table] = &[
             "--tabsize",
             "--width",
             "--time-style",
+            "--time",
         ],
-    ),
+        flags: &[
+            "--all",
+            "--almost-all",
+            "--author",
+            "--classify",
+            "--color",
+            "--context",
+            "--dereference",
+            "--dereference-command-line",
+            "--dereference-command-line-symlink-to-dir",
+            "--directory",
+            "--dired",
+            "--escape",
+            "--file-type",
+            "--full-time",
+            "--group-directories-first",
+            "--help",
+            "--hide-control-chars",
+            "--human-readable",
+            "--hyperlink",
+            "--ignore-backups",
+            "--inode",
+            "--kibibytes",
+            "--literal",
+            "--no-group",
+            "--numeric-uid-gid",
+            "--quote-name",
+            "--recursive",
+            "--reverse",
+            "--show-control-chars",
+            "--si",
+            "--size",
+            "--version",
+            "--zero",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
     Table {
+        names: &["diff"],
+        short: "CUWFxXSIDL",
+        short_optional: "",
+        long: &[
+            "--width",
+            "--show-function-line",
+            "--tabsize",
+            "--exclude",
+            "--exclude-from",
+            "--starting-file",
+            "--from-file",
+            "--to-file",
+            "--ignore-matching-lines",
+            "--ifdef",
+            "--line-format",
+            "--old-line-format",
+            "--new-line-format",
+            "--unchanged-line-format",
+            "--old-group-format",
+            "--new-group-format",
+            "--unchanged-group-format",
+            "--changed-group-format",
+            "--horizon-lines",
+            "--palette",
+            "--label",
+        ],
+        flags: &[
+            "--binary",
+            "--forward-ed",
+            "--inhibit-hunk-merge",
+            "--presume-output-tty",
+            "--sdiff-merge-assist",
+            "--brief",
+            "--color",
+            "--context",
+            "--ed",
+            "--expand-tabs",
+            "--help",
+            "--ignore-all-space",
+            "--ignore-blank-lines",
+            "--ignore-case",
+            "--ignore-file-name-case",
+            "--ignore-space-change",
+            "--ignore-tab-expansion",
+            "--ignore-trailing-space",
+            "--initial-tab",
+            "--left-column",
+            "--minimal",
+            "--new-file",
+            "--no-dereference",
+            "--no-ignore-file-name-case",
+            "--normal",
+            "--paginate",
+            "--rcs",
+            "--recursive",
+            "--report-identical-files",
+            "--show-c-function",
+            "--side-by-side",
+            "--speed-large-files",
+            "--strip-trailing-cr",
+            "--suppress-blank-empty",
+            "--suppress-common-lines",
+            "--text",
+            "--unidirectional-new-file",
+            "--unified",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
         reads: &["-X", "--exclude-from", "--from-file", "--to-file"],
-        ..table(
-            &["diff"],
-            "CUWFxXSIDL",
-            &[
-                "--width",
-                "--show-function-line",
-                "--tabsize",
-                "--exclude",
-                "--exclude-from",
-                "--starting-file",
-                "--from-file",
-                "--to-file",
-                "--ignore-matching-lines",
-                "--ifdef",
-                "--line-format",
-                "--old-line-format",
-                "--new-line-format",
-                "--unchanged-line-format",
-                "--old-group-format",
-                "--new-group-format",
-                "--unchanged-group-format",
-                "--changed-group-format",
-                "--horizon-lines",
-                "--palette",
-                "--label",
-            ],
-        )
+        writes: &[],
+        stop_at_operand: false,
     },
-    table(&["stat"], "c", &["--format", "--printf", "--cached"]),
-    table(&["tac"], "s", &["--separator"]),
-    table(&["paste"], "d", &["--delimiters"]),
-    table(&["join"], "aejotv12", &[]),
-    table(&["comm"], "", &["--output-delimiter"]),
-    table(&["fmt"], "pwg", &["--prefix", "--width", "--goal"]),
-    table(&["realpath"], "", &["--relative-to", "--relative-base"]),
     Table {
-        reads: &["-f"],
-        ..table(&["hexdump"], "efns", &[])
+        names: &["stat"],
+        short: "c",
+        short_optional: "",
+        long: &["--format", "--printf", "--cached"],
+        flags: &[
+            "--dereference",
+            "--file-system",
+            "--help",
+            "--terse",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
     },
-    table(
-        &["strings"],
-        "ntTe",
-        &[
+    Table {
+        names: &["tac"],
+        short: "s",
+        short_optional: "",
+        long: &["--separator"],
+        flags: &["--before", "--help", "--regex", "--version"],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["paste"],
+        short: "d",
+        short_optional: "",
+        long: &["--delimiters"],
+        flags: &["--help", "--serial", "--version", "--zero-terminated"],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["join"],
+        short: "aejotv12",
+        short_optional: "",
+        long: &[],
+        flags: &[
+            "--check-order",
+            "--header",
+            "--help",
+            "--ignore-case",
+            "--nocheck-order",
+            "--version",
+            "--zero-terminated",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["comm"],
+        short: "",
+        short_optional: "",
+        long: &["--output-delimiter"],
+        flags: &[
+            "--check-order",
+            "--help",
+            "--nocheck-order",
+            "--total",
+            "--version",
+            "--zero-terminated",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["fmt"],
+        short: "pwg",
+        short_optional: "",
+        long: &["--prefix", "--width", "--goal"],
+        flags: &[
+            "--crown-margin",
+            "--help",
+            "--split-only",
+            "--tagged-paragraph",
+            "--uniform-spacing",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["realpath"],
+        short: "",
+        short_optional: "",
+        long: &["--relative-to", "--relative-base"],
+        flags: &[
+            "--canonicalize-existing",
+            "--canonicalize-missing",
+            "--help",
+            "--logical",
+            "--no-symlinks",
+            "--physical",
+            "--quiet",
+            "--strip",
+            "--version",
+            "--zero",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["hexdump"],
+        short: "efns",
+        short_optional: "",
+        long: &["--format", "--format-file", "--length", "--skip"],
+        flags: &[
+            "--canonical",
+            "--color",
+            "--help",
+            "--no-squeezing",
+            "--one-byte-char",
+            "--one-byte-octal",
+            "--two-bytes-decimal",
+            "--two-bytes-hex",
+            "--two-bytes-octal",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &["-f", "--format-file"],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["strings"],
+        short: "ntTesU",
+        short_optional: "",
+        long: &[
             "--bytes",
             "--radix",
             "--target",
             "--encoding",
             "--output-separator",
+            "--unicode",
         ],
-    ),
-    Table {
-        reads: &["-m", "--magic-file", "-f", "--files-from"],
-        ..table(
-            &["file"],
-            "mfFeP",
-            &[
-                "--magic-file",
-                "--files-from",
-                "--separator",
-                "--exclude",
-                "--exclude-quiet",
-                "--parameter",
-            ],
-        )
+        flags: &[
+            "--all",
+            "--data",
+            "--help",
+            "--include-all-whitespace",
+            "--print-file-name",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
     },
-    table(
-        &["column"],
-        "nONlEHRTWripcos",
-        &[
+    Table {
+        names: &["file"],
+        short: "mfFeP",
+        short_optional: "",
+        long: &[
+            "--magic-file",
+            "--files-from",
+            "--separator",
+            "--exclude",
+            "--exclude-quiet",
+            "--parameter",
+        ],
+        flags: &[
+            "--apple",
+            "--brief",
+            "--checking-printout",
+            "--compile",
+            "--debug",
+            "--dereference",
+            "--extension",
+            "--help",
+            "--keep-going",
+            "--list",
+            "--mime",
+            "--mime-encoding",
+            "--mime-type",
+            "--no-buffer",
+            "--no-dereference",
+            "--no-pad",
+            "--no-sandbox",
+            "--preserve-date",
+            "--print0",
+            "--raw",
+            "--special-files",
+            "--uncompress",
+            "--uncompress-noreport",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &["-m", "--magic-file", "-f", "--files-from"],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["column"],
+        short: "nONlEHRTWripcos",
+        short_optional: "",
+        long: &[
             "--table-name",
             "--table-order",
             "--table-columns",
@@ -270,8 +741,61 @@ const TABLES: &[Table] = &[
             "--output-separator",
             "--separator",
         ],
-    ),
+        flags: &[
+            "--fillrows",
+            "--help",
+            "--json",
+            "--keep-empty-lines",
+            "--table",
+            "--table-header-repeat",
+            "--table-noheadings",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    // gawk's options (`gawk --help`); `-d`, `-D`, `-L`, `-o` and `-p` take an optional value.
     Table {
+        names: &["awk", "gawk", "mawk", "nawk", "busybox-awk"],
+        short: "fFveEilW",
+        short_optional: "dDLop",
+        long: &[
+            "--file",
+            "--field-separator",
+            "--assign",
+            "--source",
+            "--exec",
+            "--include",
+            "--load",
+        ],
+        flags: &[
+            "--bignum",
+            "--characters-as-bytes",
+            "--copyright",
+            "--debug",
+            "--dump-variables",
+            "--gen-pot",
+            "--help",
+            "--lint",
+            "--lint-old",
+            "--no-optimize",
+            "--non-decimal-data",
+            "--optimize",
+            "--posix",
+            "--pretty-print",
+            "--profile",
+            "--re-interval",
+            "--sandbox",
+            "--trace",
+            "--traditional",
+            "--use-lc-numeric",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
         reads: &[
             "-f",
             "--file",
@@ -282,35 +806,94 @@ const TABLES: &[Table] = &[
             "-l",
             "--load",
         ],
+        writes: &[],
         stop_at_operand: true,
-        ..table(
-            &["awk", "gawk", "mawk", "nawk", "busybox-awk"],
-            "fFveEilW",
-            &[
-                "--file",
-                "--field-separator",
-                "--assign",
-                "--source",
-                "--exec",
-                "--include",
-                "--load",
-            ],
-        )
     },
     Table {
+        names: &["sed"],
+        short: "efl",
+        short_optional: "i",
+        long: &["--expression", "--file", "--line-length"],
+        flags: &[
+            "--debug",
+            "--follow-symlinks",
+            "--help",
+            "--in-place",
+            "--null-data",
+            "--posix",
+            "--quiet",
+            "--regexp-extended",
+            "--sandbox",
+            "--separate",
+            "--silent",
+            "--unbuffered",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
         reads: &["-f", "--file"],
-        ..table(
-            &["sed"],
-            "efl",
-            &["--expression", "--file", "--line-length"],
-        )
+        writes: &[],
+        stop_at_operand: false,
     },
-    // jq reads its own options, not with getopt: only its exact long spellings are listed.
+    // rm takes no option values; the table is here so that abbreviations (`--no-pres`, `--recur`) resolve.
+    Table {
+        names: &["rm"],
+        short: "",
+        short_optional: "",
+        long: &[],
+        flags: &[
+            "--dir",
+            "--force",
+            "--help",
+            "--interactive",
+            "--no-preserve-root",
+            "--one-file-system",
+            "--preserve-root",
+            "--recursive",
+            "--verbose",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["date"],
+        short: "dfrs",
+        short_optional: "I",
+        long: &["--date", "--file", "--reference", "--set", "--rfc-3339"],
+        flags: &[
+            "--debug",
+            "--help",
+            "--iso-8601",
+            "--resolution",
+            "--rfc-email",
+            "--universal",
+            "--utc",
+            "--uct",
+            "--version",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &["-f", "--file"],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    // jq reads its own options, not with getopt: only its exact long spellings count.
     // `-f`/`--from-file` is a flag that turns the first operand into the filter's file.
     Table {
+        names: &["jq"],
+        short: "",
+        short_optional: "",
+        long: &["--indent"],
+        flags: &[],
+        abbreviations: false,
         long2: &["--arg", "--argjson", "--slurpfile", "--rawfile"],
         reads: &["--slurpfile", "--rawfile"],
-        ..table(&["jq"], "", &["--indent"])
+        writes: &[],
+        stop_at_operand: false,
     },
 ];
 
@@ -319,7 +902,8 @@ const TABLES: &[Table] = &[
 pub(crate) enum Opt<'a> {
     /// `-x`, alone or in a cluster.
     Short(char),
-    /// `--name`, without any `=value`.
+    /// `--name`, without any `=value`: the full name an abbreviation resolved to, or the
+    /// spelling itself when the table does not know it.
     Long(&'a str),
 }
 
@@ -341,10 +925,15 @@ impl Opt<'_> {
 pub(crate) struct Args<'a> {
     /// The words that are not options or option values, in order.
     pub operands: Vec<&'a str>,
+    /// Every option given, abbreviations resolved, in order.
+    pub options: Vec<Opt<'a>>,
     /// The values options took, in order.
     pub values: Vec<(Opt<'a>, &'a str)>,
     /// Files the options name: (path, written?).
     pub files: Vec<(&'a str, bool)>,
+    /// A long option spelled as a prefix of several options: the program refuses it or
+    /// picks one by rules this table does not model, so what it does is not known.
+    pub ambiguous: Option<&'a str>,
 }
 
 impl<'a> Args<'a> {
@@ -357,6 +946,63 @@ impl<'a> Args<'a> {
             .iter()
             .filter(|(o, _)| spellings.iter().any(|s| o.is(s)))
             .map(|(_, v)| *v)
+    }
+
+    /// Whether any option spelled in `spellings` was given, however it was abbreviated or
+    /// clustered.
+    pub(crate) fn has(&self, spellings: &[&str]) -> bool {
+        self.options
+            .iter()
+            .any(|o| spellings.iter().any(|s| o.is(s)))
+    }
+}
+
+/// How a long option takes its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arity {
+    /// Only after `=` (no value, or an optional one).
+    Attached,
+    /// After `=`, else the next word.
+    One,
+    /// Two values (jq's `--arg NAME VALUE`).
+    Two,
+}
+
+/// What a long option's name (without `=value`) resolves to.
+enum Resolved {
+    Known(&'static str, Arity),
+    /// Not in the table: taken as a flag, so a value it may take stays an operand.
+    Unknown,
+    Ambiguous,
+}
+
+impl Table {
+    fn all_long(&self) -> impl Iterator<Item = (&'static str, Arity)> + '_ {
+        let with = |names: &'static [&'static str], a| names.iter().map(move |n| (*n, a));
+        with(self.long, Arity::One)
+            .chain(with(self.long2, Arity::Two))
+            .chain(with(self.flags, Arity::Attached))
+    }
+
+    /// Resolves `--name` the way getopt_long does: an exact match wins, else a unique prefix
+    /// names its option, and a prefix of several is ambiguous. glibc accepts a prefix of
+    /// several options that all behave the same; treating it as ambiguous only asks more.
+    fn resolve(&self, name: &str) -> Resolved {
+        if let Some((n, a)) = self.all_long().find(|(n, _)| *n == name) {
+            return Resolved::Known(n, a);
+        }
+        // `--` alone never gets here; `--x` needs at least one letter to abbreviate anything.
+        if !self.abbreviations || name.len() < 3 {
+            return Resolved::Unknown;
+        }
+        let mut found = None;
+        for (n, a) in self.all_long().filter(|(n, _)| n.starts_with(name)) {
+            if found.is_some() {
+                return Resolved::Ambiguous;
+            }
+            found = Some((n, a));
+        }
+        found.map_or(Resolved::Unknown, |(n, a)| Resolved::Known(n, a))
     }
 }
 
@@ -381,33 +1027,50 @@ pub(crate) fn parse<'a>(name: &str, args: &'a [String]) -> Args<'a> {
         }
         let Some(t) = table else { continue };
         if let Some(long) = w.strip_prefix("--") {
-            let (name, attached) = match long.split_once('=') {
+            let (spelled, attached) = match long.split_once('=') {
                 Some((n, v)) => (&w[..2 + n.len()], Some(v)),
                 None => (w, None),
             };
-            let opt = Opt::Long(name);
-            let taken: Vec<&str> = match attached {
-                Some(v) if t.long2.contains(&name) => {
-                    std::iter::once(v).chain(words.next()).collect()
+            let (opt, arity) = match t.resolve(spelled) {
+                Resolved::Known(full, arity) => (Opt::Long(full), arity),
+                Resolved::Unknown => (Opt::Long(spelled), Arity::Attached),
+                Resolved::Ambiguous => {
+                    out.ambiguous.get_or_insert(w);
+                    (Opt::Long(spelled), Arity::Attached)
                 }
-                Some(v) => vec![v],
-                None if t.long2.contains(&name) => words.by_ref().take(2).collect(),
-                None if t.long.contains(&name) => words.next().into_iter().collect(),
-                None => Vec::new(),
             };
-            out.take(t, opt, &taken);
+            out.options.push(opt);
+            let mut taken = [None, None];
+            match (attached, arity) {
+                (Some(v), Arity::Two) => taken = [Some(v), words.next()],
+                (Some(v), _) => taken[0] = Some(v),
+                (None, Arity::Two) => taken = [words.next(), words.next()],
+                (None, Arity::One) => taken[0] = words.next(),
+                (None, Arity::Attached) => {}
+            }
+            let n = taken.iter().take_while(|v| v.is_some()).count();
+            let taken: [&str; 2] = taken.map(Option::unwrap_or_default);
+            out.take(t, opt, &taken[..n]);
             continue;
         }
         let cluster = &w[1..];
         for (i, c) in cluster.char_indices() {
+            out.options.push(Opt::Short(c));
+            let rest = &cluster[i + c.len_utf8()..];
             if t.short.contains(c) {
-                let rest = &cluster[i + c.len_utf8()..];
                 let value = if rest.is_empty() {
                     words.next()
                 } else {
                     Some(rest)
                 };
                 out.take(t, Opt::Short(c), value.as_slice());
+                break;
+            }
+            if t.short_optional.contains(c) {
+                // An optional value is only ever the rest of the word.
+                if !rest.is_empty() {
+                    out.take(t, Opt::Short(c), &[rest]);
+                }
                 break;
             }
         }
@@ -470,6 +1133,94 @@ mod tests {
         let p = parse("jq", &a);
         assert_eq!(p.operands, [".", "in.json"]);
         assert_eq!(p.files, [("data.json", false)]);
+    }
+
+    #[test]
+    fn long_options_resolve_unique_prefixes() {
+        let a = words("-S 64k --compress-prog=sh big.txt");
+        let p = parse("sort", &a);
+        assert!(p.has(&["--compress-program"]));
+        assert_eq!(p.operands, ["big.txt"]);
+        let a = words("--outp out f");
+        let p = parse("sort", &a);
+        assert_eq!(p.files, [("out", true)]);
+        assert_eq!(p.operands, ["f"]);
+        // An exact name wins over the longer names it prefixes.
+        let a = words("--exclude zz x f");
+        assert_eq!(parse("grep", &a).operands, ["x", "f"]);
+        assert!(parse("grep", &a).ambiguous.is_none());
+        let a = words("--expr=1e id f");
+        assert_eq!(
+            parse("sed", &a).values_of(&["-e"]).collect::<Vec<_>>(),
+            Vec::<&str>::new()
+        );
+        assert_eq!(
+            parse("sed", &a)
+                .values_of(&["--expression"])
+                .collect::<Vec<_>>(),
+            ["1e"]
+        );
+        assert!(parse("rm", &words("--no-pres x")).has(&["--no-preserve-root"]));
+    }
+
+    #[test]
+    fn ambiguous_prefixes_are_reported() {
+        // `--s`: --sleep-interval, --silent.
+        let a = words("--s 1 f");
+        let p = parse("tail", &a);
+        assert_eq!(p.ambiguous, Some("--s"));
+        // The next word stays an operand: more paths, never fewer.
+        assert_eq!(p.operands, ["1", "f"]);
+        assert!(parse("awk", &words("--s {print}")).ambiguous.is_some());
+        // jq compares whole words: a prefix is an unknown option, not an abbreviation.
+        let a = words("--ar x y . f");
+        let p = parse("jq", &a);
+        assert!(p.ambiguous.is_none());
+        assert_eq!(p.operands, ["x", "y", ".", "f"]);
+    }
+
+    #[test]
+    fn clusters_end_in_the_option_that_takes_the_rest() {
+        let a = words("-uoout.txt big.txt");
+        let p = parse("sort", &a);
+        assert!(p.has(&["-u", "-o"]));
+        assert_eq!(p.files, [("out.txt", true)]);
+        assert_eq!(p.operands, ["big.txt"]);
+        // Optional values are only ever the rest of the word.
+        let a = words("-ni.bak 1p f");
+        let p = parse("sed", &a);
+        assert!(p.has(&["-i"]));
+        assert_eq!(p.operands, ["1p", "f"]);
+        let a = words("-ofile {print} f");
+        let p = parse("gawk", &a);
+        assert!(p.has(&["-o"]));
+        assert_eq!(p.operands, ["{print}", "f"]);
+        let a = words("-o {print} f");
+        assert_eq!(parse("gawk", &a).operands, ["{print}", "f"]);
+    }
+
+    #[test]
+    fn stat_only_programs_read_abbreviations_too() {
+        // ls, du, stat and realpath only stat their operands: argv_opens cannot watch them.
+        assert_eq!(parse("ls", &words("--quoting literal f")).operands, ["f"]);
+        assert!(parse("ls", &words("--hid x f")).ambiguous.is_some());
+        assert_eq!(parse("ls", &words("--ti atime f")).ambiguous, Some("--ti"));
+        assert_eq!(parse("du", &words("--max-d 1 f")).operands, ["f"]);
+        assert_eq!(
+            parse("du", &words("--exclude-f ex f")).files,
+            [("ex", false)]
+        );
+        assert_eq!(parse("stat", &words("--form %s f")).operands, ["f"]);
+        assert_eq!(
+            parse("realpath", &words("--relative-t d f")).operands,
+            ["f"]
+        );
+        assert_eq!(parse("sort", &words("-T. f")).files, [(".", true)]);
+        assert_eq!(parse("wc", &words("--files0=l")).files, [("l", false)]);
+        assert_eq!(
+            parse("file", &words("-bf list --magic=m f")).files,
+            [("list", false), ("m", false)]
+        );
     }
 
     #[test]

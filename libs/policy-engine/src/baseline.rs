@@ -65,6 +65,7 @@ rules! {
     OUTSIDE_READ = "baseline.outside-workspace-read", Ask, "reading outside the workspace needs approval";
     OUTSIDE_WRITE = "baseline.outside-workspace-write", Ask, "writing outside the workspace needs approval";
     RECURSIVE_FUNCTION = "baseline.recursive-function", Ask, "a recursive shell function needs approval";
+    AMBIGUOUS_OPTION = "baseline.ambiguous-option", Ask, "an abbreviated long option matches several of the program's options, so how the program reads it cannot be known";
     INLINE_CODE = "baseline.inline-code", Ask, "interpreter code given inline (-c, -e, --eval) cannot be analysed";
     GIT_CONFIG = "baseline.git-config-write", Ask, "changing git configuration or running commands through git (submodule foreach, bisect run) can execute programs";
     SAFE = "baseline.read-only", Auto, "a known read-only program used with read-only flags";
@@ -368,9 +369,31 @@ fn has_short(args: &[String], c: char) -> bool {
     })
 }
 
-/// Whether a long flag appears, bare or as `--flag=value`.
+/// Whether a long flag appears, bare, as `--flag=value`, or abbreviated.
+///
+/// getopt_long, argp and git's parse-options all take a unique prefix for the whole option
+/// (`git reset --har`, `man --pag=sh`). Without the program's full option list a prefix is
+/// taken as the flag whenever it could name it: an ambiguous prefix makes the program fail,
+/// so counting it only asks where nothing would have run. Use this only for flags that make
+/// a decision stricter; a flag that makes a command safer must be matched with
+/// [`has_long_exact`].
 fn has_long(args: &[String], flag: &str) -> bool {
+    options(args).any(|a| {
+        let name = a.split_once('=').map_or(a, |(n, _)| n);
+        name.len() > 2 && flag.starts_with(name)
+    })
+}
+
+/// Whether a long flag appears exactly, bare or as `--flag=value`.
+fn has_long_exact(args: &[String], flag: &str) -> bool {
     options(args).any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+}
+
+/// Whether short option `c` is given to a parse-options (git) or getopt program, in a cluster
+/// of any letters: `-uorigin/x` is `-u origin/x`. It may over-match when an earlier option in
+/// the cluster takes the rest as its value, which only asks more.
+fn has_short_any(args: &[String], c: char) -> bool {
+    options(args).any(|a| !a.starts_with("--") && a[1..].contains(c))
 }
 
 /// Operands (non-option words; everything after `--`).
@@ -498,9 +521,8 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             }
         }
         "rm" | "rmdir" | "unlink" => {
-            let recursive =
-                has_short(args, 'r') || has_short(args, 'R') || has_long(args, "--recursive");
-            let forced = has_short(args, 'f') || has_long(args, "--force");
+            let recursive = parsed.has(&["-r", "-R", "--recursive"]);
+            let forced = parsed.has(&["-f", "--force"]);
             if recursive || forced {
                 f.rules.push(&RM_RECURSIVE);
             }
@@ -508,7 +530,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 let p = crate::paths::normalise(o);
                 p == "/" || p == "~" || p == "/*" || p == "~/*" || p == "/home" || p == "/root"
             });
-            if has_long(args, "--no-preserve-root") || ((recursive || forced) && root_target) {
+            if parsed.has(&["--no-preserve-root"]) || ((recursive || forced) && root_target) {
                 f.rules.push(&RM_ROOT);
             }
             f.paths
@@ -575,7 +597,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             );
         }
         "sed" => {
-            let (bad, scripts_from_flags) = sed_flags(args, &parsed);
+            let (bad, scripts_from_flags) = sed_flags(&parsed);
             unsafe_flag |= bad;
             let skip = usize::from(!scripts_from_flags);
             if !scripts_from_flags {
@@ -591,21 +613,33 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             // Program text comes from -e/--source (gawk), from files (-f, -E, -i, -l), or
             // else from the first operand.
             let sources: Vec<&str> = parsed.values_of(&["-e", "--source"]).collect();
+            // `-f`/`-E` replace the program operand; `-i`/`-l` load code next to it.
             let from_file = parsed
-                .values_of(&[
-                    "-f",
-                    "--file",
-                    "-E",
-                    "--exec",
-                    "-i",
-                    "--include",
-                    "-l",
-                    "--load",
-                ])
+                .values_of(&["-f", "--file", "-E", "--exec"])
+                .next()
+                .is_some();
+            let loads = parsed
+                .values_of(&["-i", "--include", "-l", "--load"])
                 .next()
                 .is_some();
             let program_operand = sources.is_empty() && !from_file;
-            unsafe_flag |= from_file
+            // gawk writes files with `-d`/`-o`/`-p` (dump, pretty-print, profile), reads
+            // debugger commands with `-D`, and `-W` spells any gawk long option or mawk's
+            // `-W exec file`.
+            let writes_or_debugs = parsed.has(&[
+                "-d",
+                "-D",
+                "-o",
+                "-p",
+                "-W",
+                "--dump-variables",
+                "--debug",
+                "--pretty-print",
+                "--profile",
+            ]);
+            unsafe_flag |= writes_or_debugs
+                || loads
+                || from_file
                 || sources.iter().any(|p| !awk_program_is_safe(p))
                 || (program_operand && ops.first().is_none_or(|p| !awk_program_is_safe(p)));
             f.paths.extend(
@@ -616,24 +650,25 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             );
         }
         "sort" => {
-            unsafe_flag |= has_short(args, 'o')
-                || has_long(args, "--output")
-                || has_long(args, "--compress-program");
+            // `-o` writes its file and `--compress-program` runs a program on temporary files
+            // (`sort -S 64k --compress-prog=sh` runs the input's lines as shell).
+            unsafe_flag |= parsed.has(&["-o", "--output", "--compress-program"]);
             f.paths
                 .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Read)));
         }
         "man" => {
-            unsafe_flag |= has_short(args, 'H')
+            // man-db reads options with argp: clusters take any value (`-P'sh -c id'`).
+            unsafe_flag |= has_short_any(args, 'H')
                 || has_long(args, "--html")
-                || has_short(args, 'P')
+                || has_short_any(args, 'P')
                 || has_long(args, "--pager")
                 || has_long(args, "--preprocessor")
-                || has_short(args, 'p')
-                || has_short(args, 'l');
+                || has_short_any(args, 'p')
+                || has_short_any(args, 'l');
         }
         "tree" => unsafe_flag |= has_short(args, 'o') || has_short(args, 'R'),
         "date" => {
-            unsafe_flag |= has_short(args, 's') || has_long(args, "--set") || has_short(args, 'f');
+            unsafe_flag |= parsed.has(&["-s", "--set", "-f", "--file"]);
         }
         "uniq" | "xxd" => {
             unsafe_flag |= ops.len() > 1 || has_short(args, 'r');
@@ -691,6 +726,9 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
     if unsafe_flag {
         f.rules.push(&UNSAFE_FLAG);
     }
+    if parsed.ambiguous.is_some() {
+        f.rules.push(&AMBIGUOUS_OPTION);
+    }
     f.safe = SAFE_PROGRAMS.contains(&name) && f.rules.is_empty() && git_is_read_only(name, args);
     f
 }
@@ -727,8 +765,8 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
         || has_long(rest, "--open-files-in-pager")
         || has_long(rest, "--config")
         || has_long(rest, "--template")
-        || (sub == Some("ls-remote") && has_short(rest, 'u'))
-        || (sub == Some("grep") && has_short(rest, 'O'));
+        || (sub == Some("ls-remote") && has_short_any(rest, 'u'))
+        || (sub == Some("grep") && has_short_any(rest, 'O'));
     let rest_ops = operands(rest);
     // Paths git reads outside the index: `diff --no-index a b`, and pathspecs after `--`.
     if sub == Some("diff") && rest.iter().any(|a| a == "--no-index") {
@@ -741,12 +779,12 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
     match sub {
         Some("push")
             if (has_long(rest, "--force")
-                || has_short(rest, 'f')
+                || has_short_any(rest, 'f')
                 || has_long(rest, "--force-with-lease")
                 || has_long(rest, "--force-if-includes")
                 || has_long(rest, "--mirror")
                 || has_long(rest, "--delete")
-                || has_short(rest, 'd')
+                || has_short_any(rest, 'd')
                 || has_long(rest, "--prune")
                 || rest_ops
                     .iter()
@@ -765,13 +803,13 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
             f.rules.push(&HISTORY_REWRITE);
         }
         Some("commit") if has_long(rest, "--amend") => f.rules.push(&HISTORY_REWRITE),
-        Some("clean") if has_short(rest, 'f') || has_long(rest, "--force") => {
+        Some("clean") if has_short_any(rest, 'f') || has_long(rest, "--force") => {
             f.rules.push(&HISTORY_REWRITE);
         }
-        Some("checkout" | "switch") if has_short(rest, 'f') || has_long(rest, "--force") => {
+        Some("checkout" | "switch") if has_short_any(rest, 'f') || has_long(rest, "--force") => {
             f.rules.push(&HISTORY_REWRITE);
         }
-        Some("update-ref") if has_short(rest, 'd') => f.rules.push(&HISTORY_REWRITE),
+        Some("update-ref") if has_short_any(rest, 'd') => f.rules.push(&HISTORY_REWRITE),
         Some("reflog")
             if rest_ops
                 .first()
@@ -814,15 +852,10 @@ fn git_is_read_only(name: &str, args: &[String]) -> bool {
         ) => true,
         Some("branch") => {
             ops.is_empty()
+                && !['d', 'D', 'm', 'M', 'c', 'C', 'f', 'u']
+                    .iter()
+                    .any(|c| has_short_any(rest, *c))
                 && ![
-                    "-d",
-                    "-D",
-                    "-m",
-                    "-M",
-                    "-c",
-                    "-C",
-                    "-f",
-                    "-u",
                     "--delete",
                     "--move",
                     "--copy",
@@ -832,12 +865,9 @@ fn git_is_read_only(name: &str, args: &[String]) -> bool {
                     "--edit-description",
                 ]
                 .iter()
-                .any(|o| {
-                    rest.iter()
-                        .any(|a| a == o || a.starts_with(&format!("{o}=")))
-                })
+                .any(|o| has_long(rest, o))
         }
-        Some("tag") => ops.is_empty() || has_short(rest, 'l') || has_long(rest, "--list"),
+        Some("tag") => ops.is_empty() || has_short(rest, 'l') || has_long_exact(rest, "--list"),
         Some("remote") => ops.is_empty(),
         Some("stash") => ops.first().is_some_and(|s| matches!(*s, "list" | "show")),
         Some("reflog") => ops.first().is_none_or(|s| *s == "show"),
@@ -913,7 +943,7 @@ fn is_package_install(name: &str, args: &[String], ops: &[&str]) -> bool {
 }
 
 /// Returns (any unsafe sed flag, whether scripts came from -e/-f/--expression).
-fn sed_flags(args: &[String], parsed: &crate::argv::Args<'_>) -> (bool, bool) {
+fn sed_flags(parsed: &crate::argv::Args<'_>) -> (bool, bool) {
     // A script from a file nobody reviewed.
     let mut bad = parsed.values_of(&["-f", "--file"]).next().is_some();
     let mut from_flags = bad;
@@ -921,17 +951,8 @@ fn sed_flags(args: &[String], parsed: &crate::argv::Args<'_>) -> (bool, bool) {
         from_flags = true;
         bad |= !sed_script_is_safe(script);
     }
-    for a in options(args) {
-        if a.starts_with("--in-place") || a.starts_with("--follow-symlinks") {
-            bad = true;
-        } else if !a.starts_with("--") {
-            // `-i` (in place) among the flags before the first option that takes a value.
-            bad |= a[1..]
-                .chars()
-                .take_while(|c| !matches!(c, 'e' | 'f' | 'l'))
-                .any(|c| c == 'i');
-        }
-    }
+    // In place, however spelled: `-i`, `-ni.bak`, `--in-pl`, `--in-place=.bak`.
+    bad |= parsed.has(&["-i", "--in-place", "--follow-symlinks"]);
     (bad, from_flags)
 }
 

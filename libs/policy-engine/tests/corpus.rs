@@ -978,3 +978,116 @@ fn git_path_operands_follow_dash_c_and_no_index() {
     expect(&p, "git log -- secret/key", Tier::Auto);
     expect(&defaults(), "git log -- /etc/shadow", Tier::Deny);
 }
+
+/// Issue 13 §1: options spelled the way getopt_long and parse-options read them.
+mod abbreviations {
+    use super::*;
+
+    #[test]
+    fn sort_abbreviated_compress_program_runs_shell() {
+        for s in [
+            "sort -S 64k --compress-prog=sh big.txt",
+            "sort -S 64k --compress-program=sh big.txt",
+            "sort -S 64k --comp sh big.txt",
+            "sort --co=sh big.txt",
+        ] {
+            expect_at_least(&defaults(), s, Tier::Ask);
+        }
+    }
+
+    #[test]
+    fn sort_clustered_output_writes_a_file() {
+        for s in [
+            "sort -uoout.txt big.txt",
+            "sort -uo out.txt big.txt",
+            "sort -o/tmp/x big.txt",
+            "sort --outp=out.txt big.txt",
+            "sort --ou out.txt big.txt",
+        ] {
+            expect_at_least(&defaults(), s, Tier::Ask);
+        }
+        expect(&defaults(), "sort -uo/etc/passwd big.txt", Tier::Deny);
+    }
+
+    #[test]
+    fn awk_abbreviated_source_and_writing_options() {
+        for s in [
+            r#"awk --sourc='BEGIN{system("id")}'"#,
+            r#"awk --so 'BEGIN{system("id")}'"#,
+            r#"gawk -e 'BEGIN{system("id")}'"#,
+            "gawk --ex prog.awk f",
+            "gawk -ofile.awk '{print}' f",
+            "gawk --pretty=out '{print}' f",
+            "gawk --dump=vars '{print}' f",
+            "gawk -p '{print}' f",
+            "gawk -W source='BEGIN{}' f",
+            "gawk -i lib.awk '{print}' f",
+            "awk --s '{print}' f",
+        ] {
+            expect_at_least(&defaults(), s, Tier::Ask);
+        }
+        expect(&defaults(), "awk -F, '{print $1}' f", Tier::Auto);
+    }
+
+    #[test]
+    fn sed_abbreviated_expression_and_in_place() {
+        for s in [
+            "sed --expr='1e id' f",
+            "sed --expr '1e id' f",
+            "sed --e='s/x/y/w out' f",
+            "sed --in-pl s/a/b/ f",
+            "sed --in=.bak s/a/b/ f",
+            "sed -ni.bak 1p f",
+            "sed -si s/a/b/ f",
+        ] {
+            expect_at_least(&defaults(), s, Tier::Ask);
+        }
+        expect(&defaults(), "sed --expr=1p f", Tier::Auto);
+    }
+
+    #[test]
+    fn rm_abbreviated_no_preserve_root() {
+        expect(&defaults(), "rm --no-pres x", Tier::Deny);
+        expect(&defaults(), "rm --recur --forc /", Tier::Deny);
+        expect_at_least(&defaults(), "rm --rec build", Tier::Ask);
+    }
+
+    #[test]
+    fn git_parse_options_abbreviations() {
+        for s in [
+            "git reset --har HEAD~1",
+            "git push --forc origin main",
+            "git commit --amen -m x",
+            "git clean --forc",
+            "git diff --outp=/tmp/x",
+            "git diff --ext-d",
+            "git log --out=x",
+            "git grep -O'sh -c id' x",
+            "git grep --open-files=vi x",
+            "git branch -uorigin/main",
+            "git branch --set-up=origin/main",
+        ] {
+            expect_at_least(&defaults(), s, Tier::Ask);
+        }
+        // git's own global options take no abbreviation: `--git-d` is refused by git.
+        expect(&defaults(), "git log --stat", Tier::Auto);
+    }
+
+    #[test]
+    fn man_abbreviated_pager() {
+        for s in ["man --pag=sh ls", "man -P'sh -c id' ls", "man --htm ls"] {
+            expect_at_least(&defaults(), s, Tier::Ask);
+        }
+    }
+
+    #[test]
+    fn ambiguous_prefix_asks() {
+        let d = run(&defaults(), "tail --s 1 f");
+        assert_eq!(d.tier, Tier::Ask, "{}", d.message);
+        assert!(
+            d.matches
+                .iter()
+                .any(|m| m.rule_id == "baseline.ambiguous-option")
+        );
+    }
+}
