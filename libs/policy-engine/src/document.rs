@@ -114,6 +114,8 @@ struct RawRule {
     sessions: List,
     principals: List,
     labels: Option<Spanned<BTreeMap<String, String>>>,
+    /// The sandbox profile a run this rule matches must get.
+    sandbox: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -219,6 +221,9 @@ pub(crate) struct Rule {
     pub sessions: Option<HashSet<String>>,
     pub principals: Option<HashSet<String>>,
     pub labels: BTreeMap<String, String>,
+    /// The sandbox profile every run this rule matches is decided under (`None`: whatever the
+    /// request asked for, or the executor's default).
+    pub sandbox: Option<String>,
 }
 
 impl Rule {
@@ -446,6 +451,35 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
             }
             Some(l) => l.into_inner(),
         };
+        let sandbox = match r.sandbox {
+            None => None,
+            Some(p) => {
+                let name = p.get_ref().trim();
+                if name.is_empty()
+                    || !name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                {
+                    return Err(err(
+                        p.span(),
+                        format!(
+                            "`sandbox` must name a profile (letters, digits, `-`, `_`), not `{name}`"
+                        ),
+                    ));
+                }
+                if tools
+                    .as_ref()
+                    .is_some_and(|t| !t.contains(&ToolKind::ProcessRun))
+                {
+                    return Err(err(
+                        p.span(),
+                        "`sandbox` applies to process.run calls, but `tools` excludes process.run"
+                            .to_owned(),
+                    ));
+                }
+                Some(name.to_owned())
+            }
+        };
         rules.push(Rule {
             id,
             tier,
@@ -461,6 +495,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
             sessions,
             principals,
             labels,
+            sandbox,
         });
     }
     let examples = raw
@@ -556,6 +591,23 @@ mod tests {
             "[[rule]]\nid = \"x\"\ndecision = \"ask\"\nreason = \"r\"\n[[rule]]\nid = \"x\"\ndecision = \"ask\"\nreason = \"r\"\n",
         );
         assert!(e.starts_with("line 6: rule `x`: duplicate"), "{e}");
+    }
+
+    #[test]
+    fn a_rule_names_a_sandbox_profile_only_for_runs() {
+        let ok = parse(
+            "[[rule]]\nid = \"npm\"\ndecision = \"auto\"\nreason = \"r\"\ncommands = [\"npm install\"]\nsandbox = \"network\"\n",
+        )
+        .unwrap();
+        assert_eq!(ok.rules[0].sandbox.as_deref(), Some("network"));
+        let e = err(
+            "[[rule]]\nid = \"x\"\ndecision = \"auto\"\nreason = \"r\"\ntools = [\"fs.read\"]\nsandbox = \"network\"\n",
+        );
+        assert!(e.contains("excludes process.run"), "{e}");
+        let e = err(
+            "[[rule]]\nid = \"x\"\ndecision = \"auto\"\nreason = \"r\"\ncommands = [\"ls\"]\nsandbox = \"../x\"\n",
+        );
+        assert!(e.contains("must name a profile"), "{e}");
     }
 
     #[test]

@@ -97,6 +97,10 @@ pub struct Decision {
     pub policy_version: String,
     /// A sentence for the model (deny, ask) or the log (auto).
     pub message: String,
+    /// For `process.run`: the sandbox profile a matching rule requires, which the run is decided
+    /// and executed under whatever the request asked for. `None`: the request's (or the
+    /// executor's default).
+    pub sandbox_profile: Option<String>,
 }
 
 impl Decision {
@@ -329,6 +333,9 @@ impl Policy {
                 if baseline::is_sensitive_variable(name) {
                     worse(&mut overall, b.baseline(&baseline::SENSITIVE_ENV));
                 }
+                if name.starts_with("GIT_") {
+                    worse(&mut overall, b.baseline(&baseline::GIT_FOREIGN));
+                }
             }
             for (rule, _) in &analysis.findings {
                 worse(&mut overall, b.baseline(rule));
@@ -435,8 +442,40 @@ impl Policy {
             });
             worse(&mut overall, tier);
         }
-        let tier = overall.unwrap_or(self.default);
-        let message = message(tier, &b, call);
+        let mut tier = overall.unwrap_or(self.default);
+        let mut sandboxes: Vec<&str> = Vec::new();
+        if kind == ToolKind::ProcessRun {
+            for m in &b.matches {
+                if let Some(p) = self
+                    .rules
+                    .iter()
+                    .find(|r| r.id == m.rule_id)
+                    .and_then(|r| r.sandbox.as_deref())
+                    && !sandboxes.contains(&p)
+                {
+                    sandboxes.push(p);
+                }
+            }
+        }
+        let mut message = message(tier, &b, call);
+        let sandbox_profile = match sandboxes.as_slice() {
+            [] => None,
+            [one] => Some((*one).to_owned()),
+            several => {
+                // Rules disagree on the confinement: a human picks, never the looser one.
+                let note = format!(
+                    "matching rules require different sandbox profiles ({}); a human must decide",
+                    several.join(", ")
+                );
+                if tier < Tier::Ask {
+                    tier = Tier::Ask;
+                    message = note;
+                } else {
+                    message = format!("{message}; {note}");
+                }
+                None
+            }
+        };
         Decision {
             tier,
             matches: b.matches,
@@ -444,6 +483,7 @@ impl Policy {
             paths: b.paths,
             policy_version: self.version.clone(),
             message,
+            sandbox_profile,
         }
     }
 

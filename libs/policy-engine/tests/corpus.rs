@@ -1091,3 +1091,39 @@ mod abbreviations {
         );
     }
 }
+
+#[test]
+fn a_rule_decides_the_sandbox_profile_of_the_runs_it_matches() {
+    let p = Policy::from_toml(
+        "default = \"auto\"\n\
+         [[rule]]\nid = \"npm-network\"\ndecision = \"auto\"\nreason = \"installs fetch packages\"\ncommands = [\"npm install\"]\nsandbox = \"network\"\n\
+         [[rule]]\nid = \"gen-readonly\"\ndecision = \"auto\"\nreason = \"generators only read\"\ncommands = [\"protoc\"]\nsandbox = \"readonly\"\n",
+    )
+    .unwrap();
+    // The baseline still asks about installs; the approval then covers the network profile.
+    let d = run(&p, "npm install left-pad");
+    assert_eq!(d.tier, Tier::Ask, "{}", d.message);
+    assert_eq!(d.sandbox_profile.as_deref(), Some("network"));
+    let d = run(&p, "protoc --rust_out=. x.proto");
+    assert_eq!(
+        d.sandbox_profile.as_deref(),
+        Some("readonly"),
+        "{}",
+        d.message
+    );
+    // Another command of the same script is decided under the same run, so the same profile.
+    assert_eq!(
+        run(&p, "npm install && ls").sandbox_profile.as_deref(),
+        Some("network")
+    );
+    assert_eq!(run(&p, "ls -la").sandbox_profile, None);
+    // Two rules that want different confinements: a human picks, never the looser one.
+    let d = run(&p, "npm install && protoc x.proto");
+    assert_eq!(d.tier, Tier::Ask, "{}", d.message);
+    assert!(
+        d.message.contains("different sandbox profiles"),
+        "{}",
+        d.message
+    );
+    assert_eq!(d.sandbox_profile, None);
+}
