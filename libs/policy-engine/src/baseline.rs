@@ -68,6 +68,9 @@ rules! {
     AMBIGUOUS_OPTION = "baseline.ambiguous-option", Ask, "an abbreviated long option matches several of the program's options, so how the program reads it cannot be known";
     INLINE_CODE = "baseline.inline-code", Ask, "interpreter code given inline (-c, -e, --eval) cannot be analysed";
     GIT_CONFIG = "baseline.git-config-write", Ask, "changing git configuration or running commands through git (submodule foreach, bisect run) can execute programs";
+    GIT_FOREIGN = "baseline.git-foreign-repository", Ask, "git would use a repository, configuration or program other than the workspace's own (-C or cd elsewhere, --git-dir, --work-tree, --bare, --exec-path, -c, --config-env, GIT_* variables), and git runs commands named in a repository's configuration (core.fsmonitor, core.pager, diff.external, filters, aliases...)";
+    GIT_DISCARD = "baseline.git-discard-changes", Ask, "this git command discards uncommitted changes in the work tree (checkout -- paths, checkout ., restore, reset --hard, clean -f, stash drop/clear), which cannot be recovered";
+    GIT_ROOT_HEAD = "baseline.git-root-head", Ask, "a HEAD file at the workspace root can make the root itself a git repository for git's discovery, whose configuration can run programs";
     SAFE = "baseline.read-only", Auto, "a known read-only program used with read-only flags";
 }
 
@@ -737,9 +740,12 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
     let (globals, sub, rest) = git_split(args);
     let mut g = globals.iter();
     while let Some(o) = g.next() {
+        // git.c compares its global options as whole words: `--git-d` is refused, so only
+        // exact spellings (and `=value` forms) need to be recognised here.
         match *o {
-            "-c" | "--config-env" | "--exec-path" | "--git-dir" | "--work-tree" | "-p"
-            | "--paginate" | "--super-prefix" => *unsafe_flag = true,
+            "-c" | "--config-env" | "--exec-path" | "--git-dir" | "--work-tree" | "--bare"
+            | "--super-prefix" => f.rules.push(&GIT_FOREIGN),
+            "-p" | "--paginate" => *unsafe_flag = true,
             "-C" | "--namespace" | "--list-cmds" | "--attr-source" => {
                 g.next();
             }
@@ -747,9 +753,10 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
                 if other.starts_with("--config-env=")
                     || other.starts_with("--exec-path=")
                     || other.starts_with("--git-dir=")
-                    || other.starts_with("--work-tree=") =>
+                    || other.starts_with("--work-tree=")
+                    || other.starts_with("--super-prefix=") =>
             {
-                *unsafe_flag = true;
+                f.rules.push(&GIT_FOREIGN);
             }
             _ => {}
         }
@@ -795,20 +802,25 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
         Some("rebase" | "filter-branch" | "filter-repo" | "replace") => {
             f.rules.push(&HISTORY_REWRITE);
         }
-        Some("reset")
-            if has_long(rest, "--hard")
-                || has_long(rest, "--merge")
-                || has_long(rest, "--keep") =>
-        {
+        Some("reset") if has_long(rest, "--hard") => {
+            f.rules.push(&HISTORY_REWRITE);
+            f.rules.push(&GIT_DISCARD);
+        }
+        Some("reset") if has_long(rest, "--merge") || has_long(rest, "--keep") => {
             f.rules.push(&HISTORY_REWRITE);
         }
         Some("commit") if has_long(rest, "--amend") => f.rules.push(&HISTORY_REWRITE),
         Some("clean") if has_short_any(rest, 'f') || has_long(rest, "--force") => {
             f.rules.push(&HISTORY_REWRITE);
+            f.rules.push(&GIT_DISCARD);
         }
         Some("checkout" | "switch") if has_short_any(rest, 'f') || has_long(rest, "--force") => {
             f.rules.push(&HISTORY_REWRITE);
+            f.rules.push(&GIT_DISCARD);
         }
+        Some("switch") if has_long(rest, "--discard-changes") => f.rules.push(&GIT_DISCARD),
+        Some("checkout") if git_checkout_discards(rest) => f.rules.push(&GIT_DISCARD),
+        Some("restore") if git_restore_discards(rest) => f.rules.push(&GIT_DISCARD),
         Some("update-ref") if has_short_any(rest, 'd') => f.rules.push(&HISTORY_REWRITE),
         Some("reflog")
             if rest_ops
@@ -823,6 +835,7 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
                 .is_some_and(|s| matches!(*s, "drop" | "clear")) =>
         {
             f.rules.push(&HISTORY_REWRITE);
+            f.rules.push(&GIT_DISCARD);
         }
         Some("config")
             if !rest.iter().any(|a| {
@@ -835,6 +848,70 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
         Some("bisect") if rest_ops.first() == Some(&"run") => f.rules.push(&GIT_CONFIG),
         _ => {}
     }
+}
+
+/// Whether `git checkout` (arguments after the subcommand) overwrites work-tree files.
+///
+/// `git checkout <branch>` carries local changes over (git refuses when it cannot), but
+/// `git checkout [<tree-ish>] [--] <pathspec>` overwrites the named files. A single operand
+/// is a branch or a path depending on the repository, which a script does not show; it is
+/// taken as a path when it looks like one (`.`, `./x`, a glob, `:(magic)`, a file extension),
+/// and as a branch otherwise.
+fn git_checkout_discards(rest: &[String]) -> bool {
+    if rest.iter().any(|a| a == "--")
+        || has_short_any(rest, 'p')
+        || has_long(rest, "--patch")
+        || has_long(rest, "--ours")
+        || has_long(rest, "--theirs")
+        || has_long(rest, "--pathspec-from-file")
+    {
+        return true;
+    }
+    // Options that take a separate value; their values are not operands.
+    let mut ops = Vec::new();
+    let mut it = rest.iter();
+    while let Some(a) = it.next() {
+        if matches!(a.as_str(), "-b" | "-B" | "--orphan" | "--conflict") {
+            it.next();
+        } else if !a.starts_with('-') {
+            ops.push(a.as_str());
+        }
+    }
+    match ops.as_slice() {
+        [] => false,
+        [one] => looks_like_path(one),
+        // `git checkout -b new start` names a start point, not paths.
+        [_, _]
+            if rest
+                .iter()
+                .any(|a| matches!(a.as_str(), "-b" | "-B" | "--orphan")) =>
+        {
+            false
+        }
+        _ => true,
+    }
+}
+
+fn looks_like_path(word: &str) -> bool {
+    word == "."
+        || word == ".."
+        || word.starts_with("./")
+        || word.starts_with("../")
+        || word.starts_with(':')
+        || word.contains(['*', '?', '['])
+        || word.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && (1..=5).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && !ext.chars().all(|c| c.is_ascii_digit())
+        })
+}
+
+/// Whether `git restore` writes the work tree: unless only `--staged` is given, it does.
+fn git_restore_discards(rest: &[String]) -> bool {
+    let staged = has_short_any(rest, 'S') || has_long(rest, "--staged");
+    let worktree = has_short_any(rest, 'W') || has_long(rest, "--worktree");
+    !staged || worktree
 }
 
 /// For git, only listing and inspection subcommands are on the allowlist.

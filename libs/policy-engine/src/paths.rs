@@ -207,6 +207,11 @@ pub(crate) fn baseline_rule(path: &str, access: Access) -> Option<&'static Basel
         });
     }
     if access == Access::Write {
+        // Without a `.git` of its own, the root with HEAD, objects/ and refs/ is a bare
+        // repository to git's discovery; HEAD is the one file git insists on.
+        if path == "HEAD" {
+            return Some(&baseline::GIT_ROOT_HEAD);
+        }
         let mut components = path.split('/');
         if components.clone().any(|c| c == ".git") {
             return Some(&baseline::GIT_INTERNALS_WRITE);

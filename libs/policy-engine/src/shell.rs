@@ -763,6 +763,14 @@ impl Analyzer {
                         format!("assigns {name}={}", value.text),
                     ));
                 }
+                if name.starts_with("GIT_") {
+                    self.findings.push((
+                        &baseline::GIT_FOREIGN,
+                        format!(
+                            "assigns {name}, which changes the repository or configuration git uses"
+                        ),
+                    ));
+                }
                 if value.risky.is_some() {
                     self.findings.push((
                         &baseline::DYNAMIC_ARGS,
@@ -788,6 +796,12 @@ impl Analyzer {
             cmd.notes.push(format!("assigns {name}={}", value.text));
             if baseline::is_sensitive_variable(name) {
                 cmd.rules.push(&baseline::SENSITIVE_ENV);
+            }
+            if name.starts_with("GIT_") {
+                cmd.rules.push(&baseline::GIT_FOREIGN);
+                cmd.notes.push(format!(
+                    "{name} changes which repository, configuration or programs git uses"
+                ));
             }
             if let Some(r) = value.risky {
                 cmd.rules.push(&baseline::DYNAMIC_ARGS);
@@ -904,6 +918,9 @@ impl Analyzer {
                         cmd.rules.push(&baseline::SENSITIVE_ENV);
                         cmd.notes.push(format!("{name} sets {n}"));
                     }
+                    if n.starts_with("GIT_") {
+                        cmd.rules.push(&baseline::GIT_FOREIGN);
+                    }
                 }
             }
             // `eval` and `sh -c` are transparent: the commands they run are analysed separately.
@@ -921,6 +938,18 @@ impl Analyzer {
                         .push(path_for(d, true, Access::Read, cwd.as_deref()));
                     cwd = paths::resolve(cwd.as_deref(), d);
                     cmd.notes.push(format!("git runs in `{d}`"));
+                }
+                // Git discovers its repository from where it runs. Anywhere but the root, a
+                // repository the agent wrote as plain files (HEAD, objects/, refs/, a config
+                // with core.fsmonitor) may be found first, and git runs what its config names.
+                if cwd.as_deref() != Some(".") {
+                    cmd.rules.push(&baseline::GIT_FOREIGN);
+                    cmd.notes.push(match &cwd {
+                        Some(dir) => format!(
+                            "git runs in `{dir}`, not the workspace root: a repository there is not the workspace's own"
+                        ),
+                        None => "git runs in a directory known only at run time, so the repository it uses is unknown".to_owned(),
+                    });
                 }
             }
             for (p, access) in &f.paths {
@@ -949,6 +978,9 @@ impl Analyzer {
                 if baseline::is_sensitive_variable(n) {
                     cmd.rules.push(&baseline::SENSITIVE_ENV);
                     cmd.notes.push(format!("{name} sets {n}={v}"));
+                }
+                if n.starts_with("GIT_") {
+                    cmd.rules.push(&baseline::GIT_FOREIGN);
                 }
             }
             if let Some(dir) = w.chdir {

@@ -1092,6 +1092,150 @@ mod abbreviations {
     }
 }
 
+/// Issue 13 §2: git is auto only in the workspace's own repository, and discarding
+/// uncommitted work asks whatever a rule says.
+mod git_repository {
+    use super::*;
+
+    #[track_caller]
+    fn asks_because(script: &str, rule: &str) {
+        let d = run(&defaults(), script);
+        assert!(d.tier >= Tier::Ask, "{script:?}: {}", d.message);
+        assert!(
+            d.matches.iter().any(|m| m.rule_id == rule),
+            "{script:?} did not match {rule}: {d:#?}"
+        );
+    }
+
+    #[test]
+    fn planted_repository_through_dash_c_or_cd() {
+        for s in [
+            "git -C evil status",
+            "git -C evil log",
+            "git -C ./evil diff",
+            "git -C .. status",
+            "git -C /tmp/evil status",
+            "cd evil && git status",
+            "cd evil; git log -1",
+            "(cd evil && git status)",
+            "cd \"$D\" && git status",
+            "pushd evil && git status",
+            "git -C a -C b status",
+            "bash -c 'cd evil && git status'",
+        ] {
+            asks_because(s, "baseline.git-foreign-repository");
+        }
+        let d = run(&defaults(), "git -C evil status");
+        assert!(
+            d.commands[0]
+                .notes
+                .iter()
+                .any(|n| n.contains("not the workspace root")),
+            "{d:#?}"
+        );
+        // Back at the root, the workspace's own repository: routine.
+        expect(&defaults(), "git status", Tier::Auto);
+        expect(&defaults(), "git -C . status", Tier::Auto);
+        expect(&defaults(), "cd evil && cd .. && git status", Tier::Auto);
+    }
+
+    #[test]
+    fn repository_and_configuration_options() {
+        for s in [
+            "git --git-dir=evil status",
+            "git --git-dir evil status",
+            "git --work-tree=.. status",
+            "git --bare log",
+            "git --exec-path=evil status",
+            "git -c core.fsmonitor='touch x' status",
+            "git -c core.pager=sh log",
+            "git --config-env=core.pager=X log",
+            "GIT_DIR=evil git status",
+            "GIT_CONFIG_GLOBAL=evil/cfg git status",
+            "GIT_EXTERNAL_DIFF=sh git diff",
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.pager GIT_CONFIG_VALUE_0=sh git log",
+            "env GIT_DIR=evil git status",
+            "export GIT_DIR=evil; git status",
+            "GIT_DIR=evil; git status",
+        ] {
+            asks_because(s, "baseline.git-foreign-repository");
+        }
+    }
+
+    #[test]
+    fn git_environment_of_the_call() {
+        let mut call = ToolCall::script("git status");
+        call.env.insert("GIT_DIR".to_owned(), "evil".to_owned());
+        let d = defaults().classify(&call, &CallContext::default());
+        assert_eq!(d.tier, Tier::Ask, "{}", d.message);
+        assert!(
+            d.matches
+                .iter()
+                .any(|m| m.rule_id == "baseline.git-foreign-repository")
+        );
+    }
+
+    #[test]
+    fn root_head_file_makes_the_root_a_repository() {
+        asks_because(
+            "echo 'ref: refs/heads/main' > HEAD",
+            "baseline.git-root-head",
+        );
+        let d = defaults().classify(
+            &ToolCall::fs(ToolKind::FsWrite, "HEAD"),
+            &CallContext::default(),
+        );
+        assert_eq!(d.tier, Tier::Ask, "{}", d.message);
+        expect(&defaults(), "echo x > src/HEAD.md", Tier::Auto);
+    }
+
+    #[test]
+    fn discarding_uncommitted_work_asks_despite_git_local() {
+        for s in [
+            "git checkout -- src/main.rs",
+            "git checkout -- .",
+            "git checkout .",
+            "git checkout HEAD -- f",
+            "git checkout HEAD~1 src/main.rs",
+            "git checkout src/main.rs",
+            "git checkout ./src",
+            "git checkout '*.rs'",
+            "git checkout -p",
+            "git checkout --ours f",
+            "git checkout -f main",
+            "git switch --discard-changes main",
+            "git switch -f main",
+            "git restore f",
+            "git restore .",
+            "git restore --source=HEAD~1 f",
+            "git restore --staged --worktree f",
+            "git restore -SW f",
+            "git reset --hard",
+            "git reset --har HEAD",
+            "git clean -f",
+            "git clean -fdx",
+            "git clean --forc",
+            "git stash drop",
+            "git stash clear",
+        ] {
+            asks_because(s, "baseline.git-discard-changes");
+        }
+        // Bookkeeping that keeps the work tree stays with the git-local rule.
+        for s in [
+            "git checkout main",
+            "git checkout -b feature/x",
+            "git checkout -b fix main",
+            "git switch main",
+            "git restore --staged f",
+            "git stash",
+            "git add -A",
+            "git commit -m x",
+        ] {
+            expect(&defaults(), s, Tier::Auto);
+        }
+    }
+}
+
 #[test]
 fn a_rule_decides_the_sandbox_profile_of_the_runs_it_matches() {
     let p = Policy::from_toml(
