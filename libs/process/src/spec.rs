@@ -163,6 +163,11 @@ impl RunSpec {
         &self.request.env
     }
 
+    /// Sets the sandbox profile the run gets (the one its decision names).
+    pub fn set_profile(&mut self, profile: &str) {
+        profile.clone_into(&mut self.request.profile);
+    }
+
     /// Sets what the run's view hides or binds read-only in the workspace.
     pub fn set_masks(&mut self, masks: crate::sandbox::Masks) {
         self.request.masks = masks;

@@ -56,6 +56,7 @@ pub struct Authorized {
     decision_id: String,
     approval_id: String,
     hidden: Hidden,
+    sandbox_profile: String,
 }
 
 /// The answer's `hidden` paths, compiled once per distinct rule set.
@@ -91,6 +92,7 @@ impl Authorized {
             decision_id: allowed.decision_id,
             approval_id: allowed.approval_id,
             hidden,
+            sandbox_profile: allowed.sandbox_profile,
         }
     }
 
@@ -102,6 +104,12 @@ impl Authorized {
     /// The approval this call consumed, empty when none was needed.
     pub fn approval_id(&self) -> &str {
         &self.approval_id
+    }
+
+    /// For a run: the sandbox profile it was decided (and approved) under, which it must run
+    /// under; empty when the answer named none (the request's profile stands).
+    pub fn sandbox_profile(&self) -> &str {
+        &self.sandbox_profile
     }
 
     /// What this call must never reveal: the paths whose read the policy denies, exactly as

@@ -117,6 +117,11 @@ impl Confined {
             .workspace
             .run_masks(proof.hidden_globs()?)
             .map_err(|e| status::from_error(&e))?;
+        // The profile the policy decided under is the one the run gets; the runner refuses it
+        // with SANDBOX_UNAVAILABLE if this executor cannot enforce it.
+        if !proof.sandbox_profile().is_empty() {
+            spec.set_profile(proof.sandbox_profile());
+        }
         spec.set_masks(toolgate_process::Masks {
             hidden_files: masks.hidden_files,
             hidden_dirs: masks.hidden_dirs,

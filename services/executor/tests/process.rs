@@ -732,3 +732,57 @@ async fn unknown_sandbox_profiles_fail_closed() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("wrote"));
     assert!(!e.sb.ws.join("ro").exists());
 }
+
+/// A policy rule decides the profile in force: the run gets it whatever the request asked for,
+/// and a profile this executor does not have refuses the run instead of weakening it.
+#[tokio::test]
+async fn a_rule_decides_the_sandbox_profile_a_run_gets() {
+    let sb = Sandbox::new();
+    let policy = support::Policy::start(
+        r#"
+default = "auto"
+
+[[rule]]
+id = "touch-readonly"
+decision = "auto"
+reason = "touch only ever needs to read here"
+commands = ["touch"]
+sandbox = "readonly"
+
+[[rule]]
+id = "gpu-tools"
+decision = "auto"
+reason = "needs the gpu profile"
+commands = ["nvidia-smi"]
+sandbox = "gpu"
+"#,
+    );
+    let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    let mut client = ProcessServiceClient::new(exe.channel().await);
+    let mut stream = client
+        .run(script("touch made-here; echo done"))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut isolation = None;
+    while let Some(msg) = stream.message().await.unwrap() {
+        if let Some(Event::Started(s)) = msg.event {
+            isolation = s.isolation;
+        }
+    }
+    let isolation = isolation.expect("a started event");
+    assert_eq!(isolation.sandbox_profile, "readonly");
+    assert!(isolation.sandboxed);
+    assert!(
+        !sb.ws.join("made-here").exists(),
+        "the readonly profile held"
+    );
+
+    let err = run(&exe, argv(&["nvidia-smi"]))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+    assert_eq!(reason(&err), "SANDBOX_UNAVAILABLE");
+    assert!(err.message().contains("gpu"), "{}", err.message());
+}

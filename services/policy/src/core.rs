@@ -190,7 +190,7 @@ impl PolicyCore {
         let call_id: CallId = id("context.call_id", context.call_id)?;
         let session_id: SessionId = id("context.session_id", context.session_id)?;
         let principal_id: ledger::Principal = id("principal", principal)?;
-        let call = wire::tool_call(req.call)?;
+        let mut call = wire::tool_call(req.call)?;
 
         let policy = self.policy();
         let ctx = CallContext {
@@ -199,6 +199,12 @@ impl PolicyCore {
             labels: req.labels.into_iter().collect(),
         };
         let decision = policy.classify(&call, &ctx);
+        // A rule that decides the sandbox profile decides the profile in force: the call is
+        // digested (so approved) and answered with that one, whatever the request asked for.
+        if let Some(profile) = &decision.sandbox_profile {
+            call.sandbox_profile = Some(profile.clone());
+        }
+        let sandbox_profile = call.sandbox_profile.clone().unwrap_or_default();
         let request_json = canonical_json(&call, &ctx.session_id, &ctx.principal, policy.version());
         let digest_hex = digest_of_canonical(&request_json);
         let digest = RequestDigest::try_from(digest_hex.as_str()).map_err(|e| internal(&e))?;
@@ -263,6 +269,7 @@ impl PolicyCore {
                     approval_id,
                     lease_expires_at: lease.map(|l| timestamp(l.expires_at)),
                     hidden,
+                    sandbox_profile,
                 }),
                 AskVerdict::Pending => R::Pending(pb::Pending {
                     decision_id,
@@ -324,6 +331,7 @@ impl PolicyCore {
                     approval_id: String::new(),
                     lease_expires_at: None,
                     hidden,
+                    sandbox_profile,
                 })
             }
         };
@@ -665,7 +673,7 @@ impl PolicyCore {
 
     /// Classifies without recording (a dry run); any authenticated role.
     pub fn classify(&self, req: pb::ClassifyRequest) -> Result<pb::ClassifyResponse, Status> {
-        let call = wire::tool_call(req.call)?;
+        let mut call = wire::tool_call(req.call)?;
         let policy = self.policy();
         let ctx = CallContext {
             session_id: req.session_id,
@@ -673,6 +681,9 @@ impl PolicyCore {
             labels: req.labels.into_iter().collect(),
         };
         let decision = policy.classify(&call, &ctx);
+        if let Some(profile) = &decision.sandbox_profile {
+            call.sandbox_profile = Some(profile.clone());
+        }
         let digest = request_digest(&call, &ctx.session_id, &ctx.principal, policy.version());
         Ok(pb::ClassifyResponse {
             explanation: Some(wire::into_explanation(decision)),

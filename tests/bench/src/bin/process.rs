@@ -3,7 +3,8 @@
 //! 1. `/bin/true` round trip: a raw spawn+wait with the *same* isolation (new PID namespace,
 //!    private /proc, rlimits, cleared environment, no sandbox profile) vs a full
 //!    `Runner::try_run` drained to its `Exited` event. Goal: p50 ratio ≤ 1.35.
-//! 1b. The same run under the default sandbox profile (user, PID, mount, IPC, UTS and network
+//!
+//!    The same run under the default sandbox profile (user, PID, mount, IPC, UTS and network
 //!    namespaces, the view, Landlock, seccomp, no capabilities) vs a bare `/bin/true`
 //!    spawn+wait and vs bubblewrap with a comparable profile. Goals: p50 ≤ 0.5 × bwrap's p50,
 //!    and ≤ bare spawn + 0.4 ms.

@@ -126,6 +126,7 @@ fn allowed(id: &str) -> R {
         approval_id: "ap-1".into(),
         lease_expires_at: None,
         hidden: None,
+        sandbox_profile: String::new(),
     })
 }
 
