@@ -309,3 +309,43 @@ fn the_default_data_dir_is_per_workspace_under_xdg_state_home() {
     assert!(data.join("tokens.toml").is_file());
     assert!(!data.starts_with(std::fs::canonicalize(ws.path()).unwrap()));
 }
+
+/// `toolgate doctor` on this machine: every profile enforced, every escape blocked, exit 0.
+#[test]
+fn doctor_reports_the_sandbox_and_its_escape_self_test() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["doctor", "--json", "--workspace"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["default_profile"], "workspace");
+    let profiles = report["profiles"].as_array().unwrap();
+    assert!(
+        profiles
+            .iter()
+            .any(|p| p["name"] == "workspace" && p["available"] == true),
+        "{report}"
+    );
+    let checks = report["escape_checks"].as_array().unwrap();
+    assert!(checks.len() >= 30, "{report}");
+    assert!(checks.iter().all(|c| c["escaped"].is_null()), "{report}");
+    // The human form says the same.
+    let human = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["doctor", "--workspace"])
+        .arg(ws.path())
+        .output()
+        .unwrap();
+    let text_out = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text_out.contains("ok: every run is confined by the kernel"),
+        "{text_out}"
+    );
+    assert!(
+        text_out.contains("read outside the workspace"),
+        "{text_out}"
+    );
+}

@@ -786,3 +786,40 @@ sandbox = "gpu"
     assert_eq!(reason(&err), "SANDBOX_UNAVAILABLE");
     assert!(err.message().contains("gpu"), "{}", err.message());
 }
+
+/// Real work as an unprivileged executor: git, Python's unittest and npm, with the system's
+/// toolchains (a user's own toolchains under another user's home are not readable to it).
+#[tokio::test]
+async fn real_work_runs_sandboxed_as_an_unprivileged_user() {
+    let e = Escape::start(Some(65534)).await;
+    let ws = &e.sb.ws;
+    std::fs::write(
+        ws.join("test_demo.py"),
+        "import unittest\nclass T(unittest.TestCase):\n    def test_ok(self):\n        self.assertEqual(1 + 1, 2)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join("package.json"),
+        r#"{"name":"demo","version":"1.0.0","scripts":{"test":"node -e \"console.log('node says ok')\""}}"#,
+    )
+    .unwrap();
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(ws)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    for (script, expect) in [
+        ("python3 -m unittest -v 2>&1", "test_ok"),
+        ("npm test 2>&1", "node says ok"),
+        (
+            "git add f.txt && git commit -qm first && git log --oneline",
+            "first",
+        ),
+        ("id -u", "65534"),
+    ] {
+        let (stdout, stderr, st) = sh(&e.exe, script).await;
+        assert!(matches!(st, S::Exited(0)), "{script}: {stdout} {stderr}");
+        assert!(stdout.contains(expect), "{script}: {stdout} {stderr}");
+    }
+}
