@@ -988,13 +988,10 @@ impl Inner {
             .map_err(setup_err("plan the sandbox"))
     }
 
-    /// Runs `true` under every confined profile once; a profile whose self-test fails is
-    /// marked unavailable with the error, so runs asking for it are refused (fail closed).
+    /// Runs `exit 0` under every confined profile once, then the escapes; a profile whose
+    /// self-test fails is marked unavailable with the error, so runs asking for it are refused
+    /// (fail closed).
     fn self_test_sandboxes(&mut self) {
-        let Some(program) = find_on_path(&self.config.path, "true") else {
-            return;
-        };
-        let program = program.to_string_lossy().into_owned();
         let Ok(dir) = tempfile::Builder::new()
             .prefix("toolgate-selftest-")
             .tempdir()
@@ -1011,33 +1008,15 @@ impl Inner {
             // Most isolation first: a capped pid_max needs Linux 6.14.
             for pid_limit in [Some(self.config.pid_limit), None] {
                 self.sandbox_pid_limit = pid_limit;
-                let attempt = (|| -> Result<bool, String> {
-                    let cwd: OwnedFd = File::open(dir.path()).map_err(|e| e.to_string())?.into();
-                    let setup = self
-                        .sandbox_setup(&built, &cwd, &Masks::default(), Some(dir.path()))
-                        .map_err(|e| e.to_string())?;
-                    let home = self.sandboxes.config.home.clone();
-                    let p = self
-                        .prepare(
-                            &program,
-                            &[],
-                            &[],
-                            &home,
-                            cwd,
-                            None,
-                            Some((setup, built.profile.network)),
-                        )
-                        .map_err(|e| e.to_string())?;
-                    let child = self.spawn(&p, [Io::Null; 3]).map_err(|e| e.to_string())?;
-                    let reaped = sys::wait4(child.pid, true).map_err(|e| e.to_string())?;
-                    Ok(reaped.and_then(|r| r.exit_code()) == Some(0))
-                })();
+                let attempt = self
+                    .probe_script(&built, dir.path(), "exit 0", &Masks::default())
+                    .map(|(code, _)| code == Some(0));
                 match attempt {
                     Ok(true) => {
                         last_err = None;
                         break;
                     }
-                    Ok(false) => last_err = Some("a sandboxed `true` did not exit 0".to_owned()),
+                    Ok(false) => last_err = Some("a sandboxed `exit 0` did not exit 0".to_owned()),
                     Err(e) => last_err = Some(e),
                 }
             }

@@ -102,7 +102,7 @@ impl Inner {
         }
         let mut report = Vec::new();
         for (name, script) in checks {
-            let stdout = self.probe_script(built, &ws, &script, &masks)?;
+            let (_, stdout) = self.probe_script(built, &ws, &script, &masks)?;
             let escaped = if stdout.contains(CANARY)
                 || stdout.contains(SECRET)
                 || stdout.contains("ESCAPED")
@@ -133,14 +133,15 @@ impl Inner {
         Ok(report)
     }
 
-    /// Runs `script` under `built` in `ws` and returns the start of its stdout.
-    fn probe_script(
+    /// Runs `script` under `built` in `ws` (its workspace) and returns its exit code and the
+    /// start of its stdout.
+    pub(super) fn probe_script(
         &self,
         built: &Built,
         ws: &Path,
         script: &str,
         masks: &Masks,
-    ) -> Result<String, String> {
+    ) -> Result<(Option<i32>, String), String> {
         let cwd: OwnedFd = File::open(ws).map_err(|e| e.to_string())?.into();
         let setup = self
             .sandbox_setup(built, &cwd, masks, Some(ws))
@@ -166,8 +167,8 @@ impl Inner {
             // Bounded: the self-test's own scripts print a few bytes at most.
             let _ = File::from(fd).take(64 << 10).read_to_string(&mut stdout);
         }
-        sys::wait4(child.pid, true).map_err(|e| e.to_string())?;
-        Ok(stdout)
+        let reaped = sys::wait4(child.pid, true).map_err(|e| e.to_string())?;
+        Ok((reaped.and_then(|r| r.exit_code()), stdout))
     }
 }
 
