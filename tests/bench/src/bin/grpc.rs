@@ -72,6 +72,16 @@ fn main() {
         cfg.workspace.root = ws.path().to_path_buf();
         cfg.log.filter = "warn".into();
         cfg.auth = agent_auth();
+        // The goal compares with a raw spawn of the same isolation, which has no sandbox
+        // profile; the sandbox's own cost is `process` scenario 1b.
+        cfg.process.sandbox_profile = "none".into();
+        cfg.process.sandbox.profiles.insert(
+            "none".into(),
+            toolgate_executor::config::ProfileSection {
+                unconfined: true,
+                ..Default::default()
+            },
+        );
         tokio::spawn(toolgate_executor::serve_with(
             cfg,
             l,
