@@ -273,7 +273,6 @@ impl Runner {
             config.sandbox.clone(),
             config.home_tmpfs_bytes,
             landlock_abi,
-            namespaces.user,
         )
         .map_err(setup_err("open the executor's own pidfd"))?;
         let unconfined_possible =

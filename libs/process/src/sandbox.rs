@@ -25,10 +25,74 @@ use bpf::{Action, Cond, ret_errno};
 
 mod bpf;
 
+use std::os::fd::OwnedFd;
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::Duration;
+
 use crate::sys::sandbox::{
-    Bpf, LandlockRules, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, MountOp,
+    Bpf, LandlockRules, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, MountOp, Netns,
     SandboxSetup,
 };
+
+/// Network namespaces kept ready for runs.
+const NET_POOL_TARGET: usize = 4;
+
+/// Network namespaces with only their loopback (up), created ahead of the runs that take them
+/// by a thread of their own: creating one costs ~0.4 ms, which a run start then does not pay.
+/// Each is used by exactly one run (a run's loopback is its own) and dies with it.
+#[derive(Debug)]
+pub(crate) struct NetPool {
+    ready: Mutex<Vec<OwnedFd>>,
+    wake: Condvar,
+}
+
+impl NetPool {
+    fn start(userns: Arc<OwnedFd>, target: usize) -> Arc<NetPool> {
+        let pool = Arc::new(NetPool {
+            ready: Mutex::new(Vec::with_capacity(target)),
+            wake: Condvar::new(),
+        });
+        let weak: Weak<NetPool> = Arc::downgrade(&pool);
+        let spawned = std::thread::Builder::new()
+            .name("toolgate-netns".into())
+            .spawn(move || refill(&weak, &userns, target));
+        if spawned.is_err() {
+            // No thread: every run creates its own namespace, as without a pool.
+        }
+        pool
+    }
+
+    /// A ready namespace, if any; wakes the refill thread.
+    fn take(&self) -> Option<OwnedFd> {
+        let fd = self.ready.lock().ok()?.pop();
+        self.wake.notify_one();
+        fd
+    }
+}
+
+/// Keeps `target` namespaces ready until the pool is dropped.
+fn refill(pool: &Weak<NetPool>, userns: &OwnedFd, target: usize) {
+    loop {
+        let Some(p) = pool.upgrade() else { return };
+        let short = p.ready.lock().map_or(0, |r| target.saturating_sub(r.len()));
+        if short == 0 {
+            if let Ok(guard) = p.ready.lock() {
+                let _ = p.wake.wait_timeout(guard, Duration::from_millis(250));
+            }
+            continue;
+        }
+        match crate::sys::new_netns(std::os::fd::AsFd::as_fd(userns)) {
+            Ok(fd) => {
+                if let Ok(mut r) = p.ready.lock() {
+                    r.push(fd);
+                }
+            }
+            // The kernel refuses for now (a namespace limit): runs create their own, which
+            // fails the same visible way; try again later.
+            Err(_) => std::thread::sleep(Duration::from_secs(1)),
+        }
+    }
+}
 
 /// The name of the profile every run gets unless it asks for another.
 pub const DEFAULT_PROFILE: &str = "workspace";
@@ -251,8 +315,10 @@ pub(crate) struct Sandboxes {
     /// Readable once the executor has exited; every child checks it right after setting its
     /// parent-death signal.
     executor: std::os::fd::OwnedFd,
-    uid: u32,
-    gid: u32,
+    /// The user namespace every sandboxed run enters, and the pool of ready network
+    /// namespaces owned by it; `None` when this host refuses to create one.
+    userns: Option<Arc<OwnedFd>>,
+    netns: Option<Arc<NetPool>>,
 }
 
 /// What a run resolves to.
@@ -266,13 +332,23 @@ pub(crate) enum Resolved<'a> {
 
 impl Sandboxes {
     /// Builds every profile against what this kernel offers.
-    pub fn new(
-        config: SandboxConfig,
-        home_bytes: u64,
-        landlock_abi: i32,
-        user_ns: bool,
-    ) -> io::Result<Sandboxes> {
+    pub fn new(config: SandboxConfig, home_bytes: u64, landlock_abi: i32) -> io::Result<Sandboxes> {
         let executor = crate::sys::own_pidfd()?;
+        let userns = crate::sys::new_userns(
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        )
+        .ok()
+        .map(Arc::new);
+        let user_ns = userns.is_some();
+        let needs_pool = config
+            .profiles
+            .values()
+            .any(|p| !p.unconfined && !p.network);
+        let netns = userns
+            .as_ref()
+            .filter(|_| needs_pool)
+            .map(|u| NetPool::start(Arc::clone(u), NET_POOL_TARGET));
         let fixed = FixedView::probe(&config);
         let built = config
             .profiles
@@ -294,8 +370,8 @@ impl Sandboxes {
             config,
             built,
             executor,
-            uid: rustix::process::geteuid().as_raw(),
-            gid: rustix::process::getegid().as_raw(),
+            userns,
+            netns,
         })
     }
 
@@ -394,14 +470,27 @@ impl Sandboxes {
             };
             landlock.paths.push((cstr(workspace)?, rights.bits()));
         }
-        let id_map = |id: u32| CString::new(format!("{id} {id} 1")).expect("no NUL");
+        let userns = self
+            .userns
+            .as_ref()
+            .ok_or_else(|| io::Error::other("no user namespace for runs"))?;
+        // A network namespace from the pool when one is ready; else the run's first child
+        // creates one (what the pool saves is exactly that creation, ~0.4 ms).
+        let netns = if built.profile.network {
+            Netns::Host
+        } else {
+            match self.netns.as_ref().and_then(|p| p.take()) {
+                Some(fd) => Netns::Enter(fd),
+                None => Netns::New,
+            }
+        };
         Ok(SandboxSetup {
-            uid_map: id_map(self.uid),
-            gid_map: id_map(self.gid),
+            userns: std::os::fd::AsRawFd::as_raw_fd(&**userns),
+            loopback: matches!(netns, Netns::New),
+            netns,
             stage: cstr(&self.config.stage)?,
             ops,
             cwd: cstr(cwd)?,
-            loopback: !built.profile.network,
             landlock: (landlock.handled_fs != 0).then_some(landlock),
             seccomp: built.seccomp.clone(),
             executor: std::os::fd::AsRawFd::as_raw_fd(&self.executor),

@@ -471,3 +471,50 @@ async fn capabilities_report_the_mechanism_in_force() {
         assert_eq!(out.stdout, b"1\n");
     }
 }
+
+/// Every run has a network namespace of its own, whether it came ready from the pool or was
+/// created on the spot (a burst larger than the pool): only its loopback, up, and no other
+/// run's listener reachable on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_run_has_a_loopback_of_its_own() {
+    let runner = runner();
+    let (ws, _) = workspace();
+    // One run listens on 127.0.0.1:7171 inside its own namespace for a while.
+    let listener = runner
+        .try_run(spec(RunRequest::script(
+            "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",7171)); s.listen(); time.sleep(3)'",
+            cwd_of(&ws),
+        )))
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let runs: Vec<_> = (0..10)
+        .map(|_| {
+            runner
+                .try_run(spec(RunRequest::script(
+                    "readlink /proc/self/ns/net; ip -o link | cut -d: -f2 | tr -d ' '; (exec 3<>/dev/tcp/127.0.0.1/7171) 2>/dev/null && echo REACHED; python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",7171)); print(\"BOUND\")'",
+                    cwd_of(&ws),
+                )))
+                .unwrap()
+        })
+        .collect();
+    let mut namespaces = std::collections::HashSet::new();
+    for run in runs {
+        let out = collect(run).await;
+        let text = out.stdout_str();
+        let mut lines = text.lines();
+        let ns = lines.next().expect("the namespace id").to_owned();
+        assert!(ns.starts_with("net:["), "{text}");
+        assert!(
+            namespaces.insert(ns),
+            "two runs shared a network namespace: {text}"
+        );
+        let links: Vec<&str> = lines.clone().take_while(|l| *l != "BOUND").collect();
+        assert_eq!(links, ["lo"], "only the loopback: {text}");
+        assert!(
+            !text.contains("REACHED"),
+            "another run's listener was reachable: {text}"
+        );
+        assert!(text.contains("BOUND"), "its own loopback works: {text}");
+    }
+    drop(listener);
+}

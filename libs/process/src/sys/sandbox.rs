@@ -5,8 +5,9 @@
 //! Order matters and is the same for every run:
 //! 1. die with the executor (`PR_SET_PDEATHSIG`), checked against the executor's pidfd for the
 //!    race where it died before the prctl;
-//! 2. map the executor's uid and gid into the new user namespace (which makes the rest work
-//!    unprivileged);
+//! 2. (done by the run's first child in `super::spawn`) enter the runner's user namespace, which
+//!    maps the executor's uid and gid to themselves and makes the rest work unprivileged, and
+//!    the run's network namespace;
 //! 3. build the view: a tmpfs root, pivot into it, bind what the profile allows, mount a private
 //!    `/proc`, `/dev`, `/tmp` and `HOME`, mask denied paths, bind protected ones read-only,
 //!    detach the old root and make the new root read-only;
@@ -87,20 +88,32 @@ impl std::fmt::Debug for Bpf {
     }
 }
 
+/// Which network namespace a run gets.
+#[derive(Debug)]
+pub(crate) enum Netns {
+    /// The host's (a profile that allows the network).
+    Host,
+    /// A prepared one with only its loopback, up (from the runner's pool); closed here once
+    /// the run holds it.
+    Enter(std::os::fd::OwnedFd),
+    /// A new one, created by the run's first child (the pool was empty).
+    New,
+}
+
 /// Everything the child needs to build its sandbox, prepared before the clone.
 #[derive(Debug)]
 pub(crate) struct SandboxSetup {
-    /// `"<inside> <outside> 1"` for `/proc/self/uid_map`.
-    pub uid_map: CString,
-    /// `"<inside> <outside> 1"` for `/proc/self/gid_map`.
-    pub gid_map: CString,
+    /// The runner's user namespace, entered by the run's first child.
+    pub userns: RawFd,
+    /// The run's network namespace.
+    pub netns: Netns,
     /// A host directory the new root's tmpfs is mounted on before the pivot.
     pub stage: CString,
     /// The steps that build the view, after the pivot (`/oldroot` is the host).
     pub ops: Vec<MountOp>,
     /// The working directory inside the view.
     pub cwd: CString,
-    /// Bring up `lo` (the run has its own network namespace).
+    /// Bring up `lo` (the run got a new network namespace of its own).
     pub loopback: bool,
     /// Enforced after `no_new_privs`.
     pub landlock: Option<LandlockRules>,
@@ -119,7 +132,7 @@ fn check_long(r: libc::c_long) -> io::Result<libc::c_long> {
 }
 
 /// Writes `data` to `path` in one `write`.
-fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
+pub(crate) fn write_file(path: &std::ffi::CStr, data: &[u8]) -> io::Result<()> {
     // SAFETY: open/write/close on a NUL-terminated path and a live buffer.
     unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -270,12 +283,6 @@ pub(crate) fn enter(sb: &SandboxSetup) -> io::Result<()> {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
     }
-    // Unprivileged processes may map only their own ids, and gid_map only after setgroups is
-    // denied.
-    write_file(c"/proc/self/setgroups", b"deny")?;
-    write_file(c"/proc/self/uid_map", sb.uid_map.as_bytes())?;
-    write_file(c"/proc/self/gid_map", sb.gid_map.as_bytes())?;
-
     // Nothing mounted here propagates back to the host.
     mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
     mount(
@@ -323,7 +330,7 @@ pub(crate) fn enter(sb: &SandboxSetup) -> io::Result<()> {
 }
 
 /// Brings up `lo` in the run's own network namespace (`SIOCSIFFLAGS`).
-fn loopback_up() -> io::Result<()> {
+pub(crate) fn loopback_up() -> io::Result<()> {
     #[repr(C)]
     struct IfReq {
         name: [u8; 16],
