@@ -471,6 +471,154 @@ pub(crate) fn git_chdir(args: &[String]) -> Vec<&str> {
         .collect()
 }
 
+/// Whether deleting `path` recursively deletes the root, a home or all of them.
+fn is_root_target(path: &str) -> bool {
+    let p = crate::paths::normalise(path);
+    p == "/" || p == "~" || p == "/*" || p == "~/*" || p == "/home" || p == "/root"
+}
+
+/// find's starting points: the words before the first expression token.
+pub(crate) fn find_starts(args: &[String]) -> Vec<&str> {
+    args.iter()
+        .map(String::as_str)
+        .take_while(|a| !a.starts_with('-') && *a != "!" && *a != "(")
+        .collect()
+}
+
+/// The commands `find -exec/-execdir/-ok/-okdir ... ;|+` runs, with `{}` replaced by each
+/// starting point (what the first match of a recursive find is).
+pub(crate) fn find_exec_commands(args: &[String]) -> Vec<Vec<String>> {
+    let mut starts = find_starts(args);
+    if starts.is_empty() {
+        starts.push(".");
+    }
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if !matches!(a.as_str(), "-exec" | "-execdir" | "-ok" | "-okdir") {
+            continue;
+        }
+        let argv: Vec<&String> = it.by_ref().take_while(|w| *w != ";" && *w != "+").collect();
+        if argv.is_empty() {
+            continue;
+        }
+        for s in &starts {
+            out.push(argv.iter().map(|w| w.replace("{}", s)).collect());
+        }
+    }
+    out
+}
+
+/// The program text an interpreter is given inline (`-c`, `-e`, `-E`, `-r`, `--eval`).
+fn inline_code<'a>(name: &str, args: &'a [String]) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--" || !a.starts_with('-') {
+            break;
+        }
+        let takes =
+            matches!(
+                a.as_str(),
+                "-c" | "-e" | "-E" | "-r" | "-p" | "--eval" | "--print" | "--command"
+            ) || (name.starts_with("perl") && !a.starts_with("--") && a.ends_with(['e', 'E']));
+        if takes && let Some(code) = it.next() {
+            out.push(code.as_str());
+        } else if let Some(code) = a.strip_prefix("--eval=") {
+            out.push(code);
+        }
+    }
+    out
+}
+
+/// Shell commands a program text runs through a string literal: `system("...")`,
+/// `popen`, `os.system`, `execSync`, backticks, and awk's `| "cmd"` / `"cmd" |` pipes. Only
+/// literals are found; a computed command string is already a reason to ask.
+pub(crate) fn embedded_commands(program: &str) -> Vec<String> {
+    const CALLS: &[&str] = &[
+        "system",
+        "popen",
+        "execSync",
+        "exec",
+        "spawnSync",
+        "shell_exec",
+        "passthru",
+    ];
+    let b = program.as_bytes();
+    let mut out = Vec::new();
+    // A string literal starting at `i` (after optional spaces): its unescaped text.
+    let literal = |mut i: usize| -> Option<String> {
+        while b.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        let q = *b.get(i)?;
+        if !matches!(q, b'"' | b'\'' | b'`') {
+            return None;
+        }
+        let mut s = Vec::new();
+        i += 1;
+        while let Some(&c) = b.get(i) {
+            match c {
+                b'\\' if q != b'\'' || b.get(i + 1) == Some(&b'\'') => {
+                    let n = *b.get(i + 1)?;
+                    s.push(match n {
+                        b'n' => b'\n',
+                        b't' => b'\t',
+                        other => other,
+                    });
+                    i += 2;
+                }
+                c if c == q => return String::from_utf8(s).ok(),
+                c => {
+                    s.push(c);
+                    i += 1;
+                }
+            }
+        }
+        None
+    };
+    for call in CALLS {
+        let mut from = 0;
+        while let Some(at) = program[from..].find(call) {
+            let mut i = from + at + call.len();
+            from = i;
+            while b.get(i).is_some_and(u8::is_ascii_whitespace) {
+                i += 1;
+            }
+            if b.get(i) == Some(&b'(') {
+                out.extend(literal(i + 1));
+            }
+        }
+    }
+    // Backticks open and close in turn; parity is tracked as we go so that a long program
+    // costs one pass.
+    let mut backticks = 0usize;
+    for (i, c) in program.char_indices() {
+        match c {
+            // `print x | "cmd"` and `"cmd" | getline`.
+            '|' => {
+                out.extend(literal(i + 1));
+                if let Some(end) = program[..i].trim_end().strip_suffix('"')
+                    && let Some(start) = end.rfind('"')
+                {
+                    out.push(end[start + 1..].to_owned());
+                }
+            }
+            // Backticks run their text in perl, ruby and php.
+            '`' => {
+                if backticks.is_multiple_of(2) {
+                    out.extend(literal(i));
+                }
+                backticks += 1;
+            }
+            _ => {}
+        }
+    }
+    out.retain(|s| !s.trim().is_empty());
+    out.dedup();
+    out
+}
+
 /// What classifying one command's argv found.
 #[derive(Debug, Default)]
 pub(crate) struct ArgvFindings {
@@ -480,6 +628,9 @@ pub(crate) struct ArgvFindings {
     pub safe: bool,
     /// Paths the command's operands name, as spelled (resolved later against the cwd).
     pub paths: Vec<(String, Access)>,
+    /// Shell command strings the program runs (`awk 'BEGIN{system("...")}'`,
+    /// `python3 -c 'os.system("...")'`), for the shell module to analyse.
+    pub scripts: Vec<String>,
 }
 
 /// Classifies one command by its program `name` (a basename) and arguments.
@@ -529,10 +680,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             if recursive || forced {
                 f.rules.push(&RM_RECURSIVE);
             }
-            let root_target = ops.iter().any(|o| {
-                let p = crate::paths::normalise(o);
-                p == "/" || p == "~" || p == "/*" || p == "~/*" || p == "/home" || p == "/root"
-            });
+            let root_target = ops.iter().any(|o| is_root_target(o));
             if parsed.has(&["--no-preserve-root"]) || ((recursive || forced) && root_target) {
                 f.rules.push(&RM_ROOT);
             }
@@ -560,11 +708,13 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 "-fls",
             ];
             unsafe_flag |= args.iter().any(|a| BAD.contains(&a.as_str()));
-            for a in args
-                .iter()
-                .take_while(|a| !a.starts_with('-') && *a != "!" && *a != "(")
-            {
-                f.paths.push((a.clone(), Access::Read));
+            let starts = find_starts(args);
+            // `find / -delete` is `rm -rf /` spelled differently.
+            if args.iter().any(|a| a == "-delete") && starts.iter().any(|p| is_root_target(p)) {
+                f.rules.push(&RM_ROOT);
+            }
+            for a in starts {
+                f.paths.push((a.to_owned(), Access::Read));
             }
         }
         "rg" => {
@@ -640,6 +790,13 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 "--pretty-print",
                 "--profile",
             ]);
+            let programs = sources
+                .iter()
+                .copied()
+                .chain(ops.first().copied().filter(|_| program_operand));
+            for program in programs {
+                f.scripts.extend(embedded_commands(program));
+            }
             unsafe_flag |= writes_or_debugs
                 || loads
                 || from_file
@@ -720,6 +877,11 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         };
         ((*p).to_owned(), access)
     }));
+    if is_interpreter(name) && !is_shell(name) {
+        for code in inline_code(name, args) {
+            f.scripts.extend(embedded_commands(code));
+        }
+    }
     if NETWORK_CLIENTS.contains(&name) {
         f.rules.push(&NETWORK);
     }

@@ -9,6 +9,7 @@
 mod argv;
 pub mod baseline;
 pub mod call;
+mod compute;
 pub mod digest;
 pub mod document;
 pub mod engine;

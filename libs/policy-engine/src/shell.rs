@@ -13,6 +13,7 @@ use brush_parser::ast;
 use brush_parser::word::{ParameterExpr, ParameterTransformOp, WordPiece, WordPieceWithSource};
 
 use crate::baseline::{self, BaselineRule};
+use crate::compute;
 use crate::paths::{self, Access};
 
 /// Most simple commands one analysis extracts before giving up (then at least `ask`).
@@ -57,6 +58,10 @@ pub struct ShellCommand {
     pub paths: Vec<ShellPath>,
     /// Whether the command fetches remote content (for fetch-and-execute detection).
     fetch: bool,
+    /// Not written in the script as a command bash runs itself: what a dynamic command
+    /// computes to (`$(echo rm) -rf /` → `rm -rf /`), or a command another program runs with
+    /// a string the script gives it (`find -exec`, awk's `system()`, `... | bash`, `xargs`).
+    pub derived: bool,
 }
 
 /// Everything an analysis found.
@@ -86,6 +91,8 @@ pub fn analyze_script(script: &str, cwd: &str) -> Analysis {
     let mut ctx = Ctx {
         cwd: Some(paths::normalise(cwd)),
         stdin_fetch: false,
+        stdin_text: None,
+        derived: false,
     };
     a.script(script, &mut ctx, 0);
     a.finish()
@@ -97,6 +104,8 @@ pub fn analyze_argv(argv: &[String], cwd: &str) -> Analysis {
     let mut ctx = Ctx {
         cwd: Some(paths::normalise(cwd)),
         stdin_fetch: false,
+        stdin_text: None,
+        derived: false,
     };
     if argv.is_empty() {
         a.findings
@@ -114,6 +123,22 @@ struct Ctx {
     cwd: Option<String>,
     /// Whether stdin carries the output of a network fetcher (`curl x | ...`).
     stdin_fetch: bool,
+    /// What stdin carries when the script alone decides it (`echo ... | base64 -d | bash`).
+    stdin_text: Option<String>,
+    /// Commands analysed here are derived (see [`ShellCommand::derived`]).
+    derived: bool,
+}
+
+impl Ctx {
+    /// A copy for analysing commands derived from what the script computes or hands over.
+    fn derived(&self) -> Ctx {
+        Ctx {
+            stdin_fetch: false,
+            stdin_text: None,
+            derived: true,
+            ..self.clone()
+        }
+    }
 }
 
 /// A word after quote removal, with what its expansion depends on.
@@ -130,6 +155,9 @@ struct Expanded {
     risky: Option<&'static str>,
     /// Contains a substitution whose commands fetch remote content.
     fetch: bool,
+    /// The word as written, kept for dynamic words only: what it computes to is worked out
+    /// from it when needed (see [`crate::compute`]).
+    raw: Option<String>,
 }
 
 impl Expanded {
@@ -152,6 +180,8 @@ struct Analyzer {
     paths: Vec<ShellPath>,
     functions: HashSet<String>,
     exhausted: bool,
+    /// Literal values the script assigns to variables, for computing dynamic words.
+    vars: compute::Vars,
 }
 
 impl Analyzer {
@@ -260,13 +290,23 @@ impl Analyzer {
             return;
         }
         let mut fetch_seen = ctx.stdin_fetch;
+        let mut text = ctx.stdin_text.clone();
         for (i, cmd) in p.seq.iter().enumerate() {
             // Each element of a multi-command pipeline runs in its own subshell.
             let mut local = ctx.clone();
             local.stdin_fetch = if i == 0 { ctx.stdin_fetch } else { fetch_seen };
+            local.stdin_text = text.take();
             let start = self.commands.len();
             self.command(cmd, &mut local, depth);
             fetch_seen |= self.commands[start..].iter().any(|c| c.fetch);
+            // What this stage prints, if the script alone decides it, is the next one's stdin.
+            text = compute::command_output(
+                cmd,
+                local.stdin_text.as_deref(),
+                i > 0 || ctx.stdin_text.is_some(),
+                &self.vars,
+                0,
+            );
         }
     }
 
@@ -344,7 +384,15 @@ impl Analyzer {
             }
             ast::CompoundCommand::ForClause(f) => {
                 for w in f.values.iter().flatten() {
-                    self.word(&w.value, ctx, depth);
+                    let e = self.word(&w.value, ctx, depth);
+                    // The loop variable takes each field in turn.
+                    let fields = match &e.raw {
+                        None => Some(vec![vec![e.text.clone()]]),
+                        Some(raw) => compute::word(raw, &self.vars),
+                    };
+                    for field in fields.into_iter().flatten().flatten() {
+                        self.vars.assign(&f.variable_name, field);
+                    }
                 }
                 self.compound_list(&f.body.list, ctx, depth);
             }
@@ -616,6 +664,9 @@ impl Analyzer {
                 e.risky = Some("a word could not be parsed");
             }
         }
+        if !e.is_static() {
+            e.raw = Some(raw.to_owned());
+        }
         e
     }
 
@@ -757,6 +808,7 @@ impl Analyzer {
     ) {
         if words.is_empty() {
             for (name, value) in assigns {
+                self.remember(name, value);
                 if baseline::is_sensitive_variable(name) {
                     self.findings.push((
                         &baseline::SENSITIVE_ENV,
@@ -790,6 +842,7 @@ impl Analyzer {
             safe: true,
             paths: redirect_paths,
             fetch: false,
+            derived: ctx.derived,
         };
         for (name, value) in assigns {
             // Every assignment is shown: approvers should see the environment a command gets.
@@ -809,21 +862,25 @@ impl Analyzer {
             }
         }
         let program = &words[0];
+        let echo_like = matches!(
+            program.text.as_str(),
+            "echo" | "printf" | "true" | "false" | ":" | "test" | "["
+        );
+        // Printing a dynamic word decides nothing; anything else is classified as computed.
+        if !(echo_like && program.raw.is_none()) && words.iter().any(|w| w.raw.is_some()) {
+            self.computed(words, assigns, heredocs, ctx, depth, &mut cmd);
+        }
         if !program.is_static() || program.tilde {
             cmd.rules.push(&baseline::DYNAMIC_PROGRAM);
             cmd.fully_analyzed = false;
             cmd.safe = false;
             cmd.notes.push(format!(
-                "program `{}` depends on runtime expansion",
+                "the program name is computed at run time from `{}`",
                 program.text
             ));
             self.commands.push(cmd);
             return;
         }
-        let echo_like = matches!(
-            program.text.as_str(),
-            "echo" | "printf" | "true" | "false" | ":" | "test" | "["
-        );
         for w in &words[1..] {
             if let Some(r) = w.risky {
                 cmd.rules.push(&baseline::DYNAMIC_ARGS);
@@ -857,6 +914,97 @@ impl Analyzer {
             cmd.safe = false;
         }
         self.commands.push(cmd);
+    }
+
+    /// Records the value an assignment gives a variable, when the script alone decides it.
+    fn remember(&mut self, name: &str, value: &Expanded) {
+        match &value.raw {
+            None => self.vars.assign(name, value.text.clone()),
+            // An assignment is neither brace-expanded nor split: join what `word` split.
+            Some(raw) => {
+                for fields in compute::word(raw, &self.vars).into_iter().flatten() {
+                    self.vars.assign(name, fields.join(" "));
+                }
+            }
+        }
+    }
+
+    /// Classifies what a command with dynamic words computes to, when the script alone
+    /// decides it: `$(echo rm) -rf /` is also analysed as `rm -rf /`, so a deny stays a deny.
+    /// The dynamic command itself keeps its findings (at least `ask`); each computed argv
+    /// is analysed as a command of its own, and both say so in their notes.
+    fn computed(
+        &mut self,
+        words: &[Expanded],
+        assigns: &[(String, Expanded)],
+        heredocs: &[String],
+        ctx: &Ctx,
+        depth: usize,
+        cmd: &mut ShellCommand,
+    ) {
+        // Each computed argv is a command of its own, so the command budget bounds this too.
+        if self.over_budget(depth + 1) {
+            return;
+        }
+        let mut argvs: Vec<Vec<String>> = vec![Vec::new()];
+        for w in words {
+            let alts = match &w.raw {
+                None => vec![vec![w.text.clone()]],
+                Some(raw) => match compute::word(raw, &self.vars) {
+                    Some(alts) => alts,
+                    None => {
+                        cmd.notes.push(format!(
+                            "`{}` is computed at run time; the script alone does not decide its value",
+                            w.text
+                        ));
+                        return;
+                    }
+                },
+            };
+            if argvs.len() * alts.len() > compute::MAX_ALTERNATIVES {
+                cmd.notes.push(format!(
+                    "`{}` has too many possible values to follow",
+                    w.text
+                ));
+                return;
+            }
+            argvs = argvs
+                .iter()
+                .flat_map(|a| {
+                    alts.iter().map(move |f| {
+                        let mut a = a.clone();
+                        a.extend(f.iter().cloned());
+                        a
+                    })
+                })
+                .collect();
+        }
+        let written = words
+            .iter()
+            .map(|w| w.text.as_str())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for argv in argvs.into_iter().filter(|a| !a.is_empty()) {
+            let shown = argv.join(" ");
+            cmd.notes.push(format!(
+                "computed from the script alone, `{written}` runs `{shown}` (analysed as its own command)"
+            ));
+            let lits: Vec<Expanded> = argv.into_iter().map(Expanded::literal).collect();
+            self.simple_command(
+                &lits,
+                assigns,
+                Vec::new(),
+                heredocs,
+                &mut ctx.derived(),
+                depth + 1,
+            );
+            if let Some(c) = self.commands.last_mut() {
+                c.notes.insert(
+                    0,
+                    format!("computed from the script alone from `{written}`"),
+                );
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -909,11 +1057,50 @@ impl Analyzer {
             }
             let f = baseline::classify_argv(&name, args);
             cmd.rules.extend(f.rules.iter().copied());
+            for script in &f.scripts {
+                cmd.notes.push(format!(
+                    "{name} runs the shell command `{script}`: analysing it"
+                ));
+                self.script(script, &mut ctx.derived(), depth + 1);
+            }
+            if name == "xargs"
+                && let Some(text) = &ctx.stdin_text
+                && args.first().is_some_and(|a| !a.starts_with('-'))
+            {
+                // xargs without options appends the words of its input to its command.
+                let argv: Vec<String> = args
+                    .iter()
+                    .cloned()
+                    .chain(text.split_whitespace().map(str::to_owned))
+                    .collect();
+                cmd.notes.push(format!(
+                    "computed from the script alone, xargs runs `{}`: analysing it",
+                    argv.join(" ")
+                ));
+                let lits: Vec<Expanded> = argv.into_iter().map(Expanded::literal).collect();
+                self.simple_command(&lits, &[], Vec::new(), &[], &mut ctx.derived(), depth + 1);
+            }
+            if name == "find" {
+                for argv in baseline::find_exec_commands(args) {
+                    let shown = argv.join(" ");
+                    cmd.notes.push(format!(
+                        "find runs `{shown}` for what it finds: analysing it"
+                    ));
+                    let lits: Vec<Expanded> = argv.into_iter().map(Expanded::literal).collect();
+                    self.simple_command(&lits, &[], Vec::new(), &[], &mut ctx.derived(), depth + 1);
+                }
+            }
             if matches!(
                 name.as_str(),
                 "export" | "declare" | "typeset" | "local" | "readonly"
             ) {
-                for (n, _) in args.iter().filter_map(|a| a.split_once('=')) {
+                for a in args {
+                    let Some((n, v)) = a.split_once('=') else {
+                        continue;
+                    };
+                    if !dynamic.contains(&a.as_str()) {
+                        self.vars.assign(n, v.to_owned());
+                    }
                     if baseline::is_sensitive_variable(n.trim_end_matches('+')) {
                         cmd.rules.push(&baseline::SENSITIVE_ENV);
                         cmd.notes.push(format!("{name} sets {n}"));
@@ -1030,6 +1217,12 @@ impl Analyzer {
             return;
         }
         if matches!(name, "source" | ".") {
+            match args.first() {
+                Some(file) => cmd.notes.push(format!(
+                    "{name} runs the commands in `{file}` in this shell; that file is not part of the script, so its contents were not analysed"
+                )),
+                None => cmd.notes.push(format!("{name} without a file name")),
+            }
             return;
         }
         let stdin = baseline::reads_program_from_stdin(name, args);
@@ -1069,6 +1262,14 @@ impl Analyzer {
                     if !ctx.stdin_fetch {
                         cmd.rules.push(&baseline::SHELL_STDIN);
                         cmd.notes.push(format!("{name} reads commands from stdin"));
+                    }
+                    if let Some(text) = &ctx.stdin_text {
+                        cmd.notes.push(format!(
+                            "computed from the script alone, {name} reads the program `{}`: analysing it",
+                            text.trim_end()
+                        ));
+                        let text = text.clone();
+                        self.script(&text, &mut ctx.derived(), depth + 1);
                     }
                 } else {
                     for doc in heredocs {
@@ -1185,10 +1386,11 @@ fn path_for(text: &str, known: bool, access: Access, cwd: Option<&str>) -> Shell
 /// How a parameter expansion is shown in an explanation's argv (its value is unknown).
 fn parameter_text(p: &WordPieceWithSource) -> String {
     match &p.piece {
+        // `Parameter`'s Display already spells `${name}`.
         WordPiece::ParameterExpansion(ParameterExpr::Parameter {
             parameter,
             indirect: false,
-        }) => format!("${{{parameter}}}"),
+        }) => parameter.to_string(),
         _ => "${...}".to_owned(),
     }
 }
@@ -1207,7 +1409,7 @@ fn tilde_suffix(t: &brush_parser::word::TildeExpr) -> String {
     }
 }
 
-fn unescape_backquoted(body: &str) -> String {
+pub(crate) fn unescape_backquoted(body: &str) -> String {
     let mut out = String::with_capacity(body.len());
     let mut chars = body.chars().peekable();
     while let Some(c) = chars.next() {

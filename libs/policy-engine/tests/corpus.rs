@@ -1271,3 +1271,188 @@ fn a_rule_decides_the_sandbox_profile_of_the_runs_it_matches() {
     );
     assert_eq!(d.sandbox_profile, None);
 }
+
+/// Issue 13 §5: a deny is not softened by spelling when the script alone decides the value.
+mod computed_spellings {
+    use super::*;
+
+    #[track_caller]
+    fn denied(script: &str) {
+        expect(&defaults(), script, Tier::Deny);
+    }
+
+    #[test]
+    fn command_substitution_of_literals() {
+        for s in [
+            "$(echo rm) -rf /",
+            "`echo rm` -rf /",
+            "\"$(echo rm)\" -rf /",
+            "$(printf rm) -rf /",
+            "$(printf %s r m) -rf /",
+            "$(printf 'r\\x6d') -rf /",
+            "$(echo -e 'r\\x6d') -rf /",
+            "$(echo $(echo rm)) -rf /",
+            "$(echo rm -rf /)",
+            "$(echo rm -rf) /",
+            "rm $(echo -rf) /",
+            "rm -rf $(echo /)",
+            "r$(echo m) -rf /",
+            "$(echo r)$(echo m) -rf /",
+            "$(echo mr | rev) -rf /",
+            "$(echo ez | tr a-z n-za-m) -rf /",
+            "$(echo 726d | xxd -r -p) -rf /",
+            "$(echo cm0= | base64 -d) -rf /",
+            "$(base64 -d <<< cm0=) -rf /",
+        ] {
+            denied(s);
+        }
+    }
+
+    #[test]
+    fn variables_assigned_earlier() {
+        for s in [
+            "R=rm; $R -rf /",
+            "R=rm; ${R} -rf /",
+            "R=rm; \"$R\" -rf /",
+            "R=rm\n$R -rf /",
+            "R=rm && $R -rf /",
+            "R='rm -rf /'; $R",
+            "R=r; ${R}m -rf /",
+            "A=r B=m; $A$B -rf /",
+            "R=$(echo rm); $R -rf /",
+            "export R=rm; $R -rf /",
+            "declare R=rm; $R -rf /",
+            "for c in rm; do $c -rf /; done",
+            "for c in ls rm; do $c -rf /; done",
+            "T=/; rm -rf $T",
+            "${X:-rm} -rf /",
+            "if true; then R=rm; fi; $R -rf /",
+        ] {
+            denied(s);
+        }
+    }
+
+    #[test]
+    fn brace_expansion() {
+        for s in [
+            "{r,R}{m,M} -rf /",
+            "{rm,ls} -rf /",
+            "r{m,} -rf /",
+            "rm -rf /{,}",
+            "rm -{r,f} /",
+            "{rm,-rf,/}",
+        ] {
+            denied(s);
+        }
+    }
+
+    #[test]
+    fn quoting_games() {
+        for s in [
+            "r''m -rf /",
+            "\"r\"m -rf /",
+            "\\rm -rf /",
+            "r\\m -rf /",
+            "$'r\\155' -rf /",
+            "$'\\x72\\x6d' -rf /",
+            "'rm' '-rf' '/'",
+            "rm -rf '/'",
+            "rm -r\"f\" /",
+        ] {
+            denied(s);
+        }
+    }
+
+    #[test]
+    fn decoded_programs_piped_into_a_shell() {
+        for s in [
+            "echo cm0gLXJmIC8K | base64 -d | bash",
+            "echo cm0gLXJmIC8= | base64 --decode | sh",
+            "printf cm0gLXJmIC8= | base64 -d | bash -s",
+            "base64 -d <<< cm0gLXJmIC8= | bash",
+            "echo 'rm -rf /' | bash",
+            "echo '/ fr- mr' | rev | sh",
+            "bash -c \"$(echo cm0gLXJmIC8= | base64 -d)\"",
+            "eval \"$(echo cm0gLXJmIC8= | base64 -d)\"",
+            "eval $(echo cm0gLXJmIC8= | base64 -d)",
+            "echo / | xargs rm -rf",
+        ] {
+            denied(s);
+        }
+    }
+
+    #[test]
+    fn programs_that_run_commands() {
+        for s in [
+            "find / -delete",
+            "find ~ -delete",
+            "find / -name x -delete",
+            "find / -exec rm -rf {} +",
+            "find / -execdir rm -rf {} \\;",
+            "awk 'BEGIN{system(\"rm -rf /\")}'",
+            "awk 'BEGIN { system (\"rm -rf /\") }'",
+            "awk 'BEGIN{print \"x\" | \"rm -rf /\"}'",
+            "gawk -e 'BEGIN{system(\"rm -rf /\")}'",
+            "python3 -c 'import os; os.system(\"rm -rf /\")'",
+            "perl -e 'system(\"rm -rf /\")'",
+            "perl -e '`rm -rf /`'",
+            "ruby -e 'system(\"rm -rf /\")'",
+            "node -e 'require(\"child_process\").execSync(\"rm -rf /\")'",
+        ] {
+            denied(s);
+        }
+        // The issue's own example deletes /tmp/x: as asked as the plain command.
+        expect(
+            &defaults(),
+            "awk 'BEGIN{system(\"rm -rf /tmp/x\")}'",
+            Tier::Ask,
+        );
+        expect(&defaults(), "rm -rf /tmp/x", Tier::Ask);
+    }
+
+    #[test]
+    fn what_cannot_be_computed_says_so() {
+        let d = run(&defaults(), "$(curl -s x) -rf /");
+        assert_eq!(d.tier, Tier::Ask, "{}", d.message);
+        let notes = &d.commands.last().unwrap().notes;
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("the program name is computed at run time from `$(curl -s x)`")),
+            "{notes:?}"
+        );
+        let d = run(&defaults(), ". /tmp/evil.sh");
+        assert_eq!(d.tier, Tier::Ask, "{}", d.message);
+        assert!(
+            d.commands[0]
+                .notes
+                .iter()
+                .any(|n| n.contains("its contents were not analysed")),
+            "{d:#?}"
+        );
+        for s in [
+            "$HOME/x -rf /",
+            "$(cat f) -rf /",
+            "R=$1; $R -rf /",
+            "/???/?m -rf /",
+        ] {
+            expect(&defaults(), s, Tier::Ask);
+        }
+    }
+
+    #[test]
+    fn computed_commands_are_shown_and_never_relax() {
+        // A computed safe command stays ask: the dynamic spelling is what runs.
+        expect(&defaults(), "R=ls; $R", Tier::Ask);
+        expect(&defaults(), "$(echo ls)", Tier::Ask);
+        let d = run(&defaults(), "$(echo rm) -rf /");
+        assert!(
+            d.commands.iter().any(|c| c.argv == ["rm", "-rf", "/"]
+                && c.notes
+                    .iter()
+                    .any(|n| n.contains("computed from the script alone"))),
+            "{d:#?}"
+        );
+        expect(&defaults(), "echo $HOME", Tier::Auto);
+    }
+}

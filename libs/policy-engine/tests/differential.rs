@@ -132,7 +132,11 @@ fn extracted_argv_equals_what_bash_executes() {
             .commands
             .iter()
             .filter(|c| {
-                !builtins.contains(&c.argv[0]) && !passthrough.contains(&c.argv[0].as_str())
+                // Derived commands are what a dynamic word computes to or what another
+                // program (a shim here) would run: bash itself does not execute them.
+                !c.derived
+                    && !builtins.contains(&c.argv[0])
+                    && !passthrough.contains(&c.argv[0].as_str())
             })
             .collect();
         let programs: HashSet<String> = external.iter().map(|c| c.argv[0].clone()).collect();
@@ -160,4 +164,62 @@ fn extracted_argv_equals_what_bash_executes() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Issue 13 §5: what the analysis computes a dynamic command to be (`$(echo rm) -rf build`
+/// → `rm -rf build`) is what bash runs. Only builtins compute here (`echo`, `printf`): the
+/// other filters would be shims.
+mod computed {
+    use super::*;
+
+    const COMPUTED: &[&str] = &[
+        "$(echo rm) -rf build",
+        "`echo rm` -rf build",
+        "\"$(echo rm)\" -rf build",
+        "$(printf %s r m) -rf build",
+        "$(printf 'r\\x6d') -rf build",
+        "$(echo -e 'r\\x6d') -rf build",
+        "$(echo rm -rf build)",
+        "\"$(echo rm -rf)\" build",
+        "r$(echo m) -rf build",
+        "R=rm; $R -rf build",
+        "R='rm -rf'; $R build",
+        "R='rm -rf'; \"$R\" build",
+        "A=r B=m; $A$B -rf build",
+        "R=$(echo rm); $R -rf build",
+        "export R=rm; $R -rf build",
+        "for c in rm; do $c -rf build; done",
+        "${X:-rm} -rf build",
+        "{r,R}{m,M} -rf build",
+        "rm -rf build{,2}",
+        "rm -{r,f} build",
+        "rm x{1..3}",
+        "rm {a..c}.o",
+        "r{m,} -f build",
+        "rm '{a,b}' {a,\"b c\"}",
+    ];
+
+    #[test]
+    fn computed_commands_equal_what_bash_runs() {
+        let mut failures = Vec::new();
+        for script in COMPUTED {
+            let analysis = analyze_script(script, ".");
+            let derived: Vec<_> = analysis.commands.iter().filter(|c| c.derived).collect();
+            if derived.len() != 1 {
+                failures.push(format!("{script:?}: {} computed commands", derived.len()));
+                continue;
+            }
+            let programs: HashSet<String> = ["rm", "Rm", "rM", "RM", "r", "rm -rf"]
+                .map(str::to_owned)
+                .into();
+            let executed = run_under_bash(script, &programs);
+            if executed != [derived[0].argv.clone()] {
+                failures.push(format!(
+                    "{script:?}: computed {:?}, bash ran {executed:?}",
+                    derived[0].argv
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
 }

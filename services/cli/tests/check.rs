@@ -95,3 +95,65 @@ fn the_shipped_policy_validates() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("policy ok"));
 }
+
+/// Issue 13: every example the issue states an answer for, through the real binary.
+#[test]
+fn issue_13_examples_get_the_stated_answer() {
+    // §1: abbreviated and clustered options are read as the program reads them.
+    for script in [
+        "sort -S 64k --compress-prog=sh big.txt",
+        "sort -uoout.txt big.txt",
+        "awk --sourc='BEGIN{system(\"id\")}'",
+        "sed --expr='1e id' f",
+        "tail --s 1 f",
+    ] {
+        assert_eq!(decision(script), "ask", "{script:?}");
+    }
+    // §2: git outside the workspace's own repository, and commands that discard work.
+    for script in [
+        "git -C evil status",
+        "cd evil && git status",
+        "git --git-dir=evil status",
+        "git --work-tree=.. status",
+        "git --exec-path=evil status",
+        "git -c core.fsmonitor=x status",
+        "git --config-env=core.pager=X log",
+        "GIT_DIR=evil git status",
+        "git checkout -- src/main.rs",
+        "git checkout .",
+        "git restore f",
+        "git reset --hard",
+        "git clean -f",
+        "git stash drop",
+        "git stash clear",
+    ] {
+        assert_eq!(decision(script), "ask", "{script:?}");
+    }
+    assert_eq!(decision("git status"), "auto");
+    assert_eq!(decision("git restore --staged f"), "auto");
+    // §5: a deny is not softened by spelling when the script alone decides the value.
+    for script in [
+        "$(echo rm) -rf /",
+        "R=rm; $R -rf /",
+        "{r,R}{m,M} -rf /",
+        "echo cm0gLXJmIC8K | base64 -d | bash",
+        "find / -delete",
+        "awk 'BEGIN{system(\"rm -rf /\")}'",
+        "r''m -rf /",
+        "\"r\"m -rf /",
+        "\\rm -rf /",
+    ] {
+        assert_eq!(decision(script), "deny", "{script:?}");
+    }
+    // Not computable from the script: asked, with the reason in plain words.
+    assert_eq!(decision(". /tmp/evil.sh"), "ask");
+    assert_eq!(decision("awk 'BEGIN{system(\"rm -rf /tmp/x\")}'"), "ask");
+    let out = toolgate(&["check", "--json", "--", "$(curl -s x) -rf /"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["decision"], "ask");
+    assert!(
+        v.to_string()
+            .contains("the program name is computed at run time from `$(curl -s x)`"),
+        "{v}"
+    );
+}
