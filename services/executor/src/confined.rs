@@ -113,10 +113,15 @@ impl Confined {
     /// decision's hidden paths match, and binds protected paths read-only: the walk happens
     /// here, right before the spawn, so it sees the workspace as the run will.
     pub(crate) fn run(&self, proof: &Authorized, mut spec: RunSpec) -> Result<Run, Status> {
-        let masks = self
-            .workspace
-            .run_masks(proof.hidden_globs()?)
-            .map_err(|e| status::from_error(&e))?;
+        let hidden = proof.hidden_globs()?;
+        // The walk reads the whole workspace: on a multi-thread runtime the worker says it
+        // blocks, so its other tasks move elsewhere instead of waiting behind a large tree.
+        let walk = || self.workspace.run_masks(hidden);
+        let masks = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(walk),
+            _ => walk(),
+        }
+        .map_err(|e| status::from_error(&e))?;
         // The profile the policy decided under is the one the run gets; the runner refuses it
         // with SANDBOX_UNAVAILABLE if this executor cannot enforce it.
         if !proof.sandbox_profile().is_empty() {
