@@ -1161,6 +1161,9 @@ impl Analyzer {
                 cmd.rules.push(&baseline::SHELL_STDIN);
             }
             let Some(w) = unwrap(&name, args) else { break };
+            if w.ambiguous {
+                cmd.rules.push(&baseline::AMBIGUOUS_OPTION);
+            }
             for (n, v) in &w.assigns {
                 if baseline::is_sensitive_variable(n) {
                     cmd.rules.push(&baseline::SENSITIVE_ENV);
@@ -1552,6 +1555,8 @@ struct Unwrapped<'a> {
     chdir: Option<&'a str>,
     split: Option<&'a str>,
     no_exec: bool,
+    /// An abbreviated option matched several: where the command starts is a guess.
+    ambiguous: bool,
 }
 
 /// Parses an exec wrapper's options; `None` if `name` is not a wrapper.
@@ -1562,7 +1567,42 @@ fn unwrap<'a>(name: &str, args: &'a [String]) -> Option<Unwrapped<'a>> {
         chdir: None,
         split: None,
         no_exec: false,
+        ambiguous: false,
     };
+    // Wrappers with an argv table are read as their getopt reads them: abbreviations,
+    // clusters (`env -iS'rm -rf /'`), values attached or not.
+    if matches!(
+        name,
+        "env" | "nice" | "timeout" | "stdbuf" | "ionice" | "xargs"
+    ) {
+        let p = crate::argv::parse(name, args);
+        let mut i = args.len() - p.operands.len();
+        w.chdir = p.values_of(&["-C", "--chdir"]).last();
+        w.split = p.values_of(&["-S", "--split-string"]).last();
+        w.ambiguous = p.ambiguous.is_some();
+        if name == "env" {
+            // `env -` is `env -i`; then NAME=VALUE words up to the command.
+            if args.get(i).is_some_and(|a| a == "-")
+                && args.get(i.wrapping_sub(1)).is_none_or(|a| a != "--")
+            {
+                i += 1;
+            }
+            while let Some(a) = args.get(i)
+                && let Some((n, v)) = a.split_once('=')
+                && !n.is_empty()
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
+                w.assigns.push((n, v));
+                i += 1;
+            }
+        }
+        if name == "timeout" {
+            // The duration precedes the command.
+            i += 1;
+        }
+        w.inner = i;
+        return Some(w);
+    }
     // (options taking a separate value, flags, whether a positional precedes the command)
     let (with_value, positional_first): (&[&str], bool) = match name {
         "env" => (

@@ -1074,6 +1074,36 @@ mod abbreviations {
     }
 
     #[test]
+    fn wrapper_options_abbreviated_or_clustered() {
+        for s in [
+            "env --split-s='rm -rf /'",
+            "env --spl 'rm -rf /'",
+            "env -iS'rm -rf /'",
+            "env -vS 'rm -rf /'",
+            "env --chd=/etc rm -f passwd",
+            "env -vC/etc rm -f passwd",
+            "env - rm -rf /",
+            "env --unset=X rm -rf /",
+            "timeout --sig KILL 5 rm -rf /",
+            "timeout -sKILL --kill=1 5 rm -rf /",
+            "nice --adj 5 rm -rf /",
+            "stdbuf --out L rm -rf /",
+            "ionice --classd 7 rm -rf /",
+            "xargs --max-a 1 rm -rf /",
+        ] {
+            expect(&defaults(), s, Tier::Deny);
+        }
+        // `--ignore-` could be --ignore-environment or --ignore-signal.
+        let d = run(&defaults(), "env --ignore- ls");
+        assert!(
+            d.matches
+                .iter()
+                .any(|m| m.rule_id == "baseline.ambiguous-option"),
+            "{d:#?}"
+        );
+    }
+
+    #[test]
     fn man_abbreviated_pager() {
         for s in ["man --pag=sh ls", "man -P'sh -c id' ls", "man --htm ls"] {
             expect_at_least(&defaults(), s, Tier::Ask);
