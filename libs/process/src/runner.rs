@@ -154,7 +154,9 @@ struct Inner {
     caps: Capabilities,
     bash: PathBuf,
     /// `/dev/null`, open for reading and writing: every standard stream that is not a pipe.
-    dev_null: OwnedFd,
+    dev_null: Arc<OwnedFd>,
+    /// The thread sandboxed children are cloned from (their parent-death signal follows it).
+    spawner: Arc<Spawner>,
     permits: Arc<Semaphore>,
     shutdown: watch::Sender<bool>,
     /// The empty directory runs mount their tmpfs HOME on (each in its own mount namespace).
@@ -261,7 +263,9 @@ impl Runner {
             .write(true)
             .open("/dev/null")
             .map(OwnedFd::from)
+            .map(Arc::new)
             .map_err(setup_err("open /dev/null"))?;
+        let spawner = Spawner::start().map_err(setup_err("start the spawner thread"))?;
         let mut plan = Plan {
             mechanism: KillMechanism::ProcessGroup,
             pid_limit: None,
@@ -320,6 +324,7 @@ impl Runner {
             plan: plan.clone(),
             bash,
             dev_null,
+            spawner,
             home_mount,
             sandboxes,
             sandbox_pid_limit: None,
@@ -562,7 +567,7 @@ impl Runner {
         };
         let started = Instant::now();
         let started_at = SystemTime::now();
-        let spawned = prepared.and_then(|p| inner.spawn(&p, [stdin, Io::Pipe, Io::Pipe]));
+        let spawned = prepared.and_then(|p| inner.spawn(p, [stdin, Io::Pipe, Io::Pipe]));
         let child = match spawned {
             Ok(child) => child,
             Err(err) => {
@@ -598,6 +603,7 @@ impl Runner {
         };
 
         let sup = Supervisor {
+            _spawner: Arc::clone(&inner.spawner),
             pid,
             pidfd,
             guard,
@@ -664,7 +670,7 @@ impl Runner {
             .inner
             .prepare(argv[0], &argv[1..], &[], &home, cwd, None, None)?;
         let stdout = if capture_stdout { Io::Pipe } else { Io::Null };
-        let child = self.inner.spawn(&prepared, [Io::Null, stdout, Io::Null])?;
+        let child = self.inner.spawn(prepared, [Io::Null, stdout, Io::Null])?;
         if let Some(out) = &child.stdout {
             // Same pipe size as a run gets, so a throughput comparison measures only the stream.
             let _ = rustix::pipe::fcntl_setpipe_size(out, self.inner.config.pipe_buffer_bytes);
@@ -864,7 +870,8 @@ impl Inner {
     }
 
     /// Spawns `prepared` with its standard streams connected as `io` (stdin, stdout, stderr).
-    fn spawn(&self, prepared: &Prepared, io: [Io; 3]) -> io::Result<Spawned> {
+    /// A sandboxed child is cloned on the runner's spawner thread (see [`Spawner`]).
+    fn spawn(&self, prepared: Prepared, io: [Io; 3]) -> io::Result<Spawned> {
         let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
         let mut theirs: [Option<OwnedFd>; 3] = [None, None, None];
         for (i, mode) in io.into_iter().enumerate() {
@@ -875,18 +882,25 @@ impl Inner {
                 theirs[i] = Some(child);
             }
         }
-        let fds = [0, 1, 2].map(|i| {
-            theirs[i]
-                .as_ref()
-                .map_or(self.dev_null.as_fd(), |fd| fd.as_fd())
-        });
-        let pid = sys::spawn(
-            &prepared.exec,
-            fds,
-            &prepared.setup,
-            self.plan.mechanism == KillMechanism::PidNamespace,
-            prepared.share_network,
-        )?;
+        let sandboxed = prepared.setup.sandbox.is_some();
+        let dev_null = Arc::clone(&self.dev_null);
+        let new_pid_namespace = self.plan.mechanism == KillMechanism::PidNamespace;
+        let clone = move || {
+            let fds =
+                [0, 1, 2].map(|i| theirs[i].as_ref().map_or(dev_null.as_fd(), |fd| fd.as_fd()));
+            sys::spawn(
+                &prepared.exec,
+                fds,
+                &prepared.setup,
+                new_pid_namespace,
+                prepared.share_network,
+            )
+        };
+        let pid = if sandboxed {
+            self.spawner.call(clone)??
+        } else {
+            clone()?
+        };
         let [stdin, stdout, stderr] = ours;
         Ok(Spawned {
             pid,
@@ -910,7 +924,7 @@ impl Inner {
             return false;
         };
         self.prepare(&program, &[], &[], &home, cwd.into(), cgroup.as_ref(), None)
-            .and_then(|p| self.spawn(&p, [Io::Null; 3]))
+            .and_then(|p| self.spawn(p, [Io::Null; 3]))
             .and_then(|child| sys::wait4(child.pid, true))
             .is_ok_and(|r| r.and_then(|r| r.exit_code()) == Some(0))
     }
@@ -1047,6 +1061,44 @@ impl Inner {
     }
 }
 
+/// The thread every sandboxed child is cloned from.
+///
+/// A run's PID 1 gets `PR_SET_PDEATHSIG`, so it dies with the executor. The kernel sends that
+/// signal when the *thread* that cloned it exits, not the process, and a Tokio worker thread can
+/// retire while the executor lives (after `block_in_place` its core moves to a new thread). So
+/// the clone happens on one plain thread that lives as long as the runner or any of its runs;
+/// a call costs two thread hand-offs.
+#[derive(Debug)]
+struct Spawner {
+    jobs: std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>,
+}
+
+impl Spawner {
+    fn start() -> io::Result<Arc<Spawner>> {
+        let (jobs, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        std::thread::Builder::new()
+            .name("toolgate-spawn".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })?;
+        Ok(Arc::new(Spawner { jobs }))
+    }
+
+    /// Runs `f` on the spawner thread and returns its result.
+    fn call<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let gone = || io::Error::other("the spawner thread is gone");
+        self.jobs
+            .send(Box::new(move || {
+                let _ = tx.send(f());
+            }))
+            .map_err(|_| gone())?;
+        rx.recv().map_err(|_| gone())
+    }
+}
+
 /// Removes the empty `toolgate-homes-<pid>-*` mount points that executors which no longer run
 /// left behind (a SIGKILL skips their clean-up). They are only ever mounted on inside the
 /// runs' own mount namespaces, so they are empty; a live executor's is left alone.
@@ -1169,6 +1221,8 @@ enum Ending {
 }
 
 struct Supervisor {
+    /// Kept while the run lives: the run's parent-death signal follows the spawner thread.
+    _spawner: Arc<Spawner>,
     pid: i32,
     pidfd: AsyncFd<OwnedFd>,
     guard: ReapGuard,

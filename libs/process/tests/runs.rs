@@ -518,3 +518,29 @@ async fn every_run_has_a_loopback_of_its_own() {
     }
     drop(listener);
 }
+
+/// A run's PID 1 dies with the executor (parent-death signal), and the kernel sends that signal
+/// when the *thread* that cloned it exits. The thread that calls `try_run` may be gone long
+/// before the run ends (a retired runtime worker); the run must live on.
+#[test]
+fn a_run_outlives_the_thread_that_started_it() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let runner = runner();
+    let (_ws, cwd) = workspace();
+    let handle = rt.handle().clone();
+    let r = runner.clone();
+    let run = std::thread::spawn(move || {
+        let _entered = handle.enter();
+        r.try_run(spec(RunRequest::script("sleep 0.5; echo alive", cwd)))
+            .unwrap()
+    })
+    .join()
+    .unwrap();
+    let out = rt.block_on(collect(run));
+    assert_eq!(out.exited.status, Status::Exited(0), "{out:?}");
+    assert_eq!(out.stdout_str(), "alive\n");
+}

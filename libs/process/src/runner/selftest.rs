@@ -160,7 +160,7 @@ impl Inner {
             )
             .map_err(|e| e.to_string())?;
         let child = self
-            .spawn(&prepared, [Io::Null, Io::Pipe, Io::Null])
+            .spawn(prepared, [Io::Null, Io::Pipe, Io::Null])
             .map_err(|e| e.to_string())?;
         let mut stdout = String::new();
         if let Some(fd) = child.stdout {
