@@ -477,9 +477,20 @@ fn is_root_target(path: &str) -> bool {
     p == "/" || p == "~" || p == "/*" || p == "~/*" || p == "/home" || p == "/root"
 }
 
-/// find's starting points: the words before the first expression token.
+/// find's starting points: the words before the first expression token, after find's own
+/// leading options (`-H`, `-L`, `-P`, `-D opts`, `-O3`).
 pub(crate) fn find_starts(args: &[String]) -> Vec<&str> {
+    let mut i = 0;
+    while let Some(a) = args.get(i) {
+        match a.as_str() {
+            "-H" | "-L" | "-P" => i += 1,
+            "-D" => i += 2,
+            o if o.starts_with("-O") => i += 1,
+            _ => break,
+        }
+    }
     args.iter()
+        .skip(i)
         .map(String::as_str)
         .take_while(|a| !a.starts_with('-') && *a != "!" && *a != "(")
         .collect()
@@ -585,8 +596,11 @@ pub(crate) fn embedded_commands(program: &str) -> Vec<String> {
             while b.get(i).is_some_and(u8::is_ascii_whitespace) {
                 i += 1;
             }
+            // `system("...")`, and perl's and ruby's `system "..."` / `exec "..."`.
             if b.get(i) == Some(&b'(') {
                 out.extend(literal(i + 1));
+            } else if i > from {
+                out.extend(literal(i));
             }
         }
     }
@@ -616,6 +630,29 @@ pub(crate) fn embedded_commands(program: &str) -> Vec<String> {
     }
     out.retain(|s| !s.trim().is_empty());
     out.dedup();
+    out
+}
+
+/// The double-quoted string literals of an awk program.
+fn awk_strings(program: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = program.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            continue;
+        }
+        let mut s = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => s.extend(chars.next()),
+                '"' => break,
+                c => s.push(c),
+            }
+        }
+        if !s.trim().is_empty() {
+            out.push(s);
+        }
+    }
     out
 }
 
@@ -796,6 +833,11 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 .chain(ops.first().copied().filter(|_| program_operand));
             for program in programs {
                 f.scripts.extend(embedded_commands(program));
+                // A program that runs commands may build them from any of its strings
+                // (`c="rm -rf /"; system(c)`): each string is analysed as a command too.
+                if program.contains("system") || program.contains('|') {
+                    f.scripts.extend(awk_strings(program));
+                }
             }
             unsafe_flag |= writes_or_debugs
                 || loads

@@ -15,7 +15,9 @@
 use std::collections::HashMap;
 
 use brush_parser::ast;
-use brush_parser::word::{Parameter, ParameterExpr, WordPiece, WordPieceWithSource};
+use brush_parser::word::{
+    Parameter, ParameterExpr, SpecialParameter, WordPiece, WordPieceWithSource,
+};
 
 /// Most alternative values of one word (or argvs of one command) followed.
 pub(crate) const MAX_ALTERNATIVES: usize = 8;
@@ -149,8 +151,9 @@ impl Templates {
                     self.pieces(inner, true, vars, depth)?;
                 }
                 WordPiece::ParameterExpansion(expr) => {
-                    let values = parameter(expr, vars, depth)?;
-                    self.split |= !in_dq;
+                    let (values, list) = parameter(expr, vars, depth)?;
+                    // `"${a[@]}"` and `"$@"` are one word per element even when quoted.
+                    self.split |= !in_dq || list;
                     self.push_values(&values)?;
                 }
                 WordPiece::CommandSubstitution(body) => {
@@ -171,8 +174,31 @@ impl Templates {
     }
 }
 
-/// The values a parameter expansion may take: `$R`, `${R}`, `${R:-default}`.
-fn parameter(expr: &ParameterExpr, vars: &Vars, depth: usize) -> Option<Vec<String>> {
+/// Where `set --` values are kept among the variables (no variable can be named so).
+pub(crate) const POSITIONAL: &str = "@";
+
+/// The values a parameter expansion may take: `$R`, `${R}`, `${R:-default}`, an array's
+/// elements `${a[@]}` and the positional parameters `$@` set by `set --`. The flag says
+/// whether the value is a list of words (split even inside double quotes).
+fn parameter(expr: &ParameterExpr, vars: &Vars, depth: usize) -> Option<(Vec<String>, bool)> {
+    fn list_name(p: &Parameter) -> Option<&str> {
+        match p {
+            Parameter::NamedWithAllIndices { name, .. } => Some(name.as_str()),
+            Parameter::Special(SpecialParameter::AllPositionalParameters { .. }) => {
+                Some(POSITIONAL)
+            }
+            _ => None,
+        }
+    }
+    if let ParameterExpr::Parameter {
+        parameter,
+        indirect: false,
+    } = expr
+        && let Some(name) = list_name(parameter)
+    {
+        let values = vars.get(name)?.to_vec();
+        return Some((values, true));
+    }
     let (name, default) = match expr {
         ParameterExpr::Parameter {
             parameter: Parameter::Named(name),
@@ -199,7 +225,7 @@ fn parameter(expr: &ParameterExpr, vars: &Vars, depth: usize) -> Option<Vec<Stri
             values.push(fields.join(" "));
         }
     }
-    (!values.is_empty() && values.len() <= MAX_ALTERNATIVES).then_some(values)
+    (!values.is_empty() && values.len() <= MAX_ALTERNATIVES).then_some((values, false))
 }
 
 fn push_escaped(out: &mut String, s: &str) {
@@ -424,7 +450,7 @@ fn is_filter(program: &str) -> bool {
     let name = program.rsplit('/').next().unwrap_or(program);
     matches!(
         name,
-        "echo" | "printf" | "cat" | "base64" | "rev" | "tr" | "xxd"
+        "echo" | "printf" | "cat" | "base64" | "rev" | "tr" | "xxd" | "which" | "command" | "type"
     )
 }
 
@@ -456,7 +482,17 @@ pub(crate) fn filter(argv: &[String], input: Option<&str>) -> Option<String> {
                 .collect(),
         ),
         "tr" => match args {
+            [d, set] if d == "-d" => tr(set, "", input?),
             [a, b] => tr(a, b, input?),
+            _ => None,
+        },
+        // `$(which rm)` names the program `rm` (its path depends on PATH, the name does not).
+        "which" => match args {
+            [p] if !p.starts_with('-') => Some(format!("{p}\n")),
+            _ => None,
+        },
+        "command" | "type" => match args {
+            [flag, p] if matches!(flag.as_str(), "-v" | "-P" | "-p") => Some(format!("{p}\n")),
             _ => None,
         },
         "xxd"
@@ -603,7 +639,10 @@ fn tr(a: &str, b: &str, input: &str) -> Option<String> {
         Some(out)
     };
     let (from, to) = (set(a)?, set(b)?);
-    let last = *to.last()?;
+    let Some(&last) = to.last() else {
+        // `tr -d SET`.
+        return Some(input.chars().filter(|c| !from.contains(c)).collect());
+    };
     Some(
         input
             .chars()
@@ -646,6 +685,9 @@ mod tests {
         assert_eq!(one("$(echo ez | tr a-z n-za-m)", &v).unwrap(), ["rm"]);
         assert_eq!(one("$(echo 726d | xxd -r -p)", &v).unwrap(), ["rm"]);
         assert_eq!(one("$(echo $(echo rm))", &v).unwrap(), ["rm"]);
+        assert_eq!(one("$(which rm)", &v).unwrap(), ["rm"]);
+        assert_eq!(one("$(command -v rm)", &v).unwrap(), ["rm"]);
+        assert_eq!(one("$(echo rxm | tr -d x)", &v).unwrap(), ["rm"]);
         assert!(word("$(curl x)", &v).is_none());
         assert!(word("$(cat f)", &v).is_none());
         assert!(word("$HOME", &v).is_none());
@@ -663,6 +705,10 @@ mod tests {
         assert_eq!(word("$R", &v).unwrap(), [["rm"], ["ls"]]);
         assert_eq!(one("${X:-rm}", &Vars::default()).unwrap(), ["rm"]);
         assert!(word("${!R}", &v).is_none());
+        v.assign("a", "rm -rf /".into());
+        assert_eq!(one("\"${a[@]}\"", &v).unwrap(), ["rm", "-rf", "/"]);
+        v.assign(POSITIONAL, "rm -rf /".into());
+        assert_eq!(one("\"$@\"", &v).unwrap(), ["rm", "-rf", "/"]);
     }
 
     #[test]

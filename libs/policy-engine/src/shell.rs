@@ -182,6 +182,9 @@ struct Analyzer {
     exhausted: bool,
     /// Literal values the script assigns to variables, for computing dynamic words.
     vars: compute::Vars,
+    /// Files the script writes with content it decides (`echo 'rm -rf /' > x.sh`), by
+    /// resolved path, so that running or sourcing them later is analysed.
+    files: std::collections::HashMap<String, String>,
 }
 
 impl Analyzer {
@@ -492,6 +495,7 @@ impl Analyzer {
                     .flat_map(|s| s.0.iter().map(|i| (i, false))),
             );
         let mut fd = 63u32;
+        let mut stdout_to: Option<(String, bool)> = None;
         for (item, in_prefix) in items {
             if std::ptr::eq(item, &SENTINEL) {
                 if let Some(w) = &sc.word_or_name {
@@ -501,6 +505,22 @@ impl Analyzer {
             }
             match item {
                 ast::CommandPrefixOrSuffixItem::IoRedirect(r) => {
+                    if let ast::IoRedirect::File(
+                        None | Some(1),
+                        kind @ (ast::IoFileRedirectKind::Write
+                        | ast::IoFileRedirectKind::Append
+                        | ast::IoFileRedirectKind::Clobber),
+                        ast::IoFileRedirectTarget::Filename(w),
+                    ) = r
+                        && w.value.bytes().all(|b| {
+                            b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/')
+                        })
+                    {
+                        stdout_to = Some((
+                            w.value.clone(),
+                            matches!(kind, ast::IoFileRedirectKind::Append),
+                        ));
+                    }
                     self.redirect(r, ctx, depth, &mut redirect_paths, &mut heredocs);
                 }
                 ast::CommandPrefixOrSuffixItem::AssignmentWord(a, w) => {
@@ -527,6 +547,22 @@ impl Analyzer {
                         ..Default::default()
                     });
                     fd = fd.saturating_sub(1);
+                }
+            }
+        }
+        // What a filter writes to a file is kept, for a later `bash file` or `. file`.
+        if let Some((target, append)) = stdout_to
+            && words.iter().all(Expanded::is_static)
+            && let Some(path) = paths::resolve(ctx.cwd.as_deref(), &target)
+        {
+            let argv: Vec<String> = words.iter().map(|w| w.text.clone()).collect();
+            match compute::filter(&argv, heredocs.first().map(String::as_str)) {
+                Some(content) if append => self.files.entry(path).or_default().push_str(&content),
+                Some(content) => {
+                    self.files.insert(path, content);
+                }
+                None => {
+                    self.files.remove(&path);
                 }
             }
         }
@@ -916,6 +952,48 @@ impl Analyzer {
         self.commands.push(cmd);
     }
 
+    /// Values builtins give variables: `set -- a b`, `printf -v R fmt args`, `read R <<< w`.
+    fn assignments_by_builtins(
+        &mut self,
+        name: &str,
+        args: &[String],
+        dynamic: &[&str],
+        heredocs: &[String],
+    ) {
+        if args.iter().any(|a| dynamic.contains(&a.as_str())) {
+            return;
+        }
+        match name {
+            "set" => {
+                let values = match args.iter().position(|a| a == "--") {
+                    Some(i) => &args[i + 1..],
+                    None if args.first().is_some_and(|a| !a.starts_with(['-', '+'])) => args,
+                    None => return,
+                };
+                self.vars.assign(compute::POSITIONAL, values.join(" "));
+            }
+            "printf" if args.len() >= 3 && args[0] == "-v" => {
+                if let Some(out) = compute::filter(
+                    &std::iter::once("printf".to_owned())
+                        .chain(args[2..].iter().cloned())
+                        .collect::<Vec<_>>(),
+                    None,
+                ) {
+                    self.vars.assign(&args[1], out);
+                }
+            }
+            "read" => {
+                if let Some(doc) = heredocs.first()
+                    && let Some(var) = args.iter().rev().find(|a| !a.starts_with('-'))
+                {
+                    let line = doc.lines().next().unwrap_or("").trim();
+                    self.vars.assign(var, line.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Records the value an assignment gives a variable, when the script alone decides it.
     fn remember(&mut self, name: &str, value: &Expanded) {
         match &value.raw {
@@ -1037,6 +1115,10 @@ impl Analyzer {
             }
             cmd.layers.push((name.clone(), args.to_vec()));
             cmd.fetch |= baseline::is_fetcher(&name);
+            if raw.contains('/') {
+                // `./x.sh` after `echo 'rm -rf /' > x.sh`.
+                self.written_script(cmd, raw, raw, &ctx.clone(), depth);
+            }
             if first && matches!(name.as_str(), "cd" | "pushd") {
                 let target = args
                     .iter()
@@ -1110,6 +1192,7 @@ impl Analyzer {
                     }
                 }
             }
+            self.assignments_by_builtins(&name, args, dynamic, heredocs);
             // `eval` and `sh -c` are transparent: the commands they run are analysed separately.
             cmd.safe &= f.safe
                 || is_wrapper(&name)
@@ -1221,9 +1304,12 @@ impl Analyzer {
         }
         if matches!(name, "source" | ".") {
             match args.first() {
-                Some(file) => cmd.notes.push(format!(
-                    "{name} runs the commands in `{file}` in this shell; that file is not part of the script, so its contents were not analysed"
-                )),
+                Some(file) if !self.written_script(cmd, name, file, ctx, depth) => {
+                    cmd.notes.push(format!(
+                        "{name} runs the commands in `{file}` in this shell; that file is not part of the script, so its contents were not analysed"
+                    ));
+                }
+                Some(_) => {}
                 None => cmd.notes.push(format!("{name} without a file name")),
             }
             return;
@@ -1286,12 +1372,36 @@ impl Analyzer {
                 cmd.rules.push(&baseline::SCRIPT_FILE);
                 cmd.notes
                     .push(format!("{name} runs the script file `{}`", args[i]));
+                self.written_script(cmd, name, &args[i], ctx, depth);
             }
             ShellInvocation::RcFile => {
                 cmd.rules.push(&baseline::SCRIPT_FILE);
                 cmd.notes.push(format!("{name} loads an rc file"));
             }
         }
+    }
+
+    /// Analyses a script file the script itself wrote earlier; false if it did not.
+    fn written_script(
+        &mut self,
+        cmd: &mut ShellCommand,
+        name: &str,
+        file: &str,
+        ctx: &Ctx,
+        depth: usize,
+    ) -> bool {
+        let Some(content) = paths::resolve(ctx.cwd.as_deref(), file)
+            .and_then(|p| self.files.get(&p))
+            .cloned()
+        else {
+            return false;
+        };
+        cmd.notes.push(format!(
+            "computed from the script alone, `{file}` holds `{}`: {name} runs it, analysing it",
+            content.trim_end()
+        ));
+        self.script(&content, &mut ctx.derived(), depth + 1);
+        true
     }
 
     /// Reduces a program word to the basename classified, noting path tricks.

@@ -1441,6 +1441,54 @@ mod computed_spellings {
     }
 
     #[test]
+    fn values_builtins_and_arrays_assign() {
+        for s in [
+            "set -- rm -rf /; \"$@\"",
+            "set -- rm -rf /; $@",
+            "a=(rm -rf /); \"${a[@]}\"",
+            "printf -v R rm; $R -rf /",
+            "read R <<< rm; $R -rf /",
+            "\"$(which rm)\" -rf /",
+            "$(command -v rm) -rf /",
+            "$(echo rxm | tr -d x) -rf /",
+        ] {
+            denied(s);
+        }
+    }
+
+    #[test]
+    fn scripts_the_script_wrote() {
+        for s in [
+            "echo 'rm -rf /' > x.sh; bash x.sh",
+            "echo 'rm -rf /' > x.sh && sh ./x.sh",
+            "echo 'rm -rf /' > x.sh; . ./x.sh",
+            "echo 'rm -rf /' > x.sh; source x.sh",
+            "printf 'rm -rf /' > x.sh; chmod +x x.sh; ./x.sh",
+            "echo '#!/bin/sh' > x.sh; echo 'rm -rf /' >> x.sh; bash x.sh",
+            "cat > x.sh <<'EOF'\nrm -rf /\nEOF\nsh x.sh",
+            "mkdir -p d; echo 'rm -rf /' > d/x.sh; cd d && bash x.sh",
+        ] {
+            denied(s);
+        }
+        // A harmless file stays a script file nobody reviewed: ask.
+        expect(&defaults(), "echo ls > x.sh; bash x.sh", Tier::Ask);
+    }
+
+    #[test]
+    fn more_programs_that_run_strings() {
+        for s in [
+            "find -L / -delete",
+            "find -P / -name x -delete",
+            "perl -e 'exec \"rm -rf /\"'",
+            "ruby -e 'system \"rm -rf /\"'",
+            "awk 'BEGIN{c=\"rm -rf /\"; system(c)}'",
+            "awk 'BEGIN{c=\"rm -rf /\"; print | c}'",
+        ] {
+            denied(s);
+        }
+    }
+
+    #[test]
     fn what_cannot_be_computed_says_so() {
         let d = run(&defaults(), "$(curl -s x) -rf /");
         assert_eq!(d.tier, Tier::Ask, "{}", d.message);

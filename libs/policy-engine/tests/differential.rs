@@ -197,6 +197,10 @@ mod computed {
         "rm {a..c}.o",
         "r{m,} -f build",
         "rm '{a,b}' {a,\"b c\"}",
+        "set -- rm -rf build; \"$@\"",
+        "a=(rm -rf build); \"${a[@]}\"",
+        "printf -v R rm; $R -rf build",
+        "read R <<< rm; $R -rf build",
     ];
 
     #[test]
