@@ -847,6 +847,95 @@ mod spellings {
             Some('n'),
         ),
         o("date", Some('f'), Some("--file"), "dates", &[], Some('u')),
+        // Exec wrappers: the file the command they run opens shows where the command starts.
+        o(
+            "env",
+            Some('u'),
+            Some("--unset"),
+            "X",
+            &["cat", "f"],
+            Some('v'),
+        ),
+        o(
+            "env",
+            Some('C'),
+            Some("--chdir"),
+            ".",
+            &["cat", "f"],
+            Some('v'),
+        ),
+        o(
+            "env",
+            Some('S'),
+            Some("--split-string"),
+            "cat f",
+            &[],
+            Some('v'),
+        ),
+        o(
+            "nice",
+            Some('n'),
+            Some("--adjustment"),
+            "5",
+            &["cat", "f"],
+            None,
+        ),
+        o(
+            "timeout",
+            Some('s'),
+            Some("--signal"),
+            "KILL",
+            &["5", "cat", "f"],
+            Some('v'),
+        ),
+        o(
+            "timeout",
+            Some('k'),
+            Some("--kill-after"),
+            "1",
+            &["5", "cat", "f"],
+            Some('v'),
+        ),
+        o(
+            "stdbuf",
+            Some('i'),
+            Some("--input"),
+            "0",
+            &["cat", "f"],
+            None,
+        ),
+        o(
+            "stdbuf",
+            Some('o'),
+            Some("--output"),
+            "L",
+            &["cat", "f"],
+            None,
+        ),
+        o(
+            "stdbuf",
+            Some('e'),
+            Some("--error"),
+            "L",
+            &["cat", "f"],
+            None,
+        ),
+        o(
+            "ionice",
+            Some('c'),
+            Some("--class"),
+            "2",
+            &["cat", "f"],
+            Some('t'),
+        ),
+        o(
+            "ionice",
+            Some('n'),
+            Some("--classdata"),
+            "7",
+            &["cat", "f"],
+            Some('t'),
+        ),
     ];
 
     /// Every spelling of `opt` a getopt-style parser accepts, plus the ambiguous prefixes
@@ -935,7 +1024,7 @@ mod spellings {
         let mut failures = Vec::new();
         for opt in OPTS {
             let mut full_tier = None;
-            for argv in spellings(opt) {
+            for (n, argv) in spellings(opt).into_iter().enumerate() {
                 let dir = workspace();
                 let outcome = run(dir.path(), &argv);
                 let words: Vec<&str> = argv.iter().map(String::as_str).collect();
@@ -952,9 +1041,16 @@ mod spellings {
                         }
                         continue;
                     }
+                    Outcome::Refused if n == 0 => {
+                        failures.push(format!("{argv:?}: the plain spelling failed: a bad value?"));
+                        continue;
+                    }
                     Outcome::Refused => continue,
                     Outcome::Ran(opened) => opened,
                 };
+                if n == 0 && opened.is_empty() {
+                    failures.push(format!("{argv:?} opened nothing: a bad test value?"));
+                }
                 if flagged {
                     failures.push(format!(
                         "{argv:?}: the program reads it, policy says ambiguous"
