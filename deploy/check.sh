@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Checks of deploy/: the Kustomize overlays render and pass `kubernetes-validate --strict`
+# and `checkov`; the alerting rules pass `promtool check rules` and `promtool test rules`
+# and equal the PrometheusRule; both services' /metrics pass `promtool check metrics`.
+#
+#   deploy/check.sh                              # everything (CI runs this)
+#   deploy/check.sh --regenerate-prometheusrule  # rewrite the PrometheusRule from alerts.yaml
+#
+# Tools: kubectl (with its built-in kustomize) must be on PATH; promtool comes from the
+# distribution's `prometheus` package (installed here when missing, with apt-get); checkov
+# and kubernetes-validate come from PyPI into a virtualenv pinned by
+# deploy/requirements-ci.txt (TOOLGATE_CI_VENV overrides where it lives).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv_tools() {
+    local req=deploy/requirements-ci.txt
+    local key
+    key=$(sha256sum "$req" | cut -c1-16)
+    VENV=${TOOLGATE_CI_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/toolgate-ci/venv-$key}
+    if [[ ! -x $VENV/bin/checkov || ! -x $VENV/bin/kubernetes-validate ]]; then
+        python3 -m venv "$VENV"
+        "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+    fi
+}
+
+regenerate_prometheusrule() {
+    "$VENV/bin/python" - <<'EOF'
+import yaml
+rules = yaml.safe_load(open("deploy/monitoring/alerts.yaml"))
+doc = {
+    "apiVersion": "monitoring.coreos.com/v1",
+    "kind": "PrometheusRule",
+    "metadata": {"name": "toolgate", "labels": {"app.kubernetes.io/name": "toolgate", "release": "prometheus"}},
+    "spec": rules,
+}
+with open("deploy/kubernetes/monitoring/prometheusrule.yaml", "w") as f:
+    f.write("# Generated from deploy/monitoring/alerts.yaml (keep them equal; deploy/check.sh compares\n"
+            "# them). Regenerate: deploy/check.sh --regenerate-prometheusrule\n")
+    yaml.safe_dump(doc, f, sort_keys=False, width=100)
+EOF
+}
+
+venv_tools
+if [[ ${1:-} == --regenerate-prometheusrule ]]; then
+    regenerate_prometheusrule
+    exit 0
+fi
+
+if ! command -v promtool >/dev/null; then
+    sudo=""
+    [[ $(id -u) == 0 ]] || sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends prometheus >/dev/null
+fi
+
+out=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    rm -rf "$out"
+}
+trap cleanup EXIT
+
+echo "== kubernetes: render, kubernetes-validate --strict, checkov"
+# checkov reads files by extension; one directory per rendering keeps its report readable.
+for name in overlays/dev overlays/production monitoring; do
+    file=$out/render/${name//\//-}.yaml
+    mkdir -p "$out/render"
+    kubectl kustomize "deploy/kubernetes/$name" >"$file"
+    # CRDs (ServiceMonitor, PrometheusRule) have no schema here: a warning, not a failure.
+    "$VENV/bin/kubernetes-validate" --strict --quiet "$file"
+done
+# Every skip is an annotation on the resource (`checkov.io/skipN: CHECK=reason`); none is
+# passed on the command line. --skip-download keeps checkov offline.
+"$VENV/bin/checkov" --directory "$out/render" --skip-download --compact --quiet \
+    --framework kubernetes secrets
+
+echo "== alerting rules: promtool check rules, promtool test rules"
+promtool check rules deploy/monitoring/alerts.yaml
+promtool test rules deploy/monitoring/alerts_test.yaml
+"$VENV/bin/python" - "$out/render/monitoring.yaml" <<'EOF'
+import sys, yaml
+plain = yaml.safe_load(open("deploy/monitoring/alerts.yaml"))
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] == "PrometheusRule"]
+assert len(docs) == 1, "one PrometheusRule expected"
+if docs[0]["spec"] != plain:
+    sys.exit("deploy/kubernetes/monitoring/prometheusrule.yaml differs from deploy/monitoring/alerts.yaml;"
+             " run deploy/check.sh --regenerate-prometheusrule")
+open(sys.argv[1] + ".rules.yaml", "w").write(yaml.safe_dump(docs[0]["spec"]))
+print("PrometheusRule equals deploy/monitoring/alerts.yaml")
+EOF
+promtool check rules "$out/render/monitoring.yaml.rules.yaml"
+
+echo "== metrics: promtool check metrics on both services' /metrics"
+cargo build --quiet --locked -p toolgate-policy -p toolgate-executor
+target=${CARGO_TARGET_DIR:-target}/debug
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+token() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
+executor_token=$(token)
+agent_token=$(token)
+mkdir -p "$out/workspace"
+cat >"$out/tokens.toml" <<EOF
+[[tokens]]
+principal = "executor"
+role = "executor"
+token = "$executor_token"
+[[tokens]]
+principal = "agent-1"
+role = "agent"
+token = "$agent_token"
+EOF
+printf '%s\n' "$executor_token" >"$out/executor.token"
+policy_port=$(free_port) policy_metrics=$(free_port)
+executor_port=$(free_port) executor_metrics=$(free_port)
+cat >"$out/policy.toml" <<EOF
+listen = "127.0.0.1:$policy_port"
+metrics_listen = "127.0.0.1:$policy_metrics"
+[log]
+filter = "warn"
+[ledger]
+url = "sqlite:$out/ledger.db"
+[auth]
+tokens_file = "$out/tokens.toml"
+EOF
+cat >"$out/executor.toml" <<EOF
+listen = "127.0.0.1:$executor_port"
+metrics_listen = "127.0.0.1:$executor_metrics"
+[log]
+filter = "warn"
+[workspace]
+root = "$out/workspace"
+[policy]
+endpoint = "http://127.0.0.1:$policy_port"
+token_file = "$out/executor.token"
+[auth]
+tokens_file = "$out/tokens.toml"
+EOF
+"$target/toolgate-policy" --config "$out/policy.toml" >"$out/policy.log" 2>&1 &
+pids+=($!)
+"$target/toolgate-executor" --config "$out/executor.toml" >"$out/executor.log" 2>&1 &
+pids+=($!)
+scrape() {
+    local name=$1 port=$2
+    for _ in $(seq 100); do
+        if curl -fsS -H 'Accept: text/plain;version=0.0.4' "http://127.0.0.1:$port/metrics" \
+            >"$out/$name.metrics" 2>/dev/null; then
+            echo "-- $name ($(grep -vc '^#' "$out/$name.metrics") samples)"
+            promtool check metrics <"$out/$name.metrics"
+            # The OpenMetrics rendering (what Prometheus negotiates) must name the same samples.
+            curl -fsS "http://127.0.0.1:$port/metrics" >"$out/$name.om"
+            tail -n1 "$out/$name.om" | grep -qx '# EOF'
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "$name did not serve /metrics:" >&2
+    cat "$out/$name.log" >&2
+    return 1
+}
+scrape policy "$policy_metrics"
+scrape executor "$executor_metrics"
+echo "deploy checks passed"
