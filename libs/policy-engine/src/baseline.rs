@@ -793,6 +793,12 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             if !scripts_from_flags {
                 unsafe_flag |= ops.first().is_none_or(|s| !sed_script_is_safe(s));
             }
+            let scripts = parsed
+                .values_of(&["-e", "--expression"])
+                .chain(ops.first().copied().filter(|_| !scripts_from_flags));
+            for script in scripts.filter(|s| !sed_script_is_safe(s)) {
+                f.scripts.extend(sed_exec_commands(script));
+            }
             f.paths.extend(
                 ops.iter()
                     .skip(skip)
@@ -1235,6 +1241,70 @@ fn sed_flags(parsed: &crate::argv::Args<'_>) -> (bool, bool) {
     // In place, however spelled: `-i`, `-ni.bak`, `--in-pl`, `--in-place=.bak`.
     bad |= parsed.has(&["-i", "--in-place", "--follow-symlinks"]);
     (bad, from_flags)
+}
+
+/// The shell commands a sed script's `e command` and `s/re/replacement/e` run, where the
+/// script spells them. Only called for scripts already refused by [`sed_script_is_safe`]:
+/// the scan is loose (an `e` inside a regex may be taken for the command), which can only
+/// add commands to an analysis that asks anyway.
+fn sed_exec_commands(script: &str) -> Vec<String> {
+    let c: Vec<char> = script.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < c.len() {
+        let starts_command = i == 0
+            || c[..i].iter().rev().find(|x| **x != ' ').is_none_or(|p| {
+                p.is_ascii_digit() || matches!(p, ';' | '{' | '}' | '$' | '/' | ',' | '!' | '\n')
+            });
+        if starts_command && c[i] == 'e' {
+            let end = c[i + 1..]
+                .iter()
+                .position(|x| *x == '\n')
+                .map_or(c.len(), |p| i + 1 + p);
+            let cmd: String = c[i + 1..end].iter().collect();
+            if !cmd.trim().is_empty() {
+                out.push(cmd.trim().to_owned());
+            }
+            i = end;
+            continue;
+        }
+        if starts_command && c[i] == 's' && i + 1 < c.len() && c[i + 1] != '\n' {
+            let d = c[i + 1];
+            // Three delimited parts: pattern, replacement, flags up to the next separator.
+            let mut parts = vec![String::new()];
+            let mut j = i + 2;
+            while j < c.len() && parts.len() < 3 {
+                if c[j] == '\\' && j + 1 < c.len() {
+                    // `\/` is the delimiter itself; other escapes are kept for the regex.
+                    if c[j + 1] != d {
+                        parts.last_mut().unwrap_or(&mut String::new()).push('\\');
+                    }
+                    if let Some(p) = parts.last_mut() {
+                        p.push(c[j + 1]);
+                    }
+                    j += 2;
+                    continue;
+                }
+                if c[j] == d {
+                    parts.push(String::new());
+                } else if let Some(p) = parts.last_mut() {
+                    p.push(c[j]);
+                }
+                j += 1;
+            }
+            let flags: String = c[j.min(c.len())..]
+                .iter()
+                .take_while(|x| !matches!(x, ';' | '\n' | '}'))
+                .collect();
+            if parts.len() == 3 && flags.contains('e') && !parts[1].trim().is_empty() {
+                out.push(parts[1].clone());
+            }
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Whether a sed script uses only commands that neither write files nor run programs.

@@ -1483,6 +1483,11 @@ mod computed_spellings {
             "ruby -e 'system \"rm -rf /\"'",
             "awk 'BEGIN{c=\"rm -rf /\"; system(c)}'",
             "awk 'BEGIN{c=\"rm -rf /\"; print | c}'",
+            "sed -n '1e rm -rf /' f",
+            "sed '$e rm -rf /' f",
+            "sed -e '1{e rm -rf /\n}' f",
+            "sed 's/.*/rm -rf \\//e' f",
+            "sed --expr='1e rm -rf /' f",
         ] {
             denied(s);
         }
