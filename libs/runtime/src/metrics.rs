@@ -14,9 +14,11 @@
 //! | `toolgate_policy_decisions_total` | counter | `tool`, `tier`, `rule` | Authorize decisions by tool kind, tier (`auto`/`ask`/`deny`) and deciding rule (`default` when none) |
 //! | `toolgate_policy_approvals_pending` | gauge | | approvals waiting for a human |
 //! | `toolgate_policy_approvals_decided_total` | counter | `verdict` | approvals decided (`approved`, `denied`, `cancelled`, `expired`) |
-//! | `toolgate_policy_approval_decision_seconds` | histogram | | time from an approval's creation to its decision |
+//! | `toolgate_build_info` | gauge | `version` | always 1; the version of the running binary |
+//! | `toolgate_policy_approval_decision_duration_seconds` | histogram | | time from an approval's creation to its decision |
 //! | `toolgate_policy_authorize_duration_seconds` | histogram | | Authorize handling time, ledger write included |
-//! | `toolgate_policy_ledger_write_seconds` | histogram | | one durable ledger write |
+//! | `toolgate_policy_ledger_write_duration_seconds` | histogram | | one durable ledger write |
+//! | `toolgate_policy_ledger_write_errors_total` | counter | | ledger writes that failed |
 //! | `toolgate_executor_runs_total` | counter | `status` | finished process runs by final status |
 //! | `toolgate_executor_run_duration_seconds` | histogram | | process run wall time, spawn to exit |
 //! | `toolgate_executor_runs_in_flight` | gauge | | process runs currently executing |
@@ -24,8 +26,21 @@
 //! | `toolgate_executor_output_truncations_total` | counter | `stream` | runs whose stream hit its byte cap |
 //! | `toolgate_executor_rejections_total` | counter | `reason` | calls refused before running, by `ErrorReason` (`POLICY_DENIED`, `APPROVAL_REQUIRED`, ...) |
 //! | `toolgate_executor_fs_ops_total` | counter | `op`, `code` | filesystem operations by operation and gRPC status code |
-//! | `toolgate_executor_authorize_seconds` | histogram | | Authorize round trip from the executor to the policy service |
-//! | `toolgate_executor_approval_wait_seconds` | histogram | | time a call spent waiting for a human decision |
+//! | `toolgate_executor_authorize_duration_seconds` | histogram | | Authorize round trip from the executor to the policy service |
+//! | `toolgate_executor_approval_wait_duration_seconds` | histogram | | time a call spent waiting for a human decision |
+//! | `toolgate_executor_sandbox_profile_available` | gauge | `profile` | 1 when the profile is enforceable and passed the startup self-test, else 0 |
+//!
+//! Every duration is a histogram named `..._duration_seconds`. Besides these, the endpoint
+//! serves the standard process metrics (`process_cpu_seconds_total`,
+//! `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`,
+//! `process_max_fds`, `process_start_time_seconds`), read from `/proc/self` at each scrape.
+//!
+//! # Formats
+//!
+//! A scrape gets OpenMetrics text 1.0.0 unless its `Accept` header asks for the classic
+//! Prometheus text format (`text/plain`, version 0.0.4) without offering OpenMetrics; then
+//! it gets that, with each counter's `# HELP` and `# TYPE` under its `_total` sample name
+//! as that format (and `promtool check metrics`) requires.
 //!
 //! Histogram buckets: request paths 50 µs to ~1.6 s (`authorize`, `ledger_write`), runs 1 ms to
 //! ~25 min, human waits 0.1 s to ~41 h.
@@ -42,11 +57,28 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Unit;
 
 pub use prometheus_client::registry::Registry;
-pub use server::{CONTENT_TYPE, serve};
+pub use server::{CONTENT_TYPE, TEXT_CONTENT_TYPE, serve};
 
-/// A registry whose metric names start with `toolgate_`.
+/// A registry whose metric names start with `toolgate_`, holding `toolgate_build_info`.
 pub fn registry() -> Registry {
-    Registry::with_prefix("toolgate")
+    let mut registry = Registry::with_prefix("toolgate");
+    let build_info = Family::<BuildLabels, Gauge>::default();
+    build_info
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+        })
+        .set(1);
+    registry.register(
+        "build_info",
+        "The running toolgate build; always 1",
+        build_info,
+    );
+    registry
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
 }
 
 /// Buckets for latencies on the request path: 50 µs doubling to ~1.6 s.
@@ -85,6 +117,7 @@ pub struct PolicyMetrics {
     approval_decision: Histogram,
     authorize_duration: Histogram,
     ledger_write: Histogram,
+    ledger_write_errors: Counter,
 }
 
 impl PolicyMetrics {
@@ -97,6 +130,7 @@ impl PolicyMetrics {
             approval_decision: human_buckets(),
             authorize_duration: request_buckets(),
             ledger_write: request_buckets(),
+            ledger_write_errors: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("policy");
         r.register(
@@ -115,7 +149,7 @@ impl PolicyMetrics {
             m.approvals_decided.clone(),
         );
         r.register_with_unit(
-            "approval_decision",
+            "approval_decision_duration",
             "Time from an approval's creation to its decision",
             Unit::Seconds,
             m.approval_decision.clone(),
@@ -127,10 +161,15 @@ impl PolicyMetrics {
             m.authorize_duration.clone(),
         );
         r.register_with_unit(
-            "ledger_write",
+            "ledger_write_duration",
             "Duration of one durable ledger write",
             Unit::Seconds,
             m.ledger_write.clone(),
+        );
+        r.register(
+            "ledger_write_errors",
+            "Ledger writes that failed",
+            m.ledger_write_errors.clone(),
         );
         m
     }
@@ -172,6 +211,11 @@ impl PolicyMetrics {
     /// Observes one ledger write.
     pub fn ledger_write(&self, elapsed: Duration) {
         self.ledger_write.observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts one failed ledger write.
+    pub fn ledger_write_error(&self) {
+        self.ledger_write_errors.inc();
     }
 }
 
@@ -233,6 +277,12 @@ pub struct ExecutorMetrics {
     fs_ops: Family<FsOpLabels, Counter>,
     authorize: Histogram,
     approval_wait: Histogram,
+    sandbox_profiles: Family<ProfileLabels, Gauge>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProfileLabels {
+    profile: String,
 }
 
 impl ExecutorMetrics {
@@ -248,6 +298,7 @@ impl ExecutorMetrics {
             fs_ops: Family::default(),
             authorize: request_buckets(),
             approval_wait: human_buckets(),
+            sandbox_profiles: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("executor");
         r.register(
@@ -288,16 +339,21 @@ impl ExecutorMetrics {
             m.fs_ops.clone(),
         );
         r.register_with_unit(
-            "authorize",
+            "authorize_duration",
             "Authorize round trip to the policy service",
             Unit::Seconds,
             m.authorize.clone(),
         );
         r.register_with_unit(
-            "approval_wait",
+            "approval_wait_duration",
             "Time a call spent waiting for a human decision",
             Unit::Seconds,
             m.approval_wait.clone(),
+        );
+        r.register(
+            "sandbox_profile_available",
+            "1 when the sandbox profile is enforceable and passed the startup self-test, else 0",
+            m.sandbox_profiles.clone(),
         );
         m
     }
@@ -349,6 +405,15 @@ impl ExecutorMetrics {
     /// Observes the time one call waited for a human decision.
     pub fn approval_wait(&self, elapsed: Duration) {
         self.approval_wait.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records whether `profile` can be enforced here (after the startup self-test).
+    pub fn sandbox_profile(&self, profile: &str, available: bool) {
+        self.sandbox_profiles
+            .get_or_create(&ProfileLabels {
+                profile: profile.to_owned(),
+            })
+            .set(i64::from(available));
     }
 }
 
@@ -447,6 +512,69 @@ mod tests {
         drop(first);
         drop(second);
         assert!(render(&registry).contains("toolgate_executor_runs_in_flight 0\n"));
+    }
+
+    #[test]
+    fn build_and_process_metrics_are_served() {
+        let registry = registry();
+        let text = server::render(&registry, false).expect("renders");
+        assert!(text.contains(&format!(
+            "toolgate_build_info{{version=\"{}\"}} 1\n",
+            env!("CARGO_PKG_VERSION")
+        )));
+        for name in [
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_open_fds ",
+            "process_max_fds ",
+            "process_start_time_seconds ",
+        ] {
+            assert!(text.contains(&format!("\n{name}")), "{name} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn classic_text_names_counters_by_their_samples() {
+        let mut registry = registry();
+        let policy = PolicyMetrics::register(&mut registry);
+        let executor = ExecutorMetrics::register(&mut registry);
+        policy.decision("fs.read", "auto", None);
+        executor.output(Stream::Stdout, 3, false);
+        let text = server::render(&registry, true).expect("renders");
+        assert!(text.contains("# TYPE toolgate_policy_decisions_total counter\n"));
+        assert!(text.contains("# HELP toolgate_policy_decisions_total Authorize decisions"));
+        assert!(text.contains("# TYPE toolgate_executor_output_bytes_total counter\n"));
+        assert!(text.contains("# TYPE process_cpu_seconds_total counter\n"));
+        assert!(text.contains("# TYPE toolgate_build_info gauge\n"));
+        assert!(
+            !text.contains("# UNIT") && !text.contains("# EOF"),
+            "{text}"
+        );
+        // Every sample's family has a TYPE line under exactly its name (or histogram base).
+        let typed: std::collections::HashSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = line.split(['{', ' ']).next().expect("name");
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s).filter(|b| typed.contains(b)))
+                .unwrap_or(name);
+            assert!(typed.contains(base), "no TYPE for {name}");
+        }
+    }
+
+    #[test]
+    fn accept_header_chooses_the_format() {
+        assert!(!server::wants_classic_text(""));
+        assert!(!server::wants_classic_text("*/*"));
+        assert!(server::wants_classic_text("text/plain;version=0.0.4"));
+        assert!(!server::wants_classic_text(
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        ));
     }
 
     #[test]

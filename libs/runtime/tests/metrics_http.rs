@@ -64,9 +64,12 @@ async fn scrape_shows_every_metric_with_its_type_and_labels() {
         ("toolgate_policy_decisions", "counter"),
         ("toolgate_policy_approvals_pending", "gauge"),
         ("toolgate_policy_approvals_decided", "counter"),
-        ("toolgate_policy_approval_decision_seconds", "histogram"),
+        (
+            "toolgate_policy_approval_decision_duration_seconds",
+            "histogram",
+        ),
         ("toolgate_policy_authorize_duration_seconds", "histogram"),
-        ("toolgate_policy_ledger_write_seconds", "histogram"),
+        ("toolgate_policy_ledger_write_duration_seconds", "histogram"),
         ("toolgate_executor_runs", "counter"),
         ("toolgate_executor_run_duration_seconds", "histogram"),
         ("toolgate_executor_runs_in_flight", "gauge"),
@@ -74,8 +77,11 @@ async fn scrape_shows_every_metric_with_its_type_and_labels() {
         ("toolgate_executor_output_truncations", "counter"),
         ("toolgate_executor_rejections", "counter"),
         ("toolgate_executor_fs_ops", "counter"),
-        ("toolgate_executor_authorize_seconds", "histogram"),
-        ("toolgate_executor_approval_wait_seconds", "histogram"),
+        ("toolgate_executor_authorize_duration_seconds", "histogram"),
+        (
+            "toolgate_executor_approval_wait_duration_seconds",
+            "histogram",
+        ),
     ];
     for (name, kind) in types {
         assert!(
@@ -89,10 +95,10 @@ async fn scrape_shows_every_metric_with_its_type_and_labels() {
         "toolgate_policy_approvals_pending 3",
         "toolgate_policy_approvals_decided_total{verdict=\"approved\"} 1",
         "toolgate_policy_approvals_decided_total{verdict=\"expired\"} 1",
-        "toolgate_policy_approval_decision_seconds_count 1",
-        "toolgate_policy_approval_decision_seconds_sum 42.0",
+        "toolgate_policy_approval_decision_duration_seconds_count 1",
+        "toolgate_policy_approval_decision_duration_seconds_sum 42.0",
         "toolgate_policy_authorize_duration_seconds_count 1",
-        "toolgate_policy_ledger_write_seconds_count 1",
+        "toolgate_policy_ledger_write_duration_seconds_count 1",
         "toolgate_executor_runs_total{status=\"exited\"} 1",
         "toolgate_executor_run_duration_seconds_count 1",
         "toolgate_executor_runs_in_flight 1",
@@ -102,8 +108,8 @@ async fn scrape_shows_every_metric_with_its_type_and_labels() {
         "toolgate_executor_rejections_total{reason=\"POLICY_DENIED\"} 1",
         "toolgate_executor_fs_ops_total{op=\"write\",code=\"OK\"} 1",
         "toolgate_executor_fs_ops_total{op=\"read\",code=\"NOT_FOUND\"} 1",
-        "toolgate_executor_authorize_seconds_count 1",
-        "toolgate_executor_approval_wait_seconds_count 1",
+        "toolgate_executor_authorize_duration_seconds_count 1",
+        "toolgate_executor_approval_wait_duration_seconds_count 1",
     ];
     for sample in samples {
         assert!(
@@ -112,7 +118,7 @@ async fn scrape_shows_every_metric_with_its_type_and_labels() {
         );
     }
     // Histogram buckets are cumulative and end at +Inf.
-    assert!(body.contains("toolgate_executor_authorize_seconds_bucket{le=\"+Inf\"} 1\n"));
+    assert!(body.contains("toolgate_executor_authorize_duration_seconds_bucket{le=\"+Inf\"} 1\n"));
     assert!(body.ends_with("# EOF\n"), "{body}");
 
     // A finished run leaves the in-flight gauge.

@@ -78,13 +78,13 @@ async fn scrape_counts_runs_output_fs_ops_refusals_and_waits_by_label() {
     for family in [
         "# TYPE toolgate_executor_run_duration_seconds histogram",
         "# TYPE toolgate_executor_runs_in_flight gauge",
-        "# TYPE toolgate_executor_authorize_seconds histogram",
-        "# TYPE toolgate_executor_approval_wait_seconds histogram",
+        "# TYPE toolgate_executor_authorize_duration_seconds histogram",
+        "# TYPE toolgate_executor_approval_wait_duration_seconds histogram",
     ] {
         assert!(lines.iter().any(|l| l == family), "missing {family}");
     }
     assert_eq!(
-        sample(&lines, "toolgate_executor_authorize_seconds_count"),
+        sample(&lines, "toolgate_executor_authorize_duration_seconds_count"),
         Some(0.0)
     );
 
@@ -186,7 +186,10 @@ async fn scrape_counts_runs_output_fs_ops_refusals_and_waits_by_label() {
             "toolgate_executor_output_truncations_total{stream=\"stdout\"}",
             1.0,
         ),
-        ("toolgate_executor_approval_wait_seconds_count", 1.0),
+        (
+            "toolgate_executor_approval_wait_duration_seconds_count",
+            1.0,
+        ),
     ];
     for (name, value) in expect {
         assert_eq!(sample(&lines, name), Some(value), "{name} in\n{lines:#?}");
@@ -202,7 +205,7 @@ async fn scrape_counts_runs_output_fs_ops_refusals_and_waits_by_label() {
     // Every call asked the policy once (the read too: the file's absence is found by the
     // operation), the approved write twice.
     assert_eq!(
-        sample(&lines, "toolgate_executor_authorize_seconds_count"),
+        sample(&lines, "toolgate_executor_authorize_duration_seconds_count"),
         Some(10.0)
     );
 

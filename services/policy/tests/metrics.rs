@@ -144,10 +144,13 @@ async fn scrape_counts_decisions_by_rule_and_approvals_by_verdict() {
             1.0,
         ),
         // Only a human verdict has a decision latency.
-        ("toolgate_policy_approval_decision_seconds_count", 1.0),
+        (
+            "toolgate_policy_approval_decision_duration_seconds_count",
+            1.0,
+        ),
         ("toolgate_policy_authorize_duration_seconds_count", 4.0),
         // Two decisions recorded, two asks, one decide, one cancel.
-        ("toolgate_policy_ledger_write_seconds_count", 6.0),
+        ("toolgate_policy_ledger_write_duration_seconds_count", 6.0),
     ] {
         assert_eq!(sample(&lines, name), Some(value), "{name} in\n{lines:#?}");
     }
