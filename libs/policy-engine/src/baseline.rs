@@ -904,7 +904,16 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             f.paths
                 .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
         }
+        // `mv` writes every operand and the target (the arm above and the table's files).
+        "cp" | "ln" | "install" if parsed.has(&["-t", "--target-directory"]) => {
+            // Every operand is a source; the target directory is among the table's files.
+            f.paths
+                .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Read)));
+            unsafe_flag |= parsed.has(&["--strip-program"]);
+        }
         "cp" | "ln" | "install" | "rsync" | "scp" => {
+            // `install --strip-program=PROG` runs PROG.
+            unsafe_flag |= name == "install" && parsed.has(&["--strip-program"]);
             if let Some((last, rest)) = ops.split_last() {
                 f.paths
                     .extend(rest.iter().map(|o| ((*o).to_owned(), Access::Read)));

@@ -847,6 +847,33 @@ mod spellings {
             Some('n'),
         ),
         o("date", Some('f'), Some("--file"), "dates", &[], Some('u')),
+        // Copies: `-t DIR` writes into a directory, which inotify on the top directory does
+        // not show as an open; corpus.rs covers it. The other values are checked here.
+        o(
+            "cp",
+            Some('S'),
+            Some("--suffix"),
+            ".bak",
+            &["f", "g"],
+            Some('v'),
+        ),
+        o("cp", None, Some("--sparse"), "auto", &["f", "g"], None),
+        o(
+            "install",
+            Some('S'),
+            Some("--suffix"),
+            ".bak",
+            &["f", "g"],
+            Some('v'),
+        ),
+        o(
+            "install",
+            Some('m'),
+            Some("--mode"),
+            "644",
+            &["f", "g"],
+            Some('v'),
+        ),
         // Exec wrappers: the file the command they run opens shows where the command starts.
         o(
             "env",

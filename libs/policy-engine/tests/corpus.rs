@@ -1104,6 +1104,22 @@ mod abbreviations {
     }
 
     #[test]
+    fn copy_target_directory_in_every_spelling() {
+        for s in [
+            "cp -t /etc f",
+            "cp --target-directory=/etc f",
+            "cp --targ /etc f",
+            "cp -rt/etc f",
+            "ln -st /etc f",
+            "install -t /etc f",
+            "mv --target=/etc f",
+        ] {
+            expect(&defaults(), s, Tier::Deny);
+        }
+        expect_at_least(&defaults(), "install --strip-p=sh -s f g", Tier::Ask);
+    }
+
+    #[test]
     fn man_abbreviated_pager() {
         for s in ["man --pag=sh ls", "man -P'sh -c id' ls", "man --htm ls"] {
             expect_at_least(&defaults(), s, Tier::Ask);
