@@ -199,6 +199,19 @@ fn parameter(expr: &ParameterExpr, vars: &Vars, depth: usize) -> Option<(Vec<Str
         let values = vars.get(name)?.to_vec();
         return Some((values, true));
     }
+    // `$1`..: the n-th word of each `set --` / call argument list seen.
+    if let ParameterExpr::Parameter {
+        parameter: Parameter::Positional(n @ 1..),
+        indirect: false,
+    } = expr
+    {
+        let values: Vec<String> = vars
+            .get(POSITIONAL)?
+            .iter()
+            .filter_map(|v| v.split_whitespace().nth(*n as usize - 1).map(str::to_owned))
+            .collect();
+        return (!values.is_empty()).then_some((values, false));
+    }
     let (name, default) = match expr {
         ParameterExpr::Parameter {
             parameter: Parameter::Named(name),

@@ -18,6 +18,8 @@ use crate::paths::{self, Access};
 
 /// Most simple commands one analysis extracts before giving up (then at least `ask`).
 const MAX_COMMANDS: usize = 2_000;
+/// Longest function body re-analysed with the arguments of a call.
+const MAX_BODY_BYTES: usize = 16 * 1024;
 /// Deepest nesting of `bash -c`, `eval`, substitutions and heredocs analysed.
 const MAX_DEPTH: usize = 16;
 /// Longest script analysed.
@@ -185,6 +187,8 @@ struct Analyzer {
     /// Files the script writes with content it decides (`echo 'rm -rf /' > x.sh`), by
     /// resolved path, so that running or sourcing them later is analysed.
     files: std::collections::HashMap<String, String>,
+    /// The text of each function body, to analyse a call with the arguments it is given.
+    bodies: std::collections::HashMap<String, String>,
 }
 
 impl Analyzer {
@@ -450,6 +454,10 @@ impl Analyzer {
 
     fn function(&mut self, f: &ast::FunctionDefinition, ctx: &mut Ctx, depth: usize) {
         let name = f.fname.value.clone();
+        let body = f.body.to_string();
+        if body.len() <= MAX_BODY_BYTES {
+            self.bodies.insert(name.clone(), body);
+        }
         let start = self.commands.len();
         let mut local = ctx.clone();
         self.compound(&f.body.0, &mut local, depth);
@@ -1135,6 +1143,17 @@ impl Analyzer {
             if self.functions.contains(&name) && !raw.contains('/') {
                 cmd.notes
                     .push(format!("calls the shell function `{name}` analysed above"));
+                // `f() { rm "$@"; }; f -rf /`: the body again, with these arguments.
+                if !args.iter().any(|a| dynamic.contains(&a.as_str()))
+                    && let Some(body) = self.bodies.get(&name).cloned()
+                {
+                    cmd.notes.push(format!(
+                        "analysing the body of `{name}` with the arguments `{}`",
+                        args.join(" ")
+                    ));
+                    self.vars.assign(compute::POSITIONAL, args.join(" "));
+                    self.script(&body, &mut ctx.derived(), depth + 1);
+                }
                 break;
             }
             let f = baseline::classify_argv(&name, args);
@@ -1342,6 +1361,10 @@ impl Analyzer {
             ShellInvocation::Script(i) => {
                 let script = &args[i];
                 cmd.notes.push(format!("{name} -c: analysing `{script}`"));
+                // `bash -c 'rm "$@"' _ -rf /`: the words after the name are `$@`.
+                if let Some(params) = args.get(i + 2..) {
+                    self.vars.assign(compute::POSITIONAL, params.join(" "));
+                }
                 let mut local = ctx.clone();
                 local.stdin_fetch = false;
                 self.script(script, &mut local, depth + 1);

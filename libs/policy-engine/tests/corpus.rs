@@ -1473,6 +1473,22 @@ mod computed_spellings {
     }
 
     #[test]
+    fn functions_and_shells_given_arguments() {
+        for s in [
+            "f() { rm \"$@\"; }; f -rf /",
+            "f() { rm $*; }; f -rf /",
+            "f() { $1 -rf /; }; f rm",
+            "function f { \"$1\" \"$2\" \"$3\"; }; f rm -rf /",
+            "bash -c 'rm \"$@\"' _ -rf /",
+            "sh -c '$1 -rf /' _ rm",
+        ] {
+            denied(s);
+        }
+        expect(&defaults(), "f() { ls; }; f", Tier::Auto);
+        expect(&defaults(), ":(){ :|:& };:", Tier::Deny);
+    }
+
+    #[test]
     fn scripts_the_script_wrote() {
         for s in [
             "echo 'rm -rf /' > x.sh; bash x.sh",
