@@ -91,6 +91,16 @@ print("PrometheusRule equals deploy/monitoring/alerts.yaml")
 EOF
 promtool check rules "$out/render/monitoring.yaml.rules.yaml"
 
+echo "== dashboard: every panel query parses (as a recording rule)"
+"$VENV/bin/python" - "$out/dashboard-rules.yaml" <<'EOF'
+import json, sys, yaml
+d = json.load(open("deploy/dashboards/toolgate.json"))
+rules = [{"record": f"dashboard:panel{p['id']}:{t['refId']}", "expr": t["expr"]}
+         for p in d["panels"] for t in p.get("targets", [])]
+yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.argv[1], "w"))
+EOF
+promtool check rules "$out/dashboard-rules.yaml"
+
 echo "== metrics: promtool check metrics on both services' /metrics"
 cargo build --quiet --locked -p toolgate-policy -p toolgate-executor
 target=${CARGO_TARGET_DIR:-target}/debug
@@ -145,7 +155,7 @@ scrape() {
         if curl -fsS -H 'Accept: text/plain;version=0.0.4' "http://127.0.0.1:$port/metrics" \
             >"$out/$name.metrics" 2>/dev/null; then
             echo "-- $name ($(grep -vc '^#' "$out/$name.metrics") samples)"
-            promtool check metrics <"$out/$name.metrics"
+            promtool check metrics <"$out/$name.metrics" && echo "   promtool check metrics: no problems"
             # The OpenMetrics rendering (what Prometheus negotiates) must name the same samples.
             curl -fsS "http://127.0.0.1:$port/metrics" >"$out/$name.om"
             tail -n1 "$out/$name.om" | grep -qx '# EOF'
