@@ -155,7 +155,8 @@ scrape() {
         if curl -fsS -H 'Accept: text/plain;version=0.0.4' "http://127.0.0.1:$port/metrics" \
             >"$out/$name.metrics" 2>/dev/null; then
             echo "-- $name ($(grep -vc '^#' "$out/$name.metrics") samples)"
-            promtool check metrics <"$out/$name.metrics" && echo "   promtool check metrics: no problems"
+            promtool check metrics <"$out/$name.metrics"
+            echo "   promtool check metrics: no problems"
             # The OpenMetrics rendering (what Prometheus negotiates) must name the same samples.
             curl -fsS "http://127.0.0.1:$port/metrics" >"$out/$name.om"
             tail -n1 "$out/$name.om" | grep -qx '# EOF'
