@@ -430,6 +430,14 @@ pub(crate) fn command_output(
     {
         return None;
     }
+    // `cat file` prints a file's contents, which the script does not decide.
+    if program == "cat"
+        && items
+            .clone()
+            .any(|i| matches!(i, ast::CommandPrefixOrSuffixItem::Word(_)))
+    {
+        return None;
+    }
     push_word(&mut argv, program)?;
     for item in items {
         match item {
