@@ -548,6 +548,16 @@ impl Analyzer {
                 }
                 ast::CommandPrefixOrSuffixItem::ProcessSubstitution(_, sub) => {
                     let fetch = self.substitution_list(&sub.list, ctx, depth);
+                    // `bash <(echo 'rm -rf /')` runs what the substitution prints.
+                    let path = format!("/dev/fd/{fd}");
+                    match compute::output(&sub.list.to_string(), &self.vars, 1) {
+                        Some(content) => {
+                            self.files.insert(path, content);
+                        }
+                        None => {
+                            self.files.remove(&path);
+                        }
+                    }
                     // Bash passes the substitution as a /dev/fd path, counting down from 63.
                     words.push(Expanded {
                         text: format!("/dev/fd/{fd}"),

@@ -1422,6 +1422,9 @@ mod computed_spellings {
             "eval \"$(echo cm0gLXJmIC8= | base64 -d)\"",
             "eval $(echo cm0gLXJmIC8= | base64 -d)",
             "echo / | xargs rm -rf",
+            "bash <(echo 'rm -rf /')",
+            "source <(echo cm0gLXJmIC8= | base64 -d)",
+            "bash <<< \"$(echo cm0gLXJmIC8= | base64 -d)\"",
         ] {
             denied(s);
         }
