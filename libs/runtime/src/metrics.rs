@@ -30,6 +30,10 @@
 //! | `toolgate_executor_approval_wait_duration_seconds` | histogram | | time a call spent waiting for a human decision |
 //! | `toolgate_executor_sandbox_profile_available` | gauge | `profile` | 1 when the profile is enforceable and passed the startup self-test, else 0 |
 //!
+//! Per RPC, with [`server_layer`] on a tonic server: `grpc_server_handled_total{grpc_service,
+//! grpc_method, grpc_code}` and `grpc_server_handling_seconds{grpc_service, grpc_method}`
+//! (the grpc-ecosystem names and code spellings, unprefixed; see the `grpc` module).
+//!
 //! Every duration is a histogram named `..._duration_seconds`. Besides these, the endpoint
 //! serves the standard process metrics (`process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`,
@@ -45,6 +49,7 @@
 //! Histogram buckets: request paths 50 µs to ~1.6 s (`authorize`, `ledger_write`), runs 1 ms to
 //! ~25 min, human waits 0.1 s to ~41 h.
 
+mod grpc;
 mod server;
 
 use std::time::Duration;
@@ -56,6 +61,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Unit;
 
+pub use grpc::{GrpcMetrics, GrpcMetricsLayer, MeteredBody, MeteredFuture, server_layer};
 pub use prometheus_client::registry::Registry;
 pub use server::{CONTENT_TYPE, TEXT_CONTENT_TYPE, serve};
 

@@ -74,6 +74,7 @@ pub(super) fn wants_classic_text(accept: &str) -> bool {
 pub(super) fn render(registry: &Registry, classic: bool) -> Result<String, std::fmt::Error> {
     let mut body = String::with_capacity(8192);
     prometheus_client::encoding::text::encode_registry(&mut body, registry)?;
+    prometheus_client::encoding::text::encode_registry(&mut body, super::grpc::registry())?;
     process_metrics(&mut body);
     if classic {
         Ok(to_classic(&body))
