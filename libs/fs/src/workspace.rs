@@ -727,11 +727,21 @@ impl Workspace {
         if !follow {
             flags |= OFlags::NOFOLLOW;
         }
-        let fd = self
-            .openat2(self.root_fd(), &req.kernel_path(), flags, BENEATH)
-            .map_err(|e| Error::from_errno("open", req.shown, e))?;
+        let kernel = req.kernel_path();
+        let mut attempt = 0;
+        let (fd, canon) = loop {
+            let fd = self
+                .openat2(self.root_fd(), &kernel, flags, BENEATH)
+                .map_err(|e| Error::from_errno("open", req.shown, e))?;
+            match self.canonical(fd.as_fd(), req.shown) {
+                Ok(canon) => break (fd, canon),
+                // A concurrent write renamed a new file over the one just opened: the path
+                // names the new one now.
+                Err(e) if replaced(&e) && attempt < RENAME_RETRIES => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        };
         let stat = rustix::fs::fstat(&fd).map_err(|e| Error::from_errno("stat", req.shown, e))?;
-        let canon = self.canonical(fd.as_fd(), req.shown)?;
         self.check_hiding(req.shown, &canon, access, hidden)?;
         Ok(Resolved { fd, stat, canon })
     }
@@ -764,9 +774,20 @@ impl Workspace {
             } else {
                 prefix
             };
-            match self.openat2(self.root_fd(), &kernel, OFlags::PATH, BENEATH) {
-                Ok(fd) => {
-                    let mut canon = self.canonical(fd.as_fd(), req.shown)?;
+            let mut attempt = 0;
+            let opened = loop {
+                match self.openat2(self.root_fd(), &kernel, OFlags::PATH, BENEATH) {
+                    Ok(fd) => match self.canonical(fd.as_fd(), req.shown) {
+                        Ok(canon) => break Ok(canon),
+                        Err(e) if replaced(&e) && attempt < RENAME_RETRIES => attempt += 1,
+                        Err(e) => return Err(e),
+                    },
+                    Err(e) => break Err(e),
+                }
+            };
+            match opened {
+                Ok(canon) => {
+                    let mut canon = canon;
                     for c in &comps[keep..] {
                         match c {
                             Component::Normal(n) => canon.push(n),
@@ -803,14 +824,24 @@ impl Workspace {
         } else {
             r.canon.as_path()
         };
-        let fd = self
-            .openat2(
-                self.root_fd(),
-                rel,
-                flags | OFlags::NOFOLLOW | OFlags::NONBLOCK,
-                BENEATH_NO_SYMLINKS,
-            )
-            .map_err(|e| Error::from_errno("open", shown, e))?;
+        // Through the handle's own /proc link: the same inode that was resolved and checked,
+        // whatever has been renamed over its path since (a concurrent write replaces files by
+        // rename). Without /proc, by path, confined as the resolution was.
+        let fd = match rustix::fs::open(
+            format!("/proc/self/fd/{}", r.fd.as_raw_fd()),
+            flags | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(_) => self
+                .openat2(
+                    self.root_fd(),
+                    rel,
+                    flags | OFlags::NOFOLLOW | OFlags::NONBLOCK,
+                    BENEATH_NO_SYMLINKS,
+                )
+                .map_err(|e| Error::from_errno("open", shown, e))?,
+        };
         let now = rustix::fs::fstat(&fd).map_err(|e| Error::from_errno("stat", shown, e))?;
         if (now.st_dev, now.st_ino) != (r.stat.st_dev, r.stat.st_ino) {
             return Err(Error::Io {
@@ -910,6 +941,15 @@ fn validate_limits(l: &Limits) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// How often a lookup is repeated when a concurrent rename replaced what it opened.
+const RENAME_RETRIES: u32 = 16;
+
+/// Whether `e` says the object opened was unlinked (replaced by a rename) before its name was
+/// read.
+fn replaced(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
 }
 
 /// The absolute path the kernel records for an open handle.

@@ -304,6 +304,10 @@ impl Workspace {
         file.sync_all()
             .map_err(|source| io_err("sync", shown, source))?;
         drop(file);
+        // Every rename into a directory happens under that directory's lock, so a write's
+        // precondition (the file it checked) still holds at its rename: no update is lost
+        // between two writers, in this executor or another one over the same volume.
+        let lock = DirLock::acquire(t.dir.as_fd(), shown)?;
         if create_new {
             rustix::fs::renameat_with(&t.dir, tmp, &t.dir, &t.name, RenameFlags::NOREPLACE)
                 .map_err(|e| Error::from_errno("rename into", shown, e))?;
@@ -326,6 +330,8 @@ impl Workspace {
             rustix::fs::renameat(&t.dir, tmp, &t.dir, &t.name)
                 .map_err(|e| Error::from_errno("rename into", shown, e))?;
         }
+        // The directory's durability needs no lock; other writers may go on.
+        drop(lock);
         sync_dir(t.dir.as_fd());
         Ok(())
     }
@@ -514,6 +520,44 @@ impl Workspace {
             path: self.render(r.style, &canon),
             created,
         })
+    }
+}
+
+/// An exclusive `flock` on a directory, released on drop. Taken with `LOCK_NB` and retried
+/// for a bounded time: a run can hold a lock on a workspace directory forever, and a write must
+/// then fail (a retryable conflict), not hang.
+struct DirLock<'a>(BorrowedFd<'a>);
+
+/// How long a writer waits for a directory lock before it gives up.
+const DIR_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl<'a> DirLock<'a> {
+    fn acquire(dir: BorrowedFd<'a>, shown: &str) -> Result<DirLock<'a>> {
+        let start = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_micros(50);
+        loop {
+            match rustix::fs::flock(dir, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(DirLock(dir)),
+                Err(Errno::WOULDBLOCK | Errno::INTR) if start.elapsed() < DIR_LOCK_WAIT => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(20));
+                }
+                Err(Errno::WOULDBLOCK) => {
+                    return Err(Error::Conflict {
+                        path: shown.to_owned(),
+                        expected: "its directory free for the write".to_owned(),
+                        actual: "another writer held the directory for 2 s; retry".to_owned(),
+                    });
+                }
+                Err(e) => return Err(Error::from_errno("lock the directory of", shown, e)),
+            }
+        }
+    }
+}
+
+impl Drop for DirLock<'_> {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(self.0, rustix::fs::FlockOperation::Unlock);
     }
 }
 

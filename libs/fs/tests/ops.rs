@@ -778,3 +778,52 @@ fn canonicalize_for_write_refuses_protected_paths_through_links() {
     let c = fx.ws.canonicalize_for_write(&wp("src/new.rs")).unwrap();
     assert_eq!((c.relative.as_str(), c.exists), ("src/new.rs", false));
 }
+
+/// Read-modify-write with `expected_sha256` from many threads (two workspaces over one
+/// directory, as two executors over one volume): every write that reported success is in the
+/// final count, every other one failed with `Conflict`, and no read ever fails because a
+/// write renamed the file while it was being opened.
+#[test]
+fn conditional_writes_never_lose_an_update() {
+    let f = Fixture::new();
+    std::fs::write(f.root.join("counter"), b"0").unwrap();
+    let second = Workspace::open(WorkspaceConfig::new(&f.root)).unwrap();
+    let workspaces = [&f.ws, &second];
+    let succeeded = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..6 {
+            let ws = workspaces[t % 2];
+            let succeeded = &succeeded;
+            s.spawn(move || {
+                let mut mine = 0;
+                while mine < 25 {
+                    let read = ws
+                        .read(&ReadRequest::whole(
+                            WorkspacePath::try_from("counter").unwrap(),
+                        ))
+                        .unwrap_or_else(|e| panic!("a read failed during writes: {e}"));
+                    let n: u64 = String::from_utf8(read.content).unwrap().parse().unwrap();
+                    let mut req = write_req("counter", (n + 1).to_string().as_bytes());
+                    req.expected_sha256 = read.file_sha256;
+                    match ws.write(&req) {
+                        Ok(_) => {
+                            mine += 1;
+                            succeeded.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        }
+                        Err(e) => assert_eq!(e.reason(), Reason::Conflict, "{e}"),
+                    }
+                }
+            });
+        }
+    });
+    let total: u64 = std::fs::read_to_string(f.root.join("counter"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        total,
+        succeeded.into_inner(),
+        "an update that succeeded was lost"
+    );
+    assert_eq!(total, 150);
+}
