@@ -17,3 +17,7 @@ cargo test --workspace --locked
 # The Python client tests run every scenario twice: against `toolgate up` (SQLite) and against
 # separate toolgate-policy (a fresh Postgres database from DATABASE_URL) + toolgate-executor.
 tests/python/run.sh
+
+# Two executor processes over one workspace directory, as two pods over one ReadWriteMany
+# volume (deploy/kubernetes/README.md): no torn file, no lost conditional update.
+PYTHONPATH=tests/python/gen target/python-venv/bin/python deploy/workspace/two_executors.py target/debug

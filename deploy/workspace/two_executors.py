@@ -8,13 +8,8 @@ file (no lost update), while the others fail cleanly with ABORTED ("changed: rea
   PYTHONPATH=tests/python/gen target/python-venv/bin/python deploy/workspace/two_executors.py target/debug
   ONE_EXECUTOR=1 ...    # the same traffic through one executor process, as a baseline
 
-Status (2026-11-24): the torn-file half passes. The precondition half FAILS, with two
-executors and with one alike: of 150 conditional writes that succeeded, 1-5 are missing
-from the final file (the expected_sha256 check and the rename are not atomic, and the
-window is wider than the documented "same timestamp tick"). Separately, an open racing a
-rename sometimes fails with INTERNAL ("... while it was being opened"), which should be a
-retryable code. Both are libs/fs issues; this script is not yet a CI gate (deploy/check.sh
-does not run it) because it fails.
+It runs in tests/run.sh after the Python client tests. Both halves hold since fs writes
+rename under their directory's flock and reads re-resolve a file renamed over while opened.
 """
 
 import hashlib
