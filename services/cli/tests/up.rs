@@ -349,3 +349,37 @@ fn doctor_reports_the_sandbox_and_its_escape_self_test() {
         "{text_out}"
     );
 }
+
+/// `up --metrics-listen` serves both services' metrics, the per-RPC gRPC ones included.
+#[test]
+fn up_serves_both_services_metrics() {
+    use std::io::{Read, Write};
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = support::Up::start_with(
+        ws.path(),
+        &state.path().join("toolgate"),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
+    let ls = up.run("agent", &["fs", "ls"]);
+    assert!(ls.status.success(), "{}", text(&ls));
+    let addr = up.info["metrics"]
+        .as_str()
+        .expect("metrics address in --json");
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        conn,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut body = String::new();
+    conn.read_to_string(&mut body).unwrap();
+    for name in [
+        "toolgate_build_info",
+        "toolgate_executor_",
+        "toolgate_policy_",
+        "grpc_server_handled_total",
+    ] {
+        assert!(body.contains(name), "{name} missing from:\n{body}");
+    }
+}

@@ -181,6 +181,7 @@ pub async fn serve_with_options(
     let (reflection_v1, reflection_v1alpha) = grpc::reflection();
     let runner = toolgate_process::Runner::new(config.process_config().map_err(Error::Config)?)?;
     for p in &runner.capabilities().profiles {
+        metrics.sandbox_profile(&p.name, p.available.is_ok());
         match &p.available {
             Ok(abi) => {
                 tracing::info!(profile = %p.name, landlock_abi = abi, network = p.network, unconfined = p.unconfined, "sandbox profile ready");
@@ -237,6 +238,7 @@ pub async fn serve_with_options(
     let max_request = config.max_request_bytes;
     let server = grpc::server()
         .layer(telemetry::server_layer())
+        .layer(metrics::server_layer())
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)

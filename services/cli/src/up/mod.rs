@@ -43,6 +43,9 @@ pub struct Args {
     /// The policy service's gRPC listen address (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:7071")]
     policy_listen: String,
+    /// Serve both services' Prometheus metrics on this address (`/metrics`); off when unset.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     /// A policy document (reloaded on change); default: the shipped default policy.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
@@ -98,6 +101,8 @@ struct Started<'a> {
     policy: String,
     executor_addr: String,
     policy_addr: String,
+    /// Where `/metrics` is served, when it is.
+    metrics_addr: Option<String>,
     tokens: &'a Tokens,
 }
 
@@ -154,7 +159,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     policy_cfg
         .validate()
         .map_err(|e| anyhow::anyhow!("policy service configuration: {e}"))?;
-    let core = PolicyCore::open(&policy_cfg)
+    // One registry for both services, served on --metrics-listen when it is set.
+    let mut registry = toolgate_runtime::metrics::registry();
+    let policy_metrics = toolgate_runtime::metrics::PolicyMetrics::register(&mut registry);
+    let executor_metrics = toolgate_runtime::metrics::ExecutorMetrics::register(&mut registry);
+    let metrics_listener = match &args.metrics_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?,
+        ),
+        None => None,
+    };
+    let metrics_addr = metrics_listener
+        .as_ref()
+        .map(|l| l.local_addr().map(|a| a.to_string()))
+        .transpose()?;
+    let core = PolicyCore::open_with(&policy_cfg, policy_metrics)
         .await
         .context("cannot start the policy service")?;
 
@@ -188,6 +209,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .map_or_else(|| "builtin default".to_owned(), |p| p.display().to_string()),
         executor_addr,
         policy_addr,
+        metrics_addr,
         tokens: &tokens,
     };
     {
@@ -214,12 +236,27 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let executor_task = {
         let (stop, trigger) = (stop.clone(), trigger.clone());
         tokio::spawn(async move {
-            let r =
-                toolgate_executor::serve_with(exec_cfg, executor_listener, stop, authorizer).await;
+            let r = toolgate_executor::serve_with_options(
+                exec_cfg,
+                executor_listener,
+                stop,
+                authorizer,
+                toolgate_executor::ServeOptions {
+                    metrics: Some(executor_metrics),
+                },
+            )
+            .await;
             trigger.trigger();
             r
         })
     };
+    if let Some(listener) = metrics_listener {
+        tokio::spawn(toolgate_runtime::metrics::serve(
+            listener,
+            Arc::new(registry),
+            stop.clone(),
+        ));
+    }
     tokio::spawn(async move {
         signals.wait().await;
         trigger.trigger();
@@ -307,6 +344,7 @@ fn json_line(s: &Started<'_>) -> serde_json::Value {
         "ledger": s.ledger,
         "policy_document": s.policy,
         "tokens_file": s.tokens.path.display().to_string(),
+        "metrics": s.metrics_addr,
         "tokens": tokens,
     })
 }
@@ -333,6 +371,9 @@ fn banner(s: &Started<'_>) -> String {
             "reused"
         },
     );
+    if let Some(m) = &s.metrics_addr {
+        out.push_str(&format!("  metrics    http://{m}/metrics\n"));
+    }
     out.push('\n');
     for r in tokens::ROLES {
         if let Some((principal, t)) = s.tokens.get(r) {

@@ -122,10 +122,20 @@ pub fn test_policy() -> std::path::PathBuf {
 impl Up {
     /// Starts `toolgate up --json` on free ports with the test policy.
     pub fn start(workspace: &std::path::Path, data_dir: &std::path::Path) -> Up {
+        Up::start_with(workspace, data_dir, &[])
+    }
+
+    /// [`Up::start`] with more arguments for `up`.
+    pub fn start_with(
+        workspace: &std::path::Path,
+        data_dir: &std::path::Path,
+        extra: &[&str],
+    ) -> Up {
         use std::io::BufRead;
         let policy = test_policy();
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
+            .args(extra)
             .args(["--policy-listen", "127.0.0.1:0", "--workspace"])
             .arg(workspace)
             .arg("--data-dir")
