@@ -121,7 +121,18 @@ impl PolicyCore {
         let started = Instant::now();
         let result = write.instrument(span).await;
         self.inner.metrics.ledger_write(started.elapsed());
-        result.map_err(ledger_status)
+        result.map_err(|e| {
+            let status = ledger_status(e);
+            // A refusal (a decided approval, a recorded outcome) is an answer; a database
+            // that cannot be written is what the ledger-write-errors alert is about.
+            if matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::Internal
+            ) {
+                self.inner.metrics.ledger_write_error();
+            }
+            status
+        })
     }
 
     /// One ledger read, in a `ledger.read` client span with `db.system`.

@@ -229,6 +229,7 @@ pub async fn serve_with_options(
     );
     let server = grpc::server()
         .layer(telemetry::server_layer())
+        .layer(metrics::server_layer())
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
