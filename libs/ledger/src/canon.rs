@@ -177,30 +177,32 @@ pub(crate) fn outcome_subject(o: &Outcome) -> String {
 /// The canonical event for an outcome row.
 pub(crate) fn outcome(kind: &str, o: &Outcome) -> Vec<u8> {
     let (exit_kind, exit_value) = o.exit.to_parts();
-    encode(
-        kind,
-        &outcome_subject(o),
-        &[
-            (
-                "approval_id",
-                o.approval_id.as_ref().map(|a| a.as_str()).into(),
-            ),
-            ("executor_pod", o.executor.pod.as_str().into()),
-            ("executor_node", o.executor.node.as_str().into()),
-            ("executor_namespace", o.executor.namespace.as_str().into()),
-            ("executor_image", o.executor.image.as_str().into()),
-            ("started_at", o.started_at.as_micros().into()),
-            ("finished_at", o.finished_at.as_micros().into()),
-            ("exit_kind", exit_kind.into()),
-            ("exit_value", exit_value.into()),
-            ("stdout_bytes", (o.stdout_bytes as i64).into()),
-            ("stderr_bytes", (o.stderr_bytes as i64).into()),
-            ("stdout_truncated", i64::from(o.stdout_truncated).into()),
-            ("stderr_truncated", i64::from(o.stderr_truncated).into()),
-            ("error", o.error.as_deref().into()),
-            ("recorded_at", o.recorded_at.as_micros().into()),
-        ],
-    )
+    let mut fields = vec![
+        (
+            "approval_id",
+            o.approval_id.as_ref().map(|a| a.as_str()).into(),
+        ),
+        ("executor_pod", o.executor.pod.as_str().into()),
+        ("executor_node", o.executor.node.as_str().into()),
+        ("executor_namespace", o.executor.namespace.as_str().into()),
+        ("executor_image", o.executor.image.as_str().into()),
+        ("started_at", o.started_at.as_micros().into()),
+        ("finished_at", o.finished_at.as_micros().into()),
+        ("exit_kind", exit_kind.into()),
+        ("exit_value", exit_value.into()),
+        ("stdout_bytes", (o.stdout_bytes as i64).into()),
+        ("stderr_bytes", (o.stderr_bytes as i64).into()),
+        ("stdout_truncated", i64::from(o.stdout_truncated).into()),
+        ("stderr_truncated", i64::from(o.stderr_truncated).into()),
+        ("error", o.error.as_deref().into()),
+        ("recorded_at", o.recorded_at.as_micros().into()),
+    ];
+    // Schema 2 added the applied isolation; an outcome without one hashes exactly as before,
+    // so chains written by schema 1 still verify.
+    if let Some(isolation) = &o.isolation {
+        fields.push(("isolation", isolation.as_str().into()));
+    }
+    encode(kind, &outcome_subject(o), &fields)
 }
 
 #[cfg(test)]

@@ -230,20 +230,37 @@ BEGIN
 END;
 "#;
 
-const PG: &[Migration] = &[Migration {
-    version: 1,
-    name: "ledger",
-    sql: PG_V1,
-}];
+/// Schema 2: an outcome records the isolation its run was given.
+const V2_OUTCOME_ISOLATION: &str = "ALTER TABLE tg_outcomes ADD COLUMN isolation TEXT";
 
-const LITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "ledger",
-    sql: LITE_V1,
-}];
+const PG: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ledger",
+        sql: PG_V1,
+    },
+    Migration {
+        version: 2,
+        name: "outcome isolation",
+        sql: V2_OUTCOME_ISOLATION,
+    },
+];
+
+const LITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "ledger",
+        sql: LITE_V1,
+    },
+    Migration {
+        version: 2,
+        name: "outcome isolation",
+        sql: V2_OUTCOME_ISOLATION,
+    },
+];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS tg_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 

@@ -614,6 +614,8 @@ pub struct NewOutcome {
     pub stderr_truncated: bool,
     /// Error text, if any; redacted.
     pub error: Option<String>,
+    /// For a run: the confinement that was applied (JSON as the executor reported it).
+    pub isolation: Option<String>,
 }
 
 /// A recorded outcome.
@@ -643,6 +645,8 @@ pub struct Outcome {
     pub error: Option<String>,
     /// When it was recorded.
     pub recorded_at: Timestamp,
+    /// For a run: the confinement that was applied (JSON), when reported.
+    pub isolation: Option<String>,
 }
 
 /// Everything known about one call id.

@@ -22,7 +22,7 @@ pub(crate) const A_COLS: &str = "id, call_id, session_id, principal, tool, reque
      consumed_by_call, consumed_by_executor, consumed_at, lease_token, lease_expires_at, closed_at, trace_id";
 pub(crate) const O_COLS: &str = "decision_id, approval_id, executor_pod, executor_node, executor_namespace, \
      executor_image, started_at, finished_at, exit_kind, exit_value, stdout_bytes, stderr_bytes, stdout_truncated, \
-     stderr_truncated, error, recorded_at";
+     stderr_truncated, error, recorded_at, isolation";
 
 /// `$1, $2, ... $n`.
 fn placeholders(from: usize, n: usize) -> String {
@@ -212,6 +212,7 @@ pub(crate) fn outcome_from(r: &Row, o: usize) -> Result<Outcome> {
         stderr_truncated: r.get::<i64>(o + 13)? != 0,
         error: r.get(o + 14)?,
         recorded_at: ts(r.get(o + 15)?),
+        isolation: r.get(o + 16)?,
     })
 }
 
@@ -234,6 +235,7 @@ fn outcome_args(o: &Outcome) -> Vec<Arg> {
         i64::from(o.stderr_truncated),
         o.error.clone(),
         o.recorded_at.as_micros(),
+        o.isolation.clone(),
     ]
 }
 
@@ -1018,6 +1020,7 @@ impl Core {
                 stderr_truncated: no.stderr_truncated,
                 error: error.clone(),
                 recorded_at: now,
+                isolation: no.isolation.clone(),
             };
             let prior = tx
                 .fetch_opt(
@@ -1073,7 +1076,7 @@ impl Core {
             tx.exec(
                 &format!(
                     "INSERT INTO tg_outcomes ({O_COLS}) VALUES ({})",
-                    placeholders(1, 16)
+                    placeholders(1, 17)
                 ),
                 outcome_args(&o),
             )

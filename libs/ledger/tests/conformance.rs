@@ -48,7 +48,40 @@ conformance!(
     newer_schema_is_refused_and_migrate_is_repeatable,
     self_approval_is_refused,
     head_cursor_and_page_token_after,
+    an_outcome_records_the_isolation_its_run_was_given,
 );
+
+/// Schema 2: an outcome keeps the isolation its run was given, the chain covers it, and an
+/// outcome without one (what schema 1 wrote) still verifies.
+async fn an_outcome_records_the_isolation_its_run_was_given(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let with = l
+        .record_decision(new_decision("c1", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    let without = l
+        .record_decision(new_decision("c2", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    let isolation = r#"{"sandbox_profile":"workspace","sandboxed":true}"#;
+    let mut o = outcome(&with.decision, None);
+    o.isolation = Some(isolation.to_owned());
+    l.record_outcome(o).await.unwrap();
+    l.record_outcome(outcome(&without.decision, None))
+        .await
+        .unwrap();
+    let rec = l
+        .lookup_call(CallId::try_from("c1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rec.outcome.and_then(|o| o.isolation).as_deref(),
+        Some(isolation)
+    );
+    let report = l.verify().await.unwrap();
+    assert!(report.broken.is_none(), "{report:?}");
+}
 
 async fn ap08_fifty_concurrent_consumers_exactly_one_runs(ctx: Ctx) {
     let l = Arc::new(ctx.ledger().await);

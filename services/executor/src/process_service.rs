@@ -181,6 +181,7 @@ impl ProcessAdapter {
             metrics,
             proof,
             started_at: started,
+            isolation: None,
             clock: std::time::Instant::now(),
             done: false,
         };
@@ -228,6 +229,8 @@ struct RunRecord {
     in_flight: Option<InFlight>,
     proof: Authorized,
     started_at: SystemTime,
+    /// What the run was given, from its `Started` event; recorded with the outcome.
+    isolation: Option<policy::RunIsolation>,
     clock: std::time::Instant,
     done: bool,
 }
@@ -235,7 +238,19 @@ struct RunRecord {
 impl RunRecord {
     fn observe(&mut self, event: &Event) {
         match event {
-            Event::Started(s) => self.started_at = s.started_at,
+            Event::Started(s) => {
+                self.started_at = s.started_at;
+                let i = &s.isolation;
+                self.isolation = Some(policy::RunIsolation {
+                    sandbox_profile: i.sandbox_profile.clone(),
+                    sandboxed: i.sandboxed,
+                    namespaces: i.namespaces.iter().map(|n| (*n).to_owned()).collect(),
+                    landlock_abi: i.landlock_abi,
+                    seccomp: i.seccomp,
+                    network: i.network,
+                    pid_limit: i.pid_limit.unwrap_or(0),
+                });
+            }
             Event::Exited(x) if !self.done => {
                 self.done = true;
                 self.in_flight = None;
@@ -247,8 +262,11 @@ impl RunRecord {
                 ] {
                     self.metrics.output(stream, s.total_bytes, s.truncated);
                 }
-                self.reporter
-                    .report(&self.proof, run_outcome(self.started_at, x));
+                self.reporter.report(&self.proof, {
+                    let mut o = run_outcome(self.started_at, x);
+                    o.isolation = self.isolation.clone();
+                    o
+                });
             }
             _ => {}
         }

@@ -362,6 +362,8 @@ async fn a_replayed_call_id_is_not_run_again_and_reports_the_outcome() {
     assert_eq!(reason, "ALREADY_EXECUTED");
     assert_eq!(md["exit_code"], "0");
     assert_eq!(md["stdout_bytes"], "13");
+    // The ledger recorded the confinement the run was given.
+    assert_eq!(md["sandbox_profile"], "workspace");
     assert!(md.contains_key("decision_id"));
     assert_eq!(lines(&sb.ws.join("log.txt")), 1, "the command ran once");
 }

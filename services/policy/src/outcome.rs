@@ -93,6 +93,44 @@ pub fn from_wire(
         stdout_truncated,
         stderr_truncated,
         error,
+        isolation: o.isolation.map(|i| isolation_json(&i)),
+    })
+}
+
+/// The stored form of a run's isolation: a JSON object with the wire field names.
+fn isolation_json(i: &pb::RunIsolation) -> String {
+    serde_json::json!({
+        "sandbox_profile": i.sandbox_profile,
+        "sandboxed": i.sandboxed,
+        "namespaces": i.namespaces,
+        "landlock_abi": i.landlock_abi,
+        "seccomp": i.seccomp,
+        "network": i.network,
+        "pid_limit": i.pid_limit,
+    })
+    .to_string()
+}
+
+/// The wire form of a stored isolation; fields it lacks stay at their defaults.
+fn isolation_from_json(text: &str) -> Option<pb::RunIsolation> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+    let b = |k: &str| v[k].as_bool().unwrap_or_default();
+    Some(pb::RunIsolation {
+        sandbox_profile: s("sandbox_profile"),
+        sandboxed: b("sandboxed"),
+        namespaces: v["namespaces"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|n| n.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        landlock_abi: v["landlock_abi"].as_i64().unwrap_or_default() as i32,
+        seccomp: b("seccomp"),
+        network: b("network"),
+        pid_limit: v["pid_limit"].as_u64().unwrap_or_default() as u32,
     })
 }
 
@@ -171,6 +209,7 @@ pub fn to_wire(o: &Outcome) -> pb::Outcome {
         }),
         result_code,
         result_reason,
+        isolation: o.isolation.as_deref().and_then(isolation_from_json),
     }
 }
 
@@ -233,6 +272,7 @@ mod tests {
             stderr_truncated: false,
             error: n.error.clone(),
             recorded_at: n.finished_at,
+            isolation: None,
         });
         assert_eq!(back.result_code, "NOT_FOUND");
         assert_eq!(back.result_reason, "NOT_FOUND");

@@ -203,6 +203,7 @@ pub fn deny(name: &str, message: &str) -> Decide {
 
 pub fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
     NewOutcome {
+        isolation: None,
         decision_id: d.id.clone(),
         lease_token: lease,
         executor: ExecutorIdentity {

@@ -419,6 +419,9 @@ fn already_executed(call_id: &str, x: &pb::AlreadyExecuted) -> Status {
                 parts.push(format!("{k}={v}"));
                 md.push((k, v));
             }
+            if let Some(i) = &o.isolation {
+                md.push(("sandbox_profile", i.sandbox_profile.clone()));
+            }
             for (k, stats) in [("stdout_bytes", &o.stdout), ("stderr_bytes", &o.stderr)] {
                 if let Some(s) = stats {
                     parts.push(format!("{k}={}", s.total_bytes));
