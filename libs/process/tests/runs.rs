@@ -480,13 +480,20 @@ async fn every_run_has_a_loopback_of_its_own() {
     let runner = runner();
     let (ws, _) = workspace();
     // One run listens on 127.0.0.1:7171 inside its own namespace for a while.
-    let listener = runner
+    let mut listener = runner
         .try_run(spec(RunRequest::script(
-            "python3 -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",7171)); s.listen(); time.sleep(3)'",
+            "python3 -u -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\",7171)); s.listen(); print(\"LISTENING\"); time.sleep(3)'",
             cwd_of(&ws),
         )))
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The others start once it listens.
+    loop {
+        match listener.recv().await.expect("the listener runs") {
+            Event::Output(o) if o.data.starts_with(b"LISTENING") => break,
+            Event::Exited(x) => panic!("the listener ended: {x:?}"),
+            _ => {}
+        }
+    }
     let runs: Vec<_> = (0..10)
         .map(|_| {
             runner
