@@ -383,3 +383,43 @@ fn up_serves_both_services_metrics() {
         assert!(body.contains(name), "{name} missing from:\n{body}");
     }
 }
+
+/// `toolgate up` honours the standard OTEL_* variables like the production binaries: a call's
+/// server span, its filesystem work and its ledger writes arrive at the collector, in one trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_exports_spans_when_otel_asks() {
+    use toolgate_runtime::telemetry::testing::OtlpReceiver;
+    let receiver = OtlpReceiver::start().await.expect("receiver");
+    let endpoint = receiver.endpoint();
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = support::Up::start_env(
+        ws.path(),
+        &state.path().join("toolgate"),
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let ls = tokio::task::block_in_place(|| up.run("agent", &["fs", "ls"]));
+    assert!(ls.status.success(), "{}", text(&ls));
+    let spans = receiver
+        .wait_for(
+            |s| {
+                s.iter()
+                    .any(|sp| sp.service_name == "toolgate" && sp.kind == 2)
+                    && s.iter().any(|sp| sp.name == "fs.list")
+                    && s.iter().any(|sp| sp.name == "ledger.write")
+            },
+            std::time::Duration::from_secs(15),
+        )
+        .await
+        .unwrap_or_else(|got| panic!("spans that arrived: {got:?}"));
+    let server = spans
+        .iter()
+        .find(|sp| sp.kind == 2 && sp.service_name == "toolgate")
+        .unwrap();
+    let op = spans.iter().find(|sp| sp.name == "fs.list").unwrap();
+    assert_eq!(op.trace_id, server.trace_id, "one trace per call");
+}

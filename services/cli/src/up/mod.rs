@@ -108,7 +108,10 @@ struct Started<'a> {
 
 /// Runs both services until SIGINT/SIGTERM.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    logging::init(logging::Format::Text, &args.log);
+    // Logs, plus OTLP trace export when the standard OTEL_* variables ask for it, as the
+    // production binaries do: both services' spans go out under the service name `toolgate`.
+    let telemetry = toolgate_runtime::telemetry::init("toolgate", logging::Format::Text, &args.log)
+        .context("cannot set up logging and tracing")?;
     // Before anything is printed: whoever reads the banner may signal us at once.
     let signals = shutdown::on_signals()?;
     let workspace = std::fs::canonicalize(&args.workspace)
@@ -262,6 +265,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         trigger.trigger();
     });
     let (p, e) = tokio::join!(policy_task, executor_task);
+    // Flush the spans of the last calls even when a service failed.
+    if let Err(err) = telemetry.shutdown().await {
+        tracing::warn!(error = %err, "spans lost at exit");
+    }
     p.context("policy service task")?
         .context("policy service")?;
     e.context("executor task")?.context("executor")?;

@@ -131,11 +131,22 @@ impl Up {
         data_dir: &std::path::Path,
         extra: &[&str],
     ) -> Up {
+        Up::start_env(workspace, data_dir, extra, &[])
+    }
+
+    /// [`Up::start_with`] with more environment for `up`.
+    pub fn start_env(
+        workspace: &std::path::Path,
+        data_dir: &std::path::Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Up {
         use std::io::BufRead;
         let policy = test_policy();
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
             .args(extra)
+            .envs(env.iter().copied())
             .args(["--policy-listen", "127.0.0.1:0", "--workspace"])
             .arg(workspace)
             .arg("--data-dir")
