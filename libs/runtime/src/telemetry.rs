@@ -59,7 +59,10 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-pub use grpc::{GrpcTrace, GrpcTraceLayer, TracedBody, TracedFuture, client_span, server_layer};
+pub use grpc::{
+    GrpcTrace, GrpcTraceLayer, TracedBody, TracedFuture, client_span, record_client_status,
+    server_layer,
+};
 
 use crate::logging::Format;
 
@@ -212,6 +215,19 @@ pub fn init(service_name: &str, format: Format, filter: &str) -> Result<Telemetr
     init_with(&TelemetryConfig::from_env(service_name, format, filter))
 }
 
+/// This process's `service.instance.id`: the pod name when the downward API provides it.
+fn instance_id() -> String {
+    match std::env::var("POD_NAME") {
+        Ok(pod) if !pod.is_empty() => pod,
+        _ => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_owned())
+                .unwrap_or_default();
+            format!("{host}-{}", std::process::id())
+        }
+    }
+}
+
 /// Installs the global subscriber from an explicit configuration. Call it inside the Tokio
 /// runtime: the OTLP exporter's connection lives there.
 pub fn init_with(config: &TelemetryConfig) -> Result<Telemetry, Error> {
@@ -252,8 +268,19 @@ pub fn init_with(config: &TelemetryConfig) -> Result<Telemetry, Error> {
             endpoint: otlp.endpoint.clone(),
             message: e.to_string(),
         })?;
+    // service.version and service.instance.id (the pod's name when the downward API sets
+    // POD_NAME, else host and pid), unless OTEL_RESOURCE_ATTRIBUTES names them.
+    let given = |key: &str| config.resource.iter().any(|kv| kv.key.as_str() == key);
+    let mut defaults = Vec::new();
+    if !given("service.version") {
+        defaults.push(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    }
+    if !given("service.instance.id") {
+        defaults.push(KeyValue::new("service.instance.id", instance_id()));
+    }
     let resource = Resource::builder_empty()
         .with_attributes(config.resource.iter().cloned())
+        .with_attributes(defaults)
         .with_service_name(config.service_name.clone())
         .build();
     let provider = SdkTracerProvider::builder()

@@ -133,6 +133,24 @@ async fn one_trace_follows_a_run_from_the_caller_through_the_executor_to_the_chi
         s.kind == CLIENT && s.name == "toolgate.policy.v1.PolicyService/Authorize"
     });
     assert!(descends_from(&executor, authorize, run), "{executor:#?}");
+    // Client spans carry the call's code, as server spans do; the resource says which build
+    // and which instance sent them.
+    assert_eq!(authorize.attribute("rpc.grpc.status_code"), Some("0"));
+    assert_eq!(
+        authorize
+            .resource
+            .get("service.version")
+            .map(String::as_str),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    assert!(
+        authorize
+            .resource
+            .get("service.instance.id")
+            .is_some_and(|id| !id.is_empty()),
+        "{:?}",
+        authorize.resource
+    );
     let outcome = one(&executor, "executor RecordOutcome", |s| {
         s.kind == CLIENT && s.name == "toolgate.policy.v1.PolicyService/RecordOutcome"
     });

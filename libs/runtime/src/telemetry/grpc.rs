@@ -87,10 +87,27 @@ pub fn client_span(rpc: &str) -> Span {
         "grpc.client",
         otel.name = rpc,
         otel.kind = "client",
+        otel.status_code = Empty,
         rpc.system = "grpc",
         rpc.service = service,
         rpc.method = method,
+        rpc.grpc.status_code = Empty,
     )
+}
+
+/// Records how a client call ended on its [`client_span`]: `rpc.grpc.status_code`, and the
+/// span's status `ERROR` for the codes the server side marks as errors too.
+pub fn record_client_status(span: &Span, code: tonic::Code) {
+    let code = code as i64;
+    span.record("rpc.grpc.status_code", code);
+    if is_error_code(code) {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
+/// UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS.
+fn is_error_code(code: i64) -> bool {
+    matches!(code, 2 | 4 | 12 | 13 | 14 | 15)
 }
 
 /// The span for one RPC at `path` (`/package.Service/Method`).
@@ -119,8 +136,7 @@ fn record_status(span: &Span, headers: &HeaderMap) {
         return;
     };
     span.record("rpc.grpc.status_code", code);
-    // UNKNOWN, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE, DATA_LOSS.
-    if matches!(code, 2 | 4 | 12 | 13 | 14 | 15) {
+    if is_error_code(code) {
         span.record("otel.status_code", "ERROR");
     }
 }

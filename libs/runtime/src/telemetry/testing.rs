@@ -48,6 +48,8 @@ pub struct ReceivedSpan {
     pub kind: i32,
     /// String renderings of the span's attributes.
     pub attributes: HashMap<String, String>,
+    /// String renderings of the exporting process's resource attributes.
+    pub resource: HashMap<String, String>,
 }
 
 impl ReceivedSpan {
@@ -160,6 +162,7 @@ impl TraceService for Collector {
                         .then(|| hex::encode(&span.parent_span_id)),
                     kind: span.kind,
                     attributes: attributes(&span.attributes),
+                    resource: resource.clone(),
                 });
             }
         }

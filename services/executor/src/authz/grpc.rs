@@ -98,7 +98,8 @@ impl GrpcAuthorizer {
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let method = rpc.rsplit('/').next().unwrap_or(rpc);
-        async {
+        let span = telemetry::client_span(rpc);
+        let result = async {
             match tokio::time::timeout(limit, call()).await {
                 Ok(Ok(r)) => Ok(r.into_inner()),
                 Ok(Err(s)) => Err(self.fail(method, s)),
@@ -108,8 +109,13 @@ impl GrpcAuthorizer {
                 )),
             }
         }
-        .instrument(telemetry::client_span(rpc))
-        .await
+        .instrument(span.clone())
+        .await;
+        telemetry::record_client_status(
+            &span,
+            result.as_ref().map_or_else(Status::code, |_| Code::Ok),
+        );
+        result
     }
 
     fn fail(&self, method: &'static str, s: Status) -> Status {
