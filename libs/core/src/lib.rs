@@ -121,6 +121,12 @@ reasons! {
     /// The run's sandbox profile is unknown to this executor or cannot be enforced on its
     /// kernel; nothing ran, and nothing ever runs under a weaker sandbox instead.
     SandboxUnavailable = "SANDBOX_UNAVAILABLE" => Unimplemented,
+    /// The `call_id` was allowed and its lease still runs: the call may be running. Nothing
+    /// started again; replaying after the lease tells how it ended.
+    CallInFlight = "CALL_IN_FLIGHT" => Aborted,
+    /// The `call_id` was allowed but its lease ran out without an outcome: it never runs under
+    /// this `call_id` again; retrying needs a new `call_id`.
+    OutcomeUnknown = "OUTCOME_UNKNOWN" => AlreadyExists,
     /// An unexpected failure inside toolgate; the message says what failed.
     Internal = "INTERNAL" => Internal,
 }

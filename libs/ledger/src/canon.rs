@@ -100,28 +100,36 @@ pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
         .join("\n");
     let digest = d.digest.to_hex();
     let request = text_digest(&d.request_json);
-    encode(
-        kind,
-        d.id.as_str(),
-        &[
-            ("call_id", d.call_id.as_str().into()),
-            ("session_id", d.session_id.as_str().into()),
-            ("principal", d.principal.as_str().into()),
-            ("tool", d.tool.as_str().into()),
-            ("request_digest", digest.as_str().into()),
-            ("request_json_sha256", request.as_str().into()),
-            ("tier", d.tier.as_str().into()),
-            ("rule_ids", rules.as_str().into()),
-            ("policy_version", d.policy_version.as_str().into()),
-            ("trace_id", d.trace_id.as_ref().map(|t| t.as_str()).into()),
-            (
-                "approval_id",
-                d.approval_id.as_ref().map(|a| a.as_str()).into(),
-            ),
-            ("created_at", d.created_at.as_micros().into()),
-            ("allowed_at", ts(d.allowed_at)),
-        ],
-    )
+    let mut fields = vec![
+        ("call_id", d.call_id.as_str().into()),
+        ("session_id", d.session_id.as_str().into()),
+        ("principal", d.principal.as_str().into()),
+        ("tool", d.tool.as_str().into()),
+        ("request_digest", digest.as_str().into()),
+        ("request_json_sha256", request.as_str().into()),
+        ("tier", d.tier.as_str().into()),
+        ("rule_ids", rules.as_str().into()),
+        ("policy_version", d.policy_version.as_str().into()),
+        ("trace_id", d.trace_id.as_ref().map(|t| t.as_str()).into()),
+        (
+            "approval_id",
+            d.approval_id.as_ref().map(|a| a.as_str()).into(),
+        ),
+        ("created_at", d.created_at.as_micros().into()),
+        ("allowed_at", ts(d.allowed_at)),
+    ];
+    // Schema 3 added these; a decision without them hashes exactly as before, so chains
+    // written by older schemas still verify.
+    if let Some(e) = &d.executor {
+        fields.push(("executor", e.as_str().into()));
+    }
+    if let Some(r) = &d.executor_reported {
+        fields.push(("executor_reported", r.as_str().into()));
+    }
+    if let Some(t) = d.lease_expires_at {
+        fields.push(("lease_expires_at", t.as_micros().into()));
+    }
+    encode(kind, d.id.as_str(), &fields)
 }
 
 /// The canonical event for an approval row (its full current state).
@@ -201,6 +209,10 @@ pub(crate) fn outcome(kind: &str, o: &Outcome) -> Vec<u8> {
     // so chains written by schema 1 still verify.
     if let Some(isolation) = &o.isolation {
         fields.push(("isolation", isolation.as_str().into()));
+    }
+    // Schema 3 added the reporting executor's credential, under the same rule.
+    if let Some(p) = &o.executor_principal {
+        fields.push(("executor_principal", p.as_str().into()));
     }
     encode(kind, &outcome_subject(o), &fields)
 }

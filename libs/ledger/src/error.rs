@@ -83,6 +83,18 @@ pub enum Error {
         /// The approval.
         id: String,
     },
+    /// The decision's lease ran out before its outcome arrived: the call is `unknown`, and
+    /// stays so; the late report is refused.
+    #[error(
+        "the lease of decision {decision_id} ran out at {expired_at_micros} (µs since the epoch) before its outcome \
+         was reported; the call is recorded as unknown and the late report is refused"
+    )]
+    DecisionLeaseExpired {
+        /// The decision.
+        decision_id: String,
+        /// When its lease ran out.
+        expired_at_micros: i64,
+    },
     /// The lease token does not fence this consumption.
     #[error(
         "lease token does not match the consumption of approval {id}; this executor's report is stale"
@@ -154,6 +166,7 @@ impl ReasonedError for Error {
             Error::SelfDecision { .. } => Reason::RoleNotPermitted,
             Error::CallIdReused { .. } | Error::AlreadyExists { .. } => Reason::AlreadyExists,
             Error::OutcomeConflict { .. } => Reason::OutcomeConflict,
+            Error::DecisionLeaseExpired { .. } => Reason::OutcomeUnknown,
             Error::Unavailable(_) => Reason::LedgerUnavailable,
             Error::SchemaTooNew { .. } | Error::Database(_) | Error::Corrupt(_) => Reason::Internal,
         }
@@ -174,7 +187,9 @@ impl ReasonedError for Error {
                 ]
             }
             Error::DecisionNotFound { id } => vec![("decision_id", id.clone())],
-            Error::OutcomeConflict { decision_id } | Error::NotRunnable { decision_id, .. } => {
+            Error::OutcomeConflict { decision_id }
+            | Error::NotRunnable { decision_id, .. }
+            | Error::DecisionLeaseExpired { decision_id, .. } => {
                 vec![("decision_id", decision_id.clone())]
             }
             Error::CallIdReused { call_id, .. } => vec![("call_id", call_id.clone())],

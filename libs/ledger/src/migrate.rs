@@ -233,6 +233,15 @@ END;
 /// Schema 2: an outcome records the isolation its run was given.
 const V2_OUTCOME_ISOLATION: &str = "ALTER TABLE tg_outcomes ADD COLUMN isolation TEXT";
 
+/// Schema 3: every allowed decision carries a lease, and every row names the executor by its
+/// authenticated credential, with what the executor reported about itself kept beside it.
+const V3_LEASES_AND_EXECUTORS: &str = "
+ALTER TABLE tg_decisions ADD COLUMN executor TEXT;
+ALTER TABLE tg_decisions ADD COLUMN executor_reported TEXT;
+ALTER TABLE tg_decisions ADD COLUMN lease_expires_at BIGINT;
+ALTER TABLE tg_outcomes ADD COLUMN executor_principal TEXT;
+";
+
 const PG: &[Migration] = &[
     Migration {
         version: 1,
@@ -243,6 +252,11 @@ const PG: &[Migration] = &[
         version: 2,
         name: "outcome isolation",
         sql: V2_OUTCOME_ISOLATION,
+    },
+    Migration {
+        version: 3,
+        name: "decision leases and executor credentials",
+        sql: V3_LEASES_AND_EXECUTORS,
     },
 ];
 
@@ -257,10 +271,15 @@ const LITE: &[Migration] = &[
         name: "outcome isolation",
         sql: V2_OUTCOME_ISOLATION,
     },
+    Migration {
+        version: 3,
+        name: "decision leases and executor credentials",
+        sql: V3_LEASES_AND_EXECUTORS,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS tg_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 

@@ -361,6 +361,14 @@ pub struct NewDecision {
     pub policy_version: PolicyVersion,
     /// Trace to link.
     pub trace_id: Option<TraceId>,
+    /// The executor that asked, by its authenticated credential (never by what it says).
+    pub executor: Option<Principal>,
+    /// What that executor reported about itself (pod, node, image...), as JSON, stored as
+    /// reported beside the credential; redacted before it is stored.
+    pub executor_reported: Option<String>,
+    /// How long the executor has, once the call is allowed, to report its outcome; the ledger
+    /// default when `None`. After it the call is `unknown` and a late outcome is refused.
+    pub lease: Option<Duration>,
 }
 
 /// A recorded decision.
@@ -394,6 +402,42 @@ pub struct Decision {
     pub created_at: Timestamp,
     /// When the call was allowed to run (auto at once; ask when an approval covered it).
     pub allowed_at: Option<Timestamp>,
+    /// The executor that asked, by its authenticated credential (schema 3; `None` before).
+    pub executor: Option<Principal>,
+    /// What the executor reported about itself, as JSON (schema 3; `None` before or when it
+    /// reported nothing).
+    pub executor_reported: Option<String>,
+    /// For an allowed call: the outcome must be recorded before this time, or the call is
+    /// `unknown` (schema 3; `None` for older rows and for calls not allowed).
+    pub lease_expires_at: Option<Timestamp>,
+}
+
+/// What a replayed `call_id` finds: the state of an allowed call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowedState {
+    /// Its outcome is recorded: it ran.
+    Ran,
+    /// No outcome yet and the lease runs until the given time: it may still be running.
+    InFlight(Timestamp),
+    /// No outcome and the lease ran out (or the row predates leases): nobody knows whether it
+    /// ran, and it never runs under this `call_id`.
+    Unknown(Option<Timestamp>),
+}
+
+impl Decision {
+    /// The state of this allowed call at `now`, given whether an outcome is recorded.
+    /// `None` when the call was never allowed (denied, or waiting for an approval).
+    pub fn allowed_state(&self, has_outcome: bool, now: Timestamp) -> Option<AllowedState> {
+        self.allowed_at?;
+        Some(if has_outcome {
+            AllowedState::Ran
+        } else {
+            match self.lease_expires_at {
+                Some(t) if t > now => AllowedState::InFlight(t),
+                lapsed => AllowedState::Unknown(lapsed),
+            }
+        })
+    }
 }
 
 /// The result of recording an auto/deny decision.
@@ -414,12 +458,8 @@ pub struct AskRequest {
     pub decision: NewDecision,
     /// What the approver sees (commands, paths, sizes) as JSON; redacted before storing.
     pub explanation_json: String,
-    /// The executor that will run the call if allowed (pod name or similar).
-    pub executor: String,
     /// How long a new pending approval waits for a human; the ledger default when `None`.
     pub pending_ttl: Option<Duration>,
-    /// How long a consuming execution may take to report; the ledger default when `None`.
-    pub lease: Option<Duration>,
 }
 
 /// What an `ask` resolved to.
@@ -596,7 +636,9 @@ pub struct NewOutcome {
     pub decision_id: DecisionId,
     /// The lease token from a once-scope consumption.
     pub lease_token: Option<LeaseToken>,
-    /// Who ran it.
+    /// The executor that reports, by its authenticated credential.
+    pub executor_principal: Option<Principal>,
+    /// Who ran it, as the executor reported it.
     pub executor: ExecutorIdentity,
     /// Start.
     pub started_at: Timestamp,
@@ -625,7 +667,9 @@ pub struct Outcome {
     pub decision_id: DecisionId,
     /// The consumed approval, if any.
     pub approval_id: Option<ApprovalId>,
-    /// Who ran it.
+    /// The executor that reported, by its authenticated credential (schema 3; `None` before).
+    pub executor_principal: Option<Principal>,
+    /// Who ran it, as the executor reported it.
     pub executor: ExecutorIdentity,
     /// Start.
     pub started_at: Timestamp,

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sqlx::AssertSqlSafe;
 use toolgate_core::{Tier, ToolKind};
 
 use crate::canon;
@@ -16,13 +17,14 @@ use crate::notify::Hub;
 use crate::redact::Redactor;
 
 pub(crate) const D_COLS: &str = "id, call_id, session_id, principal, tool, request_digest, request_json, tier, \
-     rule_ids, policy_version, trace_id, approval_id, created_at, allowed_at";
+     rule_ids, policy_version, trace_id, approval_id, created_at, allowed_at, executor, executor_reported, \
+     lease_expires_at";
 pub(crate) const A_COLS: &str = "id, call_id, session_id, principal, tool, request_digest, policy_version, \
      request_json, explanation_json, state, scope, created_at, expires_at, decided_by, decided_at, reason, message, \
      consumed_by_call, consumed_by_executor, consumed_at, lease_token, lease_expires_at, closed_at, trace_id";
 pub(crate) const O_COLS: &str = "decision_id, approval_id, executor_pod, executor_node, executor_namespace, \
      executor_image, started_at, finished_at, exit_kind, exit_value, stdout_bytes, stderr_bytes, stdout_truncated, \
-     stderr_truncated, error, recorded_at, isolation";
+     stderr_truncated, error, recorded_at, isolation, executor_principal";
 
 /// `$1, $2, ... $n`.
 fn placeholders(from: usize, n: usize) -> String {
@@ -90,6 +92,9 @@ pub(crate) fn decision_from(r: &Row, o: usize) -> Result<Decision> {
         approval_id: opt_id(r.get(o + 11)?)?,
         created_at: ts(r.get(o + 12)?),
         allowed_at: ots(r.get(o + 13)?),
+        executor: opt_id(r.get(o + 14)?)?,
+        executor_reported: r.get(o + 15)?,
+        lease_expires_at: ots(r.get(o + 16)?),
     })
 }
 
@@ -109,6 +114,9 @@ fn decision_args(d: &Decision) -> Vec<Arg> {
         d.approval_id.as_ref().map(|a| a.as_str()),
         d.created_at.as_micros(),
         d.allowed_at.map(Timestamp::as_micros),
+        d.executor.as_ref().map(|e| e.as_str()),
+        d.executor_reported.clone(),
+        d.lease_expires_at.map(Timestamp::as_micros),
     ]
 }
 
@@ -213,6 +221,7 @@ pub(crate) fn outcome_from(r: &Row, o: usize) -> Result<Outcome> {
         error: r.get(o + 14)?,
         recorded_at: ts(r.get(o + 15)?),
         isolation: r.get(o + 16)?,
+        executor_principal: opt_id(r.get(o + 17)?)?,
     })
 }
 
@@ -236,6 +245,7 @@ fn outcome_args(o: &Outcome) -> Vec<Arg> {
         o.error.clone(),
         o.recorded_at.as_micros(),
         o.isolation.clone(),
+        o.executor_principal.as_ref().map(|p| p.as_str()),
     ]
 }
 
@@ -365,6 +375,11 @@ impl Core {
             approval_id: None,
             created_at: now,
             allowed_at: (nd.tier == Tier::Auto).then_some(now),
+            executor: nd.executor,
+            executor_reported: nd.executor_reported.map(|r| self.redactor.redact(&r)),
+            // An ask-tier call gets its lease when an approval covers it.
+            lease_expires_at: (nd.tier == Tier::Auto)
+                .then(|| now.plus(nd.lease.unwrap_or(self.settings.lease))),
         })
     }
 
@@ -410,49 +425,55 @@ impl Core {
             Pool::Pg(pool) => {
                 // One statement, one round trip, one commit: the data-modifying CTE and the
                 // chain append run in the same implicit transaction.
-                let mut cols: Vec<Vec<Option<String>>> =
-                    (0..12).map(|_| Vec::with_capacity(ds.len())).collect();
-                let mut created = Vec::with_capacity(ds.len());
-                let mut allowed = Vec::with_capacity(ds.len());
+                // Columns in D_COLS order, each bound as one array: text columns as text[],
+                // integer columns as int8[].
+                let width = decision_args(&ds[0]).len();
+                let mut text: Vec<Vec<Option<String>>> = vec![Vec::with_capacity(ds.len()); width];
+                let mut ints: Vec<Vec<Option<i64>>> = vec![Vec::with_capacity(ds.len()); width];
                 let mut kinds = Vec::with_capacity(ds.len());
                 let mut payloads = Vec::with_capacity(ds.len());
                 for d in ds {
-                    let vals = decision_args(d);
-                    for (i, v) in vals.into_iter().take(12).enumerate() {
-                        if let Arg::Text(t) = v {
-                            cols[i].push(t);
+                    for (i, v) in decision_args(d).into_iter().enumerate() {
+                        match v {
+                            Arg::Text(t) => text[i].push(t),
+                            Arg::Int(n) => ints[i].push(n),
                         }
                     }
-                    created.push(d.created_at.as_micros());
-                    allowed.push(d.allowed_at.map(Timestamp::as_micros));
                     kinds.push("decision.recorded".to_owned());
                     payloads.push(canon::decision("decision.recorded", d));
                 }
-                let sql = "WITH ins AS (
-                    INSERT INTO tg_decisions (id, call_id, session_id, principal, tool, request_digest,
-                        request_json, tier, rule_ids, policy_version, trace_id, approval_id, created_at, allowed_at)
-                    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-                        $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-                        $13::int8[], $14::int8[])
+                // A column is integer when the first row's value was one (the types are fixed
+                // per column by decision_args).
+                let is_int: Vec<bool> = (0..width).map(|i| !ints[i].is_empty()).collect();
+                let arrays = (0..width)
+                    .map(|i| format!("${}::{}[]", i + 1, if is_int[i] { "int8" } else { "text" }))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let sql = format!(
+                    "WITH ins AS (
+                    INSERT INTO tg_decisions ({D_COLS})
+                    SELECT * FROM unnest({arrays})
                     RETURNING 1)
-                SELECT (SELECT count(*) FROM ins), tg_append($15::text[], $1::text[], $16::bytea[])";
-                let mut q = sqlx::query(sql);
-                for c in cols {
-                    q = q.bind(c);
+                SELECT (SELECT count(*) FROM ins), tg_append(${}::text[], $1::text[], ${}::bytea[])",
+                    width + 1,
+                    width + 2
+                );
+                let mut q = sqlx::query(AssertSqlSafe(sql));
+                for i in 0..width {
+                    q = if is_int[i] {
+                        q.bind(std::mem::take(&mut ints[i]))
+                    } else {
+                        q.bind(std::mem::take(&mut text[i]))
+                    };
                 }
-                q.bind(created)
-                    .bind(allowed)
-                    .bind(kinds)
-                    .bind(payloads)
-                    .execute(pool)
-                    .await?;
+                q.bind(kinds).bind(payloads).execute(pool).await?;
                 Ok(())
             }
             Pool::Lite(_) => {
                 let mut tx = self.pool.begin().await?;
                 let sql = format!(
                     "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                    placeholders(1, 14)
+                    placeholders(1, 17)
                 );
                 let mut events = Vec::with_capacity(ds.len());
                 for d in ds {
@@ -494,7 +515,7 @@ impl Core {
         tx.exec(
             &format!(
                 "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                placeholders(1, 14)
+                placeholders(1, 17)
             ),
             decision_args(d),
         )
@@ -531,12 +552,13 @@ impl Core {
                 ),
             ));
         }
+        let lease = req.decision.lease.unwrap_or(self.settings.lease);
         let d = self.prepare_decision(req.decision, self.clock.now())?;
         let p = AskParams {
             explanation: self.redactor.redact(&req.explanation_json),
-            executor: self.redactor.redact(&req.executor),
+            executor: d.executor.as_ref().map(|e| e.as_str().to_owned()),
             pending_ttl: req.pending_ttl.unwrap_or(self.settings.pending_ttl),
-            lease: req.lease.unwrap_or(self.settings.lease),
+            lease,
         };
         let mut conflicts = 0;
         loop {
@@ -567,10 +589,11 @@ impl Core {
             let mut d = d.clone();
             d.approval_id = Some(approval.id.clone());
             d.allowed_at = matches!(verdict, AskVerdict::Allowed { .. }).then_some(now);
+            d.lease_expires_at = d.allowed_at.map(|t| t.plus(p.lease));
             tx.exec(
                 &format!(
                     "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                    placeholders(1, 14)
+                    placeholders(1, 17)
                 ),
                 decision_args(&d),
             )
@@ -638,13 +661,23 @@ impl Core {
             Some(r) => r,
             None => self.resolve(&mut tx, &ed, p, now, &mut events).await?,
         };
-        let allowed = matches!(verdict, AskVerdict::Allowed { .. }).then(|| now.as_micros());
+        let allowed = matches!(verdict, AskVerdict::Allowed { .. }).then_some(now);
+        // The resuming executor's credential is the one that will run it; its lease starts now.
         let row = tx
             .fetch_opt(
                 &format!(
-                    "UPDATE tg_decisions SET approval_id = $2, allowed_at = $3 WHERE id = $1 RETURNING {D_COLS}"
+                    "UPDATE tg_decisions SET approval_id = $2, allowed_at = $3, lease_expires_at = $4, \
+                     executor = coalesce($5, executor), executor_reported = coalesce($6, executor_reported) \
+                     WHERE id = $1 RETURNING {D_COLS}"
                 ),
-                args![ed.id.as_str(), approval.id.as_str(), allowed],
+                args![
+                    ed.id.as_str(),
+                    approval.id.as_str(),
+                    allowed.map(Timestamp::as_micros),
+                    allowed.map(|t| t.plus(p.lease).as_micros()),
+                    d.executor.as_ref().map(|e| e.as_str()),
+                    d.executor_reported.clone()
+                ],
             )
             .await?;
         let ed = decision_from(&expect_row(row, "relinking a decision")?, 0)?;
@@ -700,7 +733,7 @@ impl Core {
                 args![
                     a.id.as_str(),
                     call.as_str(),
-                    p.executor.as_str(),
+                    p.executor.as_deref(),
                     now.as_micros(),
                     lease.token.get(),
                     lease.expires_at.as_micros()
@@ -1010,6 +1043,7 @@ impl Core {
             let o = Outcome {
                 decision_id: d.id.clone(),
                 approval_id: d.approval_id.clone(),
+                executor_principal: no.executor_principal.clone(),
                 executor: executor.clone(),
                 started_at: no.started_at,
                 finished_at: no.finished_at,
@@ -1073,10 +1107,23 @@ impl Core {
                     return Err(err);
                 }
             }
+            // Every allowed call since schema 3 carries a lease: past it, the call is unknown
+            // for good, so a replay that was told "unknown" is never contradicted.
+            if let Some(expired) = d.lease_expires_at.filter(|t| *t <= now) {
+                if events.is_empty() {
+                    tx.rollback().await?;
+                } else {
+                    self.finish(tx, events).await?;
+                }
+                return Err(Error::DecisionLeaseExpired {
+                    decision_id: d.id.as_str().to_owned(),
+                    expired_at_micros: expired.as_micros(),
+                });
+            }
             tx.exec(
                 &format!(
                     "INSERT INTO tg_outcomes ({O_COLS}) VALUES ({})",
-                    placeholders(1, 17)
+                    placeholders(1, 18)
                 ),
                 outcome_args(&o),
             )
@@ -1592,7 +1639,8 @@ fn same_request(existing: &Decision, new: &Decision) -> Result<()> {
 /// Per-ask values computed once, outside the retry loop.
 pub(crate) struct AskParams {
     explanation: String,
-    executor: String,
+    /// The asking executor's credential name, recorded as the consumer.
+    executor: Option<String>,
     pending_ttl: Duration,
     lease: Duration,
 }

@@ -49,7 +49,109 @@ conformance!(
     self_approval_is_refused,
     head_cursor_and_page_token_after,
     an_outcome_records_the_isolation_its_run_was_given,
+    every_allowed_call_carries_a_lease_and_names_its_executor_by_credential,
 );
+
+/// Schema 3: an allowed call, auto or approved, carries a lease. Replayed while it runs, the
+/// call is in flight; after it without an outcome, unknown for good (a late report is refused,
+/// so "unknown" is never contradicted). Rows name the executor by its credential, with what it
+/// reported kept beside it.
+async fn every_allowed_call_carries_a_lease_and_names_its_executor_by_credential(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let default_lease = Duration::from_secs(15 * 60);
+    let first = l
+        .record_decision(new_decision("a1", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    let d = first.decision.clone();
+    assert_eq!(d.executor.as_ref().map(|e| e.as_str()), Some("executor-0"));
+    assert_eq!(
+        d.executor_reported.as_deref(),
+        Some(r#"{"pod":"executor-0-pod"}"#)
+    );
+    let until = d
+        .lease_expires_at
+        .expect("an auto decision carries a lease");
+    assert_eq!(until, d.allowed_at.unwrap().plus(default_lease));
+
+    // A replay while the lease runs: in flight, not "already executed".
+    let replay = l
+        .record_decision(new_decision("a1", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    assert!(replay.replayed);
+    assert_eq!(replay.outcome, None);
+    assert_eq!(
+        replay.decision.allowed_state(false, ctx.clock.now()),
+        Some(AllowedState::InFlight(until))
+    );
+
+    // Denied and parked calls were never allowed: no lease, no allowed state.
+    let denied = l
+        .record_decision(new_decision("n1", "s", "rm -rf /", Tier::Deny))
+        .await
+        .unwrap();
+    assert_eq!(denied.decision.lease_expires_at, None);
+    assert_eq!(denied.decision.allowed_state(false, ctx.clock.now()), None);
+    let parked = l.ask(ask("p1", "s", "make deploy")).await.unwrap();
+    assert_eq!(parked.verdict, AskVerdict::Pending);
+    assert_eq!(parked.decision.lease_expires_at, None);
+
+    // A lease of its own (a run's timeout plus the report time) is honoured.
+    let mut nd = new_decision("a3", "s", "make test", Tier::Auto);
+    nd.lease = Some(Duration::from_secs(5));
+    let short = l.record_decision(nd).await.unwrap().decision;
+    assert_eq!(
+        short.lease_expires_at,
+        Some(short.allowed_at.unwrap().plus(Duration::from_secs(5)))
+    );
+
+    // In time: the outcome names the reporting credential.
+    let ok = l
+        .record_decision(new_decision("a2", "s", "make", Tier::Auto))
+        .await
+        .unwrap()
+        .decision;
+    let o = l.record_outcome(outcome(&ok, None)).await.unwrap();
+    assert_eq!(
+        o.executor_principal.as_ref().map(|p| p.as_str()),
+        Some("executor-0")
+    );
+    assert_eq!(
+        ok.allowed_state(true, ctx.clock.now()),
+        Some(AllowedState::Ran)
+    );
+
+    // An approved call: the consumer is the credential, and the decision's lease is the
+    // consumption's.
+    grant(&l, "g", "s", "make deploy").await;
+    let run = l.ask(ask("r1", "s", "make deploy")).await.unwrap();
+    let AskVerdict::Allowed { lease: Some(lease) } = run.verdict else {
+        panic!("expected a consumption, got {:?}", run.verdict)
+    };
+    assert_eq!(
+        run.approval.consumed_by_executor.as_deref(),
+        Some("executor-0")
+    );
+    assert_eq!(run.decision.lease_expires_at, Some(lease.expires_at));
+
+    // The lease runs out without an outcome: unknown, and a late report is refused.
+    ctx.time.advance(default_lease + Duration::from_secs(1));
+    let err = l.record_outcome(outcome(&d, None)).await.unwrap_err();
+    assert!(matches!(err, Error::DecisionLeaseExpired { .. }), "{err}");
+    assert_eq!(err.reason(), Reason::OutcomeUnknown);
+    let rec = l
+        .lookup_call(CallId::try_from("a1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(rec.outcome, None);
+    assert_eq!(
+        rec.decision.allowed_state(false, ctx.clock.now()),
+        Some(AllowedState::Unknown(Some(until)))
+    );
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
 
 /// Schema 2: an outcome keeps the isolation its run was given, the chain covers it, and an
 /// outcome without one (what schema 1 wrote) still verifies.

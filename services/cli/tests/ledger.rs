@@ -28,6 +28,9 @@ async fn populate(url: &str) {
                 rule_ids: vec![RuleId::try_from("r.echo").unwrap()],
                 policy_version: PolicyVersion::try_from("v1").unwrap(),
                 trace_id: None,
+                executor: Some(Principal::try_from("executor").unwrap()),
+                executor_reported: None,
+                lease: None,
             })
             .await
             .expect("decision recorded");

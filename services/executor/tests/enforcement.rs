@@ -388,6 +388,9 @@ async fn a_call_resumes_on_a_new_executor_after_the_first_died_mid_wait() {
     assert_eq!(status, S::Exited(0));
     assert_eq!(lines(&sb.ws.join("log.txt")), 1);
 
+    // The outcome is reported in the background: until it lands a replay is CALL_IN_FLIGHT,
+    // after it ALREADY_EXECUTED; never a second run.
+    completed(&policy, &a.approval_id).await;
     let err = start_run(&second, req).await.unwrap_err();
     assert_eq!(info(&err).0, "ALREADY_EXECUTED");
     assert_eq!(lines(&sb.ws.join("log.txt")), 1, "ran exactly once");

@@ -9,14 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use tonic::Status;
+use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::convert::tier_to_wire;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::status;
 use toolgate_core::{Reason, Tier};
 use toolgate_ledger::{
-    self as ledger, ApprovalFilter, ApprovalId, ApprovalState, AskRequest, AskVerdict, CallId,
-    Decide, DecisionId, Ledger, NewDecision, PageToken, PolicyVersion, RequestDigest, RuleId,
-    SessionId, SqlLedger, Verdict,
+    self as ledger, AllowedState, ApprovalFilter, ApprovalId, ApprovalState, AskRequest,
+    AskVerdict, CallId, Decide, DecisionId, Ledger, NewDecision, PageToken, PolicyVersion,
+    RequestDigest, RuleId, SessionId, SqlLedger, Verdict,
 };
 use toolgate_policy_engine::digest::{canonical_json, digest_of_canonical};
 use toolgate_policy_engine::{CallContext, Policy, Watcher, request_digest};
@@ -44,6 +45,8 @@ struct Inner {
     ledger: Arc<dyn Ledger>,
     loaded_at: SystemTime,
     max_wait: Duration,
+    /// How long an allowed call has to report its outcome (runs: after their own timeout).
+    lease: Duration,
     metrics: PolicyMetrics,
     /// `db.system` on ledger spans: `postgresql` or `sqlite`.
     db_system: &'static str,
@@ -92,6 +95,7 @@ impl PolicyCore {
                 ledger: Arc::new(ledger),
                 loaded_at: SystemTime::now(),
                 max_wait: config.max_wait(),
+                lease: Duration::from_millis(config.ledger.lease_ms),
                 metrics,
                 db_system,
                 _watcher: watcher,
@@ -174,8 +178,11 @@ impl PolicyCore {
     /// Classifies a call, records the decision, and answers allowed, denied, pending or
     /// already executed.
     ///
-    /// Executors may authorize for any principal; an agent only for itself. The rows carry
-    /// the current trace id (the RPC span's), else the one in `traceparent`.
+    /// Only executors authorize (agents get [`PolicyCore::classify`] for a dry run): a
+    /// decision may consume an approval, so it must come from whoever will run the call. The
+    /// executor is recorded by its credential; what it reports about itself is kept beside
+    /// it. The rows carry the current trace id (the RPC span's), else the one in
+    /// `traceparent`.
     pub async fn authorize(
         &self,
         caller: &Principal,
@@ -194,7 +201,12 @@ impl PolicyCore {
         req: pb::AuthorizeRequest,
         traceparent: Option<&str>,
     ) -> Result<pb::AuthorizeResponse, Status> {
-        let principal = acting_principal(caller, &req.principal)?;
+        require(caller, "Authorize", &[Role::Executor])?;
+        let principal = if req.principal.is_empty() {
+            caller.name.clone()
+        } else {
+            req.principal.clone()
+        };
         let context = req.context.ok_or_else(|| {
             status::invalid("context", "context (call_id, session_id) is required")
         })?;
@@ -237,6 +249,14 @@ impl PolicyCore {
             trace_id: telemetry::trace_id()
                 .or_else(|| traceparent.and_then(trace::trace_id))
                 .and_then(|t| ledger::TraceId::try_from(t).ok()),
+            executor: Some(id("executor", caller.name.clone())?),
+            executor_reported: req.executor.as_ref().and_then(reported_identity),
+            // A run may take its whole timeout before it can report.
+            lease: Some(
+                call.timeout_ms
+                    .map_or(Duration::ZERO, Duration::from_millis)
+                    .saturating_add(self.inner.lease),
+            ),
         };
         let deciding_rule = decision
             .deciding_rule()
@@ -247,18 +267,6 @@ impl PolicyCore {
 
         use pb::authorize_response::Result as R;
         let result = if decision.tier == Tier::Ask {
-            let executor = req
-                .executor
-                .as_ref()
-                .map(|e| {
-                    if e.executor_id.is_empty() {
-                        e.pod.clone()
-                    } else {
-                        e.executor_id.clone()
-                    }
-                })
-                .filter(|e| !e.is_empty())
-                .unwrap_or_else(|| caller.name.clone());
             let asked = self
                 .write(
                     "ledger.ask",
@@ -266,19 +274,17 @@ impl PolicyCore {
                     self.inner.ledger.ask(AskRequest {
                         decision: new,
                         explanation_json: stored::explanation_json(&decision, &context.description),
-                        executor,
                         pending_ttl: None,
-                        lease: None,
                     }),
                 )
                 .await?;
             let decision_id = asked.decision.id.as_str().to_owned();
             let approval_id = asked.approval.id.as_str().to_owned();
             match asked.verdict {
-                AskVerdict::Allowed { lease } => R::Allowed(pb::Allowed {
+                AskVerdict::Allowed { .. } => R::Allowed(pb::Allowed {
                     decision_id,
                     approval_id,
-                    lease_expires_at: lease.map(|l| timestamp(l.expires_at)),
+                    lease_expires_at: asked.decision.lease_expires_at.map(timestamp),
                     hidden,
                     sandbox_profile,
                 }),
@@ -302,11 +308,7 @@ impl PolicyCore {
                                 .lookup_call(asked.decision.call_id.clone()),
                         )
                         .await?;
-                    R::AlreadyExecuted(pb::AlreadyExecuted {
-                        decision_id,
-                        approval_id,
-                        outcome: record.and_then(|r| r.outcome).map(|o| outcome::to_wire(&o)),
-                    })
+                    replayed(&asked.decision, record.and_then(|r| r.outcome).as_ref())
                 }
             }
         } else {
@@ -320,15 +322,7 @@ impl PolicyCore {
             let d = &recorded.decision;
             let decision_id = d.id.as_str().to_owned();
             if recorded.replayed && d.allowed_at.is_some() {
-                R::AlreadyExecuted(pb::AlreadyExecuted {
-                    decision_id,
-                    approval_id: d
-                        .approval_id
-                        .as_ref()
-                        .map(|a| a.as_str().to_owned())
-                        .unwrap_or_default(),
-                    outcome: recorded.outcome.as_ref().map(outcome::to_wire),
-                })
+                replayed(d, recorded.outcome.as_ref())
             } else if d.tier == Tier::Deny {
                 R::Denied(pb::Denied {
                     decision_id,
@@ -340,12 +334,14 @@ impl PolicyCore {
                 R::Allowed(pb::Allowed {
                     decision_id,
                     approval_id: String::new(),
-                    lease_expires_at: None,
+                    lease_expires_at: d.lease_expires_at.map(timestamp),
                     hidden,
                     sandbox_profile,
                 })
             }
         };
+        // The decision is durable here and the caller has not heard of it.
+        crate::fault::crash_point("authorize.after_commit");
         self.inner.metrics.decision(
             tool.as_str(),
             decision.tier.as_str(),
@@ -385,7 +381,8 @@ impl PolicyCore {
             }
             None => None,
         };
-        let new = outcome::from_wire(decision.id.clone(), lease_token, wire_outcome)?;
+        let reporter: ledger::Principal = id("executor", caller.name.clone())?;
+        let new = outcome::from_wire(decision.id.clone(), lease_token, reporter, wire_outcome)?;
         // An identical retry returns the outcome recorded earlier, before this call began.
         let before = ledger::Timestamp::now();
         let recorded = self
@@ -399,33 +396,25 @@ impl PolicyCore {
 
     /// Waits until an approval leaves `pending` or the (clamped) timeout passes.
     ///
-    /// Executors, approvers, admins, and the agent principal that asked may wait.
+    /// Executors (resuming a parked call), approvers and admins may wait; agents may not: they
+    /// learn an approval's fate by repeating their call through an executor, which is the
+    /// only path that can act on it.
     pub async fn wait_for_approval(
         &self,
         caller: &Principal,
         req: pb::WaitForApprovalRequest,
     ) -> Result<pb::WaitForApprovalResponse, Status> {
+        require(
+            caller,
+            "WaitForApproval",
+            &[Role::Executor, Role::Approver, Role::Admin],
+        )?;
         let approval_id: ApprovalId = id("approval_id", req.approval_id)?;
         let timeout = match req.timeout {
             None => Duration::ZERO,
             Some(t) => Duration::try_from(t).unwrap_or(Duration::ZERO),
         }
         .min(self.inner.max_wait);
-        if caller.role == Role::Agent {
-            let a = self
-                .inner
-                .ledger
-                .get(approval_id.clone())
-                .await
-                .map_err(ledger_status)?;
-            own_request(caller, "WaitForApproval", &a)?;
-        } else {
-            require(
-                caller,
-                "WaitForApproval",
-                &[Role::Executor, Role::Approver, Role::Admin],
-            )?;
-        }
         // The time spent waiting for a human, visible in the trace.
         let span = tracing::info_span!(
             "approval.wait",
@@ -750,30 +739,59 @@ pub(crate) fn hidden_paths(
     })
 }
 
-/// The principal a call is authorized for: executors name any, agents only themselves.
-fn acting_principal(caller: &Principal, named: &str) -> Result<String, Status> {
-    match caller.role {
-        Role::Executor if named.is_empty() => Ok(caller.name.clone()),
-        Role::Executor => Ok(named.to_owned()),
-        Role::Agent if named.is_empty() || named == caller.name => Ok(caller.name.clone()),
-        Role::Agent => Err(status::status(
-            Reason::RoleNotPermitted,
-            format!(
-                "{} is an agent and may authorize calls only for itself, not for `{named}`; \
-                 leave `principal` empty",
-                caller.name
-            ),
-            [
-                ("principal", caller.name.clone()),
-                ("role", caller.role.as_str().to_owned()),
-            ],
-        )),
-        _ => Err(role_not_permitted(
-            caller,
-            "Authorize",
-            &[Role::Executor, Role::Agent],
-        )),
+/// What a replayed `call_id` of an allowed call answers: it ran (with its outcome), it may
+/// still be running (its lease runs), or nobody knows (its lease ran out without an outcome).
+/// Never "already executed" without a recorded outcome.
+fn replayed(
+    d: &ledger::Decision,
+    outcome: Option<&ledger::Outcome>,
+) -> pb::authorize_response::Result {
+    use pb::authorize_response::Result as R;
+    let decision_id = d.id.as_str().to_owned();
+    let approval_id = d
+        .approval_id
+        .as_ref()
+        .map(|a| a.as_str().to_owned())
+        .unwrap_or_default();
+    match (
+        outcome,
+        d.allowed_state(outcome.is_some(), ledger::Timestamp::now()),
+    ) {
+        (Some(o), _) => R::AlreadyExecuted(pb::AlreadyExecuted {
+            decision_id,
+            approval_id,
+            outcome: Some(outcome::to_wire(o)),
+        }),
+        (None, Some(AllowedState::InFlight(until))) => R::InFlight(pb::InFlight {
+            decision_id,
+            approval_id,
+            lease_expires_at: Some(timestamp(until)),
+        }),
+        (None, _) => R::OutcomeUnknown(pb::OutcomeUnknown {
+            decision_id,
+            approval_id,
+            lease_expired_at: d.lease_expires_at.map(timestamp),
+        }),
     }
+}
+
+/// What an executor reported about itself, as stored beside its credential: the non-empty
+/// fields of its identity as a JSON object, or `None` when it reported nothing.
+fn reported_identity(e: &common::ExecutorIdentity) -> Option<String> {
+    let fields = [
+        ("executor_id", &e.executor_id),
+        ("pod", &e.pod),
+        ("namespace", &e.namespace),
+        ("node", &e.node),
+        ("image", &e.image),
+        ("version", &e.version),
+    ];
+    let map: serde_json::Map<String, serde_json::Value> = fields
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.clone())))
+        .collect();
+    (!map.is_empty()).then(|| serde_json::Value::Object(map).to_string())
 }
 
 /// `PERMISSION_DENIED` unless the caller's role is one of `roles`.
@@ -928,26 +946,6 @@ pub(crate) fn filter(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn p(name: &str, role: Role) -> Principal {
-        Principal {
-            name: name.into(),
-            role,
-        }
-    }
-
-    #[test]
-    fn agents_authorize_only_for_themselves() {
-        let agent = p("agent-1", Role::Agent);
-        assert_eq!(acting_principal(&agent, "").unwrap(), "agent-1");
-        assert_eq!(acting_principal(&agent, "agent-1").unwrap(), "agent-1");
-        let e = acting_principal(&agent, "agent-2").unwrap_err();
-        assert_eq!(e.code(), tonic::Code::PermissionDenied);
-        let exec = p("exec", Role::Executor);
-        assert_eq!(acting_principal(&exec, "agent-2").unwrap(), "agent-2");
-        let e = acting_principal(&p("alice", Role::Approver), "").unwrap_err();
-        assert_eq!(e.code(), tonic::Code::PermissionDenied);
-    }
 
     #[test]
     fn hidden_paths_are_the_read_denials_for_tools_that_reveal_more_than_one_path() {

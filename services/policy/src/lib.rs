@@ -24,6 +24,7 @@
 mod approval_service;
 pub mod config;
 mod core;
+mod fault;
 mod outcome;
 mod policy_service;
 mod stored;

@@ -24,6 +24,7 @@ fn micros(t: &prost_types::Timestamp) -> toolgate_ledger::Timestamp {
 pub fn from_wire(
     decision_id: DecisionId,
     lease_token: Option<LeaseToken>,
+    executor_principal: toolgate_ledger::Principal,
     o: pb::Outcome,
 ) -> Result<NewOutcome, Status> {
     let times = o.times.unwrap_or_default();
@@ -75,6 +76,7 @@ pub fn from_wire(
     Ok(NewOutcome {
         decision_id,
         lease_token,
+        executor_principal: Some(executor_principal),
         executor: ExecutorIdentity {
             pod: if e.pod.is_empty() {
                 e.executor_id
@@ -231,6 +233,10 @@ mod tests {
         })
     }
 
+    fn exec() -> toolgate_ledger::Principal {
+        toolgate_ledger::Principal::try_from("executor-1").unwrap()
+    }
+
     #[test]
     fn runs_and_filesystem_results_map_both_ways() {
         let run = pb::Outcome {
@@ -246,7 +252,7 @@ mod tests {
             ..Default::default()
         };
         let d = DecisionId::try_from("dec_1").unwrap();
-        let n = from_wire(d.clone(), None, run).unwrap();
+        let n = from_wire(d.clone(), None, exec(), run).unwrap();
         assert_eq!(n.exit, ExitStatus::Exited(3));
         assert_eq!(n.started_at.as_micros(), 10_000_500);
         assert!(n.stdout_truncated);
@@ -257,9 +263,10 @@ mod tests {
             result_reason: "NOT_FOUND".into(),
             ..Default::default()
         };
-        let n = from_wire(d.clone(), None, fs).unwrap();
+        let n = from_wire(d.clone(), None, exec(), fs).unwrap();
         assert_eq!(n.exit, ExitStatus::Failed);
         let back = to_wire(&Outcome {
+            executor_principal: Some(exec()),
             decision_id: d,
             approval_id: None,
             executor: n.executor.clone(),
@@ -281,11 +288,12 @@ mod tests {
     #[test]
     fn an_outcome_without_status_or_times_is_refused() {
         let d = DecisionId::try_from("dec_1").unwrap();
-        let e = from_wire(d.clone(), None, pb::Outcome::default()).unwrap_err();
+        let e = from_wire(d.clone(), None, exec(), pb::Outcome::default()).unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument);
         let e = from_wire(
             d,
             None,
+            exec(),
             pb::Outcome {
                 times: times(),
                 ..Default::default()

@@ -37,7 +37,122 @@ on_both_backends!(
     roles_and_self_approval,
     session_scope_only_when_asked,
     ap08_concurrent_resumes_consume_one_approval_once,
+    a_replayed_call_id_is_in_flight_then_unknown_and_executed_only_with_an_outcome,
 );
+
+/// What a replayed `call_id` answers in each state (README, "Replaying a call_id"): in flight
+/// while its lease runs, `unknown` after it without an outcome (and a late outcome is
+/// refused, so the answer never changes), already executed only with a recorded outcome.
+async fn a_replayed_call_id_is_in_flight_then_unknown_and_executed_only_with_an_outcome(
+    backend: Backend,
+) {
+    let db = Db::new(backend).await;
+    let lease = Duration::from_millis(1500);
+    let server = Server::start(
+        &db.url,
+        &Options {
+            lease_ms: lease.as_millis() as u64,
+            ..Options::default()
+        },
+    );
+    let mut exec = server.policy(EXEC).await;
+    let echo = || run(&["echo", "hi"]);
+
+    let r = exec
+        .authorize(authorize("l-1", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    let R::Allowed(first) = result(&r) else {
+        panic!("{r:?}")
+    };
+    let until = first.lease_expires_at.expect("a lease");
+    // While the lease runs: in flight, nothing allowed a second time.
+    let r = exec
+        .authorize(authorize("l-1", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    let R::InFlight(f) = result(&r) else {
+        panic!("{r:?}")
+    };
+    assert_eq!(f.decision_id, first.decision_id);
+    assert_eq!(f.lease_expires_at.as_ref(), Some(&until));
+
+    // A run's lease covers its own timeout first.
+    let mut timed = echo();
+    timed.timeout_ms = Some(60_000);
+    let r = exec
+        .authorize(authorize("l-2", "s1", "agent-1", timed))
+        .await
+        .unwrap()
+        .into_inner();
+    let R::Allowed(long) = result(&r) else {
+        panic!("{r:?}")
+    };
+    let long_until = long.lease_expires_at.unwrap();
+    assert!(
+        long_until.seconds >= until.seconds + 59,
+        "{long_until:?} vs {until:?}"
+    );
+
+    // Reported in time: a replay is already executed, with the outcome.
+    let r = exec
+        .authorize(authorize("l-3", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    let R::Allowed(reported) = result(&r) else {
+        panic!("{r:?}")
+    };
+    exec.record_outcome(pb::RecordOutcomeRequest {
+        decision_id: reported.decision_id.clone(),
+        outcome: Some(exited(0)),
+    })
+    .await
+    .unwrap();
+
+    tokio::time::sleep(lease + Duration::from_millis(300)).await;
+    // After the lease without an outcome: unknown, for every replay.
+    for _ in 0..2 {
+        let r = exec
+            .authorize(authorize("l-1", "s1", "agent-1", echo()))
+            .await
+            .unwrap()
+            .into_inner();
+        let R::OutcomeUnknown(u) = result(&r) else {
+            panic!("{r:?}")
+        };
+        assert_eq!(u.decision_id, first.decision_id);
+        assert_eq!(u.lease_expired_at.as_ref(), Some(&until));
+    }
+    // A late report is refused, so "unknown" is never contradicted.
+    let e = exec
+        .record_outcome(pb::RecordOutcomeRequest {
+            decision_id: first.decision_id.clone(),
+            outcome: Some(exited(0)),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::AlreadyExists, "{e:?}");
+    assert_eq!(reason(&e), "OUTCOME_UNKNOWN");
+    let r = exec
+        .authorize(authorize("l-1", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(matches!(result(&r), R::OutcomeUnknown(_)), "{r:?}");
+    // The reported one stays executed after its lease, with its outcome.
+    let r = exec
+        .authorize(authorize("l-3", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    let R::AlreadyExecuted(done) = result(&r) else {
+        panic!("{r:?}")
+    };
+    assert!(done.outcome.is_some());
+}
 
 fn result(r: &pb::AuthorizeResponse) -> &R {
     r.result.as_ref().expect("a result")
@@ -79,7 +194,9 @@ async fn auto_deny_ask_approve_once_and_resume(backend: Backend) {
         panic!("{r:?}")
     };
     assert!(allowed.decision_id.starts_with("dec_"));
-    assert!(allowed.approval_id.is_empty() && allowed.lease_expires_at.is_none());
+    assert!(allowed.approval_id.is_empty());
+    // Every allowed call carries a lease, auto ones too.
+    assert!(allowed.lease_expires_at.is_some(), "{allowed:?}");
     assert_eq!(r.explanation.as_ref().unwrap().tier, Tier::Auto as i32);
     let record = |outcome| pb::RecordOutcomeRequest {
         decision_id: allowed.decision_id.clone(),
@@ -237,7 +354,9 @@ async fn auto_deny_ask_approve_once_and_resume(backend: Backend) {
         .approval
         .unwrap();
     assert_eq!(a.state, pb::ApprovalState::Completed as i32);
-    assert_eq!(a.consumed_by, "exec-pod-1");
+    // The consumer is the authenticated credential, never what the request body says
+    // (`executor_id: exec-pod-1`).
+    assert_eq!(a.consumed_by, "exec-1");
     assert_eq!(a.consumed_decision_id, ok.decision_id);
     assert!(a.consumed_at.is_some());
     // The consumed call replayed: already executed, with its outcome.
@@ -358,15 +477,28 @@ async fn roles_and_self_approval(backend: Backend) {
     let mut agent = server.policy(AGENT).await;
     let mut exec = server.policy(EXEC).await;
 
-    // An agent authorizes for itself only.
-    let e = agent
-        .authorize(authorize("r-1", "s", "agent-2", run(TERRAFORM)))
+    // Only executors authorize: an agent could otherwise consume its own approval without
+    // running anything. For itself or another, with or without a body naming an executor.
+    for named in ["agent-2", "", "agent-1"] {
+        let e = agent
+            .authorize(authorize("r-1", "s", named, run(TERRAFORM)))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{named}");
+        assert_eq!(reason(&e), "ROLE_NOT_PERMITTED");
+    }
+    // Agents keep the dry run.
+    let c = agent
+        .classify(pb::ClassifyRequest {
+            call: Some(run(TERRAFORM)),
+            ..Default::default()
+        })
         .await
-        .unwrap_err();
-    assert_eq!(e.code(), tonic::Code::PermissionDenied);
-    assert_eq!(reason(&e), "ROLE_NOT_PERMITTED");
-    let r = agent
-        .authorize(authorize("r-1", "s", "", run(TERRAFORM)))
+        .unwrap()
+        .into_inner();
+    assert_eq!(c.explanation.unwrap().tier, Tier::Ask as i32);
+    let r = exec
+        .authorize(authorize("r-1", "s", "agent-1", run(TERRAFORM)))
         .await
         .unwrap()
         .into_inner();
@@ -423,8 +555,20 @@ async fn roles_and_self_approval(backend: Backend) {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::PermissionDenied);
+    // Agents do not wait on approvals, not even their own: they repeat the call through an
+    // executor, the only path that can act on the answer.
     let mut own = server.approvals(AGENT).await;
-    let w = own
+    let mut exec_approvals = server.approvals(EXEC).await;
+    let e = own
+        .wait_for_approval(pb::WaitForApprovalRequest {
+            approval_id: mine.clone(),
+            timeout: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied);
+    assert_eq!(reason(&e), "ROLE_NOT_PERMITTED");
+    let w = exec_approvals
         .wait_for_approval(pb::WaitForApprovalRequest {
             approval_id: mine.clone(),
             timeout: None,
@@ -517,7 +661,8 @@ async fn session_scope_only_when_asked(backend: Backend) {
         .approval
         .unwrap();
     assert_eq!(a.scope, pb::ApprovalScope::Session as i32);
-    // Reusable within the session, with no lease (it is not consumed).
+    // Reusable within the session (the approval is not consumed); each call still carries
+    // its own lease.
     for call in ["w-1", "w-2", "w-3"] {
         let r = exec
             .authorize(authorize(call, "s1", "agent-1", run(TERRAFORM)))
@@ -528,7 +673,7 @@ async fn session_scope_only_when_asked(backend: Backend) {
             panic!("{call}: {r:?}")
         };
         assert_eq!(ok.approval_id, id);
-        assert!(ok.lease_expires_at.is_none());
+        assert!(ok.lease_expires_at.is_some());
     }
     // AP-03: never across sessions; AP-01: never for a different request.
     let r = exec

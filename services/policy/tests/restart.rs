@@ -123,11 +123,11 @@ async fn survives_sigkill(backend: Backend) {
         .await
         .unwrap()
         .into_inner();
-    let Some(R::AlreadyExecuted(done)) = r.result else {
+    // No outcome was ever reported: unknown, never "already executed".
+    let Some(R::OutcomeUnknown(done)) = r.result else {
         panic!("{r:?}")
     };
     assert_eq!(done.decision_id, consumed.decision_id);
-    assert!(done.outcome.is_none(), "no outcome was ever reported");
     let r = exec
         .authorize(authorize("k-inflight-again", "s", "agent-1", run(INFLIGHT)))
         .await
@@ -154,4 +154,65 @@ async fn postgres_pending_survives_sigkill_and_lapsed_leases_become_unknown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_pending_survives_sigkill_and_lapsed_leases_become_unknown() {
     survives_sigkill(Backend::Sqlite).await;
+}
+
+/// The policy process dies after the decision committed and before the executor heard of it
+/// (the client saw POLICY_UNAVAILABLE; nothing ran). After a restart, the same `call_id` is
+/// in flight while the lease runs, then unknown: never "already executed", never run.
+async fn dies_between_commit_and_answer(backend: Backend) {
+    let db = Db::new(backend).await;
+    let lease = std::time::Duration::from_millis(1_500);
+    let mut server = Server::start(
+        &db.url,
+        &Options {
+            lease_ms: lease.as_millis() as u64,
+            crash_at: Some("authorize.after_commit"),
+            ..Options::default()
+        },
+    );
+    let mut exec = server.policy(EXEC).await;
+    let e = exec
+        .authorize(authorize("x-1", "s", "agent-1", run(&["echo", "hi"])))
+        .await
+        .unwrap_err();
+    // The connection died with the process: no answer (hyper reports the broken stream as
+    // UNKNOWN or UNAVAILABLE; the executor turns both into POLICY_UNAVAILABLE), nothing allowed.
+    assert!(
+        matches!(e.code(), tonic::Code::Unavailable | tonic::Code::Unknown),
+        "{e:?}"
+    );
+    server.restart();
+    let mut exec = server.policy(EXEC).await;
+    let replay = || authorize("x-1", "s", "agent-1", run(&["echo", "hi"]));
+    let r = exec.authorize(replay()).await.unwrap().into_inner();
+    let Some(R::InFlight(f)) = r.result else {
+        panic!("{r:?}")
+    };
+    let until = f.lease_expires_at.expect("the committed decision's lease");
+    tokio::time::sleep(lease + std::time::Duration::from_millis(300)).await;
+    for _ in 0..2 {
+        let r = exec.authorize(replay()).await.unwrap().into_inner();
+        let Some(R::OutcomeUnknown(u)) = r.result else {
+            panic!("{r:?}")
+        };
+        assert_eq!(u.decision_id, f.decision_id);
+        assert_eq!(u.lease_expired_at.as_ref(), Some(&until));
+    }
+    // A new call_id for the same call is allowed normally.
+    let r = exec
+        .authorize(authorize("x-2", "s", "agent-1", run(&["echo", "hi"])))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(matches!(r.result, Some(R::Allowed(_))), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_decision_committed_but_never_answered_is_in_flight_then_unknown() {
+    dies_between_commit_and_answer(Backend::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_decision_committed_but_never_answered_is_in_flight_then_unknown() {
+    dies_between_commit_and_answer(Backend::Sqlite).await;
 }

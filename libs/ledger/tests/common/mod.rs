@@ -162,6 +162,9 @@ pub fn new_decision(call: &str, session: &str, request: &str, tier: Tier) -> New
         rule_ids: vec![RuleId::try_from("r.shell").unwrap()],
         policy_version: PolicyVersion::try_from("v1").unwrap(),
         trace_id: Some(TraceId::try_from("4bf92f3577b34da6a3ce929d0e0e4736").unwrap()),
+        executor: Some(Principal::try_from("executor-0").unwrap()),
+        executor_reported: Some(r#"{"pod":"executor-0-pod"}"#.to_owned()),
+        lease: None,
     }
 }
 
@@ -169,9 +172,7 @@ pub fn ask(call: &str, session: &str, request: &str) -> AskRequest {
     AskRequest {
         decision: new_decision(call, session, request, Tier::Ask),
         explanation_json: format!(r#"{{"commands":[{request:?}]}}"#),
-        executor: "executor-0".to_owned(),
         pending_ttl: None,
-        lease: None,
     }
 }
 
@@ -206,6 +207,7 @@ pub fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
         isolation: None,
         decision_id: d.id.clone(),
         lease_token: lease,
+        executor_principal: Some(Principal::try_from("executor-0").unwrap()),
         executor: ExecutorIdentity {
             pod: "executor-0".into(),
             node: "node-a".into(),

@@ -325,7 +325,19 @@ impl Gate {
                 decision_id: p.decision_id,
                 why,
             }),
-            Some(R::AlreadyExecuted(x)) => Err(already_executed(&call.ctx.call_id, &x)),
+            // Only a recorded outcome proves the call ran; an older policy service also said
+            // AlreadyExecuted for calls that never reported one.
+            Some(R::AlreadyExecuted(x)) => Err(match &x.outcome {
+                Some(o) => already_executed(&call.ctx.call_id, &x, o),
+                None => outcome_unknown(&call.ctx.call_id, &x.decision_id, &x.approval_id, None),
+            }),
+            Some(R::InFlight(f)) => Err(in_flight(&call.ctx.call_id, &f)),
+            Some(R::OutcomeUnknown(u)) => Err(outcome_unknown(
+                &call.ctx.call_id,
+                &u.decision_id,
+                &u.approval_id,
+                u.lease_expired_at.as_ref(),
+            )),
             None => Err(status::status(
                 Reason::Internal,
                 "the policy service answered Authorize without a result; nothing was run",
@@ -350,6 +362,8 @@ fn refusal(s: &Status) -> Option<Reason> {
             | R::ApprovalNotPending
             | R::ApprovalNotFound
             | R::AlreadyExecuted
+            | R::CallInFlight
+            | R::OutcomeUnknown
             | R::Busy
             | R::Unauthenticated
             | R::RoleNotPermitted
@@ -393,53 +407,91 @@ fn approval_denied(approval_id: &str, message: &str, reason: &str) -> Status {
     )
 }
 
+/// `ABORTED` / `CALL_IN_FLIGHT`: the call was allowed and may still be running.
+fn in_flight(call_id: &str, f: &pb::InFlight) -> Status {
+    let mut md = vec![("decision_id", f.decision_id.clone())];
+    if !f.approval_id.is_empty() {
+        md.push(("approval_id", f.approval_id.clone()));
+    }
+    let until = f.lease_expires_at.as_ref().map(ToString::to_string);
+    if let Some(u) = &until {
+        md.push(("lease_expires_at", u.clone()));
+    }
+    status::status(
+        Reason::CallInFlight,
+        format!(
+            "call_id {call_id} was allowed (decision {}) and may still be running: it was not started again; \
+             repeat the same call_id after {} to learn how it ended",
+            f.decision_id,
+            until.as_deref().unwrap_or("its lease runs out")
+        ),
+        md,
+    )
+}
+
+/// `ALREADY_EXISTS` / `OUTCOME_UNKNOWN`: allowed, lease lapsed, nothing reported.
+fn outcome_unknown(
+    call_id: &str,
+    decision_id: &str,
+    approval_id: &str,
+    lapsed: Option<&prost_types::Timestamp>,
+) -> Status {
+    let mut md = vec![("decision_id", decision_id.to_owned())];
+    if !approval_id.is_empty() {
+        md.push(("approval_id", approval_id.to_owned()));
+    }
+    if let Some(t) = lapsed {
+        md.push(("lease_expired_at", t.to_string()));
+    }
+    status::status(
+        Reason::OutcomeUnknown,
+        format!(
+            "call_id {call_id} was allowed (decision {decision_id}) but no outcome was reported before its lease ran out, \
+             so whether it ran is unknown; it never runs under this call_id: to try again, send the call with a new call_id"
+        ),
+        md,
+    )
+}
+
 /// `ALREADY_EXISTS` / `ALREADY_EXECUTED` with a compact summary of the recorded outcome.
-fn already_executed(call_id: &str, x: &pb::AlreadyExecuted) -> Status {
+fn already_executed(call_id: &str, x: &pb::AlreadyExecuted, o: &pb::Outcome) -> Status {
     let mut md = vec![("decision_id", x.decision_id.clone())];
     if !x.approval_id.is_empty() {
         md.push(("approval_id", x.approval_id.clone()));
     }
-    let summary = match &x.outcome {
-        None => {
-            "its outcome is not recorded (still running, or the executor stopped before reporting)"
-                .to_owned()
+    let mut parts = Vec::new();
+    if let Some(status) = o.status.as_ref().and_then(|s| s.status.as_ref()) {
+        use common::exit_status::Status as S;
+        let (k, v) = match status {
+            S::Exited(code) => ("exit_code", code.to_string()),
+            S::Signaled(s) => ("signal", s.name.clone()),
+            S::TimedOut(_) => ("ended", "timed_out".to_owned()),
+            S::Cancelled(c) => ("ended", format!("cancelled:{}", c.cause)),
+            S::SpawnFailed(f) => ("ended", format!("spawn_failed:{}", f.reason)),
+            S::Completed(_) => ("ended", "completed".to_owned()),
+        };
+        parts.push(format!("{k}={v}"));
+        md.push((k, v));
+    }
+    if let Some(i) = &o.isolation {
+        md.push(("sandbox_profile", i.sandbox_profile.clone()));
+    }
+    for (k, stats) in [("stdout_bytes", &o.stdout), ("stderr_bytes", &o.stderr)] {
+        if let Some(s) = stats {
+            parts.push(format!("{k}={}", s.total_bytes));
+            md.push((k, s.total_bytes.to_string()));
         }
-        Some(o) => {
-            let mut parts = Vec::new();
-            if let Some(status) = o.status.as_ref().and_then(|s| s.status.as_ref()) {
-                use common::exit_status::Status as S;
-                let (k, v) = match status {
-                    S::Exited(code) => ("exit_code", code.to_string()),
-                    S::Signaled(s) => ("signal", s.name.clone()),
-                    S::TimedOut(_) => ("ended", "timed_out".to_owned()),
-                    S::Cancelled(c) => ("ended", format!("cancelled:{}", c.cause)),
-                    S::SpawnFailed(f) => ("ended", format!("spawn_failed:{}", f.reason)),
-                    S::Completed(_) => ("ended", "completed".to_owned()),
-                };
-                parts.push(format!("{k}={v}"));
-                md.push((k, v));
-            }
-            if let Some(i) = &o.isolation {
-                md.push(("sandbox_profile", i.sandbox_profile.clone()));
-            }
-            for (k, stats) in [("stdout_bytes", &o.stdout), ("stderr_bytes", &o.stderr)] {
-                if let Some(s) = stats {
-                    parts.push(format!("{k}={}", s.total_bytes));
-                    md.push((k, s.total_bytes.to_string()));
-                }
-            }
-            for (k, v) in [
-                ("result_code", &o.result_code),
-                ("result_reason", &o.result_reason),
-            ] {
-                if !v.is_empty() {
-                    parts.push(format!("{k}={v}"));
-                    md.push((k, v.clone()));
-                }
-            }
-            format!("outcome: {}", parts.join(" "))
+    }
+    for (k, v) in [
+        ("result_code", &o.result_code),
+        ("result_reason", &o.result_reason),
+    ] {
+        if !v.is_empty() {
+            parts.push(format!("{k}={v}"));
+            md.push((k, v.clone()));
         }
-    };
+    }
+    let summary = format!("outcome: {}", parts.join(" "));
     status::status(
         Reason::AlreadyExecuted,
         format!(

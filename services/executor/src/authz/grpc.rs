@@ -136,10 +136,19 @@ impl GrpcAuthorizer {
 
     fn unavailable(&self, method: &'static str, detail: &str) -> Status {
         tracing::warn!(endpoint = %self.endpoint, method, %detail, "policy service unavailable");
+        // Only Authorize and WaitForApproval gate a call; RecordOutcome is retried in the
+        // background after the call ran.
+        let advice = if method == "RecordOutcome" {
+            "the outcome report is retried"
+        } else {
+            "nothing was run, retry the same call later (a retry answered CALL_IN_FLIGHT means the decision \
+             was recorded before the failure: it turns into OUTCOME_UNKNOWN when the lease runs out, and then \
+             the call needs a new call_id)"
+        };
         status::status(
             Reason::PolicyUnavailable,
             format!(
-                "the policy service at {} is unavailable ({method}: {detail}); nothing was run, retry the same call later",
+                "the policy service at {} is unavailable ({method}: {detail}); {advice}",
                 self.endpoint
             ),
             [("endpoint", self.endpoint.clone())],

@@ -167,6 +167,8 @@ pub struct Options {
     pub retry_ms: u64,
     /// Serve `/metrics` on a port of its own.
     pub metrics: bool,
+    /// A crash point (`TOOLGATE_CRASH_AT`) for the first start only; a restart is clean.
+    pub crash_at: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -177,6 +179,7 @@ impl Default for Options {
             max_wait_ms: 60_000,
             retry_ms: 2_000,
             metrics: false,
+            crash_at: None,
         }
     }
 }
@@ -188,6 +191,7 @@ pub struct Server {
     /// `ip:port` of `/metrics`, when [`Options::metrics`] is set.
     pub metrics: Option<String>,
     dir: tempfile::TempDir,
+    crash_at: Option<&'static str>,
 }
 
 pub fn config_text(url: &str, o: &Options) -> String {
@@ -225,6 +229,7 @@ impl Server {
             addr: String::new(),
             metrics: None,
             dir,
+            crash_at: options.crash_at,
         };
         s.spawn();
         s
@@ -240,7 +245,11 @@ impl Server {
     }
 
     fn spawn(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate-policy"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate-policy"));
+        if let Some(point) = self.crash_at.take() {
+            command.env("TOOLGATE_CRASH_AT", point);
+        }
+        let mut child = command
             .arg("--config")
             .arg(self.config_path())
             .current_dir(self.dir.path())

@@ -45,6 +45,9 @@ fn decision(call: &str, n: u64, tier: Tier) -> NewDecision {
         rule_ids: vec![RuleId::try_from("shell.cargo").unwrap()],
         policy_version: PolicyVersion::try_from("v1").unwrap(),
         trace_id: Some(TraceId::try_from("4bf92f3577b34da6a3ce929d0e0e4736").unwrap()),
+        executor: Some(Principal::try_from("executor-bench").unwrap()),
+        executor_reported: Some(r#"{"pod":"executor-bench-pod"}"#.to_owned()),
+        lease: None,
     }
 }
 
@@ -52,9 +55,7 @@ fn ask_request(call: &str, n: u64) -> AskRequest {
     AskRequest {
         decision: decision(call, n, Tier::Ask),
         explanation_json: r#"{"commands":[{"argv":["rm","-rf","build"],"tier":"ask"}]}"#.to_owned(),
-        executor: "executor-bench".to_owned(),
         pending_ttl: None,
-        lease: None,
     }
 }
 

@@ -366,6 +366,67 @@ async fn already_executed_is_already_exists_with_the_recorded_outcome() {
     assert!(e.message().contains("not run again"), "{}", e.message());
 }
 
+/// A replayed call_id whose outcome nobody recorded is never "already executed": in flight
+/// (ABORTED, retry later) while its lease runs, OUTCOME_UNKNOWN (a new call_id is needed)
+/// after it, and an older policy's AlreadyExecuted without an outcome reads as unknown.
+#[tokio::test]
+async fn replays_without_an_outcome_are_in_flight_or_unknown() {
+    let until = prost_types::Timestamp {
+        seconds: 1_900_000_000,
+        nanos: 0,
+    };
+    let cases = [
+        (
+            R::InFlight(pb::InFlight {
+                decision_id: "d-1".into(),
+                approval_id: String::new(),
+                lease_expires_at: Some(until),
+            }),
+            tonic::Code::Aborted,
+            "CALL_IN_FLIGHT",
+        ),
+        (
+            R::OutcomeUnknown(pb::OutcomeUnknown {
+                decision_id: "d-1".into(),
+                approval_id: "ap-1".into(),
+                lease_expired_at: Some(until),
+            }),
+            tonic::Code::AlreadyExists,
+            "OUTCOME_UNKNOWN",
+        ),
+        (
+            R::AlreadyExecuted(pb::AlreadyExecuted {
+                decision_id: "d-1".into(),
+                approval_id: String::new(),
+                outcome: None,
+            }),
+            tonic::Code::AlreadyExists,
+            "OUTCOME_UNKNOWN",
+        ),
+    ];
+    for (answer, code, want) in cases {
+        let fake = Fake::new(vec![answer]);
+        let e = gate(&fake, Duration::ZERO)
+            .authorize(&call(Duration::ZERO))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), code, "{want}: {e:?}");
+        let (r, md) = reason(&e);
+        assert_eq!(r, want);
+        assert_eq!(md["decision_id"], "d-1");
+        if want == "CALL_IN_FLIGHT" {
+            assert_eq!(md["lease_expires_at"], "2030-03-17T17:46:40Z");
+            assert!(
+                e.message().contains("may still be running"),
+                "{}",
+                e.message()
+            );
+        } else {
+            assert!(e.message().contains("new call_id"), "{}", e.message());
+        }
+    }
+}
+
 #[tokio::test]
 async fn outcomes_are_retried_until_recorded_and_carry_the_executor() {
     let fake = Fake::new(vec![allowed("d-8")]);
