@@ -48,21 +48,181 @@ pub fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
-/// Builds a status with an `ErrorInfo` detail for `reason`.
+/// Most bytes of one `ErrorInfo` metadata value: values echo what a client sent (a path, a
+/// pattern), and the status travels in HTTP/2 headers, which clients cap (grpc-core: 8 KiB by
+/// default; beyond it the client reports `RESOURCE_EXHAUSTED` instead of the real status).
+pub const ECHO_CAP: usize = 256;
+
+/// Most bytes of a status message. The message is sent twice (`grpc-message`, and inside
+/// `grpc-status-details-bin`), so together with the metadata a status stays far below 8 KiB.
+pub const MESSAGE_CAP: usize = 1024;
+
+/// Room for the marker a capped value ends with (`…[5000 bytes]`).
+const MARKER_ROOM: usize = 32;
+
+/// The longest prefix of `s` of at most `n` bytes that ends on a character boundary.
+fn head(s: &str, n: usize) -> &str {
+    let mut end = n.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The longest suffix of `s` of at most `n` bytes that starts on a character boundary.
+fn tail(s: &str, n: usize) -> &str {
+    let mut start = s.len().saturating_sub(n);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
+
+/// `s` cut to [`ECHO_CAP`] bytes plus a marker with its full length, when longer.
+pub fn cap_echo(s: &str) -> String {
+    if s.len() <= ECHO_CAP {
+        s.to_owned()
+    } else {
+        format!("{}…[{} bytes]", head(s, ECHO_CAP), s.len())
+    }
+}
+
+/// `s` cut to about [`MESSAGE_CAP`] bytes, when longer: its start and its end (where the
+/// advice usually is) survive, with the number of bytes left out between them.
+pub fn cap_message(s: &str) -> String {
+    if s.len() <= MESSAGE_CAP {
+        return s.to_owned();
+    }
+    let start = head(s, MESSAGE_CAP * 5 / 8);
+    let end = tail(s, MESSAGE_CAP / 4);
+    format!(
+        "{start}…[{} of {} bytes left out]…{end}",
+        s.len() - start.len() - end.len(),
+        s.len()
+    )
+}
+
+/// A status with an `ErrorInfo` for `reason` (a name from the closed list), every value
+/// capped so that it fits in the client's metadata.
+fn capped_status(
+    code: tonic::Code,
+    reason: &str,
+    message: &str,
+    metadata: impl IntoIterator<Item = (String, String)>,
+) -> tonic::Status {
+    let metadata: HashMap<String, String> = metadata
+        .into_iter()
+        .map(|(k, v)| (head(&k, ECHO_CAP).to_owned(), cap_echo(&v)))
+        .collect();
+    tonic::Status::with_error_details(
+        code,
+        cap_message(message),
+        ErrorDetails::with_error_info(reason, ERROR_DOMAIN, metadata),
+    )
+}
+
+/// Builds a status with an `ErrorInfo` detail for `reason`. The message and every metadata
+/// value are capped ([`MESSAGE_CAP`], [`ECHO_CAP`]).
 pub fn status(
     reason: Reason,
     message: impl Into<String>,
     metadata: impl IntoIterator<Item = (&'static str, String)>,
 ) -> tonic::Status {
-    let metadata: HashMap<String, String> = metadata
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v))
-        .collect();
-    tonic::Status::with_error_details(
+    capped_status(
         tonic_code(reason.code()),
-        message,
-        ErrorDetails::with_error_info(reason.as_str(), ERROR_DOMAIN, metadata),
+        reason.as_str(),
+        &message.into(),
+        metadata.into_iter().map(|(k, v)| (k.to_owned(), v)),
     )
+}
+
+/// What a status must become before it leaves a server, or `None` when it is fine as it is:
+/// every error carries an `ErrorInfo` from the closed list and fits in a client's metadata.
+///
+/// Statuses built by toolgate ([`status`]) pass unchanged. The others come from the gRPC
+/// stack itself and get a reason: a request that does not decode (tonic says `INTERNAL`; it
+/// is the client's: `INVALID_ARGUMENT` / `INVALID_REQUEST`), one above the size limit
+/// (`TOO_LARGE`), an unknown service or method (`UNIMPLEMENTED` / `UNSUPPORTED`), an expired
+/// deadline (`DEADLINE_EXCEEDED` / `TIMEOUT`), and the rest by code. `method` is the request
+/// path (`/package.Service/Method`).
+pub fn at_edge(status: &tonic::Status, method: &str) -> Option<tonic::Status> {
+    use tonic::Code as C;
+    if status.code() == C::Ok {
+        return None;
+    }
+    let message = status.message();
+    if let Some(info) = status.get_error_details().error_info() {
+        let fits = message.len() <= MESSAGE_CAP + 2 * MARKER_ROOM
+            && info
+                .metadata
+                .iter()
+                .all(|(k, v)| k.len() <= ECHO_CAP && v.len() <= ECHO_CAP + MARKER_ROOM);
+        return (!fits)
+            .then(|| capped_status(status.code(), &info.reason, message, info.metadata.clone()));
+    }
+    let method = method.trim_start_matches('/');
+    let (code, reason, text) = match status.code() {
+        C::Internal if message.starts_with("failed to decode Protobuf message") => (
+            C::InvalidArgument,
+            Reason::InvalidRequest,
+            format!(
+                "the request is not a valid {method} request message ({message}); \
+                 string fields must be valid UTF-8 and the message must match toolgate's v1 protos"
+            ),
+        ),
+        C::OutOfRange if message.contains("decoded message length too large") => (
+            tonic_code(Reason::TooLarge.code()),
+            Reason::TooLarge,
+            format!(
+                "the request message is larger than this server accepts ({message}); \
+                 send large content in smaller pieces"
+            ),
+        ),
+        C::Unimplemented => (
+            C::Unimplemented,
+            Reason::Unsupported,
+            format!(
+                "`{method}` is not a method this server implements{}; \
+                 check the service and method names (server reflection lists them)",
+                if message.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({message})")
+                }
+            ),
+        ),
+        C::DeadlineExceeded => (
+            C::DeadlineExceeded,
+            Reason::Timeout,
+            format!("the call's deadline passed before it finished ({message})"),
+        ),
+        C::Cancelled if message == "Timeout expired" => (
+            C::DeadlineExceeded,
+            Reason::Timeout,
+            "the call's deadline (grpc-timeout) passed before it finished".to_owned(),
+        ),
+        code => {
+            let reason = match code {
+                C::InvalidArgument | C::FailedPrecondition | C::OutOfRange => {
+                    Reason::InvalidRequest
+                }
+                C::NotFound => Reason::NotFound,
+                C::AlreadyExists => Reason::AlreadyExists,
+                C::PermissionDenied => Reason::RoleNotPermitted,
+                C::Unauthenticated => Reason::Unauthenticated,
+                C::ResourceExhausted => Reason::Busy,
+                C::Aborted => Reason::Conflict,
+                _ => Reason::Internal,
+            };
+            (code, reason, message.to_owned())
+        }
+    };
+    Some(capped_status(
+        code,
+        reason.as_str(),
+        &text,
+        [("method".to_owned(), method.to_owned())],
+    ))
 }
 
 /// Converts any domain error into its status: code, message and `ErrorInfo`.
@@ -99,6 +259,99 @@ mod tests {
             assert_eq!(r, reason.as_str());
             assert_eq!(md.get("path").map(String::as_str), Some("a/b"));
         }
+    }
+
+    #[test]
+    fn echoed_values_and_messages_are_capped_with_their_length() {
+        let long = "a/".repeat(2500);
+        let s = status(
+            Reason::PathOutsideWorkspace,
+            format!("{long} is outside the workspace; use a relative path"),
+            [("path", long)],
+        );
+        let (_, md) = error_info(&s).unwrap();
+        assert!(
+            md["path"].len() <= ECHO_CAP + MARKER_ROOM,
+            "{}",
+            md["path"].len()
+        );
+        assert!(md["path"].ends_with("…[5000 bytes]"), "{}", md["path"]);
+        assert!(s.message().len() <= MESSAGE_CAP + 2 * MARKER_ROOM);
+        assert!(
+            s.message().ends_with("use a relative path"),
+            "{}",
+            s.message()
+        );
+        assert!(s.message().contains("bytes left out"));
+        // Multi-byte characters are never split.
+        let wide = "é".repeat(600);
+        assert_eq!(cap_echo(&wide).len(), 256 + "…[1200 bytes]".len());
+        assert!(at_edge(&s, "/x/Y").is_none(), "already fits");
+    }
+
+    #[test]
+    fn statuses_from_the_grpc_stack_get_a_reason_at_the_edge() {
+        let cases = [
+            (
+                tonic::Status::internal(
+                    "failed to decode Protobuf message: ReadFileRequest.path: invalid string value: data is not UTF-8 encoded",
+                ),
+                tonic::Code::InvalidArgument,
+                "INVALID_REQUEST",
+            ),
+            (
+                tonic::Status::out_of_range(
+                    "Error, decoded message length too large: found 104857605 bytes, the limit is: 4194304 bytes",
+                ),
+                tonic::Code::FailedPrecondition,
+                "TOO_LARGE",
+            ),
+            (
+                tonic::Status::unimplemented(""),
+                tonic::Code::Unimplemented,
+                "UNSUPPORTED",
+            ),
+            (
+                tonic::Status::cancelled("Timeout expired"),
+                tonic::Code::DeadlineExceeded,
+                "TIMEOUT",
+            ),
+            (
+                tonic::Status::unavailable("shutting down"),
+                tonic::Code::Unavailable,
+                "INTERNAL",
+            ),
+        ];
+        for (raw, code, reason) in cases {
+            let s = at_edge(&raw, "/toolgate.executor.v1.FilesystemService/ReadFile")
+                .expect("needs an ErrorInfo");
+            assert_eq!(s.code(), code, "{raw:?}");
+            let (r, md) = error_info(&s).unwrap();
+            assert_eq!(r, reason);
+            assert_eq!(
+                md["method"],
+                "toolgate.executor.v1.FilesystemService/ReadFile"
+            );
+        }
+        // A toolgate status whose metadata does not fit is refitted, reason kept.
+        let huge = tonic::Status::with_error_details(
+            tonic::Code::NotFound,
+            "x".repeat(5000),
+            ErrorDetails::with_error_info(
+                "NOT_FOUND",
+                ERROR_DOMAIN,
+                [("path".to_owned(), "p".repeat(5000))]
+                    .into_iter()
+                    .collect::<HashMap<_, _>>(),
+            ),
+        );
+        let s = at_edge(&huge, "/m").expect("refitted");
+        assert_eq!(s.code(), tonic::Code::NotFound);
+        let (r, md) = error_info(&s).unwrap();
+        assert_eq!(r, "NOT_FOUND");
+        assert!(md["path"].len() < 300);
+        assert!(s.message().len() < 1100);
+        assert!(at_edge(&tonic::Status::ok(""), "/m").is_none());
     }
 
     #[test]

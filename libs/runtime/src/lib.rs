@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod config;
+pub mod edge;
 pub mod grpc;
 pub mod logging;
 pub mod metrics;

@@ -626,3 +626,55 @@ async fn listings_and_finds_never_show_policy_denied_paths() {
         .unwrap_err();
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
 }
+
+/// A deadline that passes while the call waits for a human comes back as DEADLINE_EXCEEDED /
+/// TIMEOUT with an ErrorInfo (tonic's own deadline answer is CANCELLED without one), and
+/// nothing is written. Sent with a raw HTTP/2 client, which (unlike tonic's or grpcio's) does
+/// not give up at the deadline itself, so what is checked is the server's answer.
+#[tokio::test]
+async fn an_expired_deadline_is_deadline_exceeded_with_a_reason() {
+    use prost::Message as _;
+    let sb = Sandbox::new();
+    let policy = Policy::start(GUARDED);
+    let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    let mut req = write("deploy/app.yaml", "replicas: 3\n");
+    req.context = ctx_waiting(30);
+    let body = req.encode_to_vec();
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+
+    let tcp = tokio::net::TcpStream::connect(&exe.addr).await.unwrap();
+    let (mut client, connection) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(connection);
+    let request = http::Request::post(format!(
+        "http://{}/toolgate.executor.v1.FilesystemService/WriteFile",
+        exe.addr
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .header("grpc-timeout", "400m")
+    .header("authorization", format!("Bearer {}", exe.agent_token))
+    .body(())
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    send.send_data(frame.into(), true).unwrap();
+    let response = response.await.unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= std::time::Duration::from_millis(350)
+            && elapsed < std::time::Duration::from_secs(5),
+        "{elapsed:?}"
+    );
+    // An error answered at once: the status is in the headers (trailers-only).
+    let err = tonic::Status::from_header_map(response.headers()).expect("a grpc status");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    let (reason, md) = info(&err);
+    assert_eq!(reason, "TIMEOUT");
+    assert_eq!(
+        md["method"],
+        "toolgate.executor.v1.FilesystemService/WriteFile"
+    );
+    assert!(!sb.ws.join("deploy/app.yaml").exists());
+}

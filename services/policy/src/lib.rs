@@ -231,6 +231,8 @@ pub async fn serve_with_options(
     let server = grpc::server()
         .layer(telemetry::server_layer())
         .layer(metrics::server_layer())
+        // Innermost, so traces and metrics record the status the client gets.
+        .layer(toolgate_runtime::edge::layer())
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
