@@ -5,6 +5,8 @@
 
 use std::fmt;
 
+pub mod backoff;
+
 /// The `google.rpc.ErrorInfo.domain` every toolgate error carries.
 pub const ERROR_DOMAIN: &str = "toolgate.dev";
 

@@ -1,5 +1,6 @@
 //! Wake-ups: one listener per process, fanned out in memory to per-approval waiters.
 
+use toolgate_core::backoff::Backoff;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -144,11 +145,12 @@ pub(crate) async fn listen(options: PgConnectOptions, hub: Arc<Hub>) -> Result<J
     listener.ignore_pool_close_event(true);
     listener.listen(CHANNEL).await?;
     Ok(tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(50);
+        let fresh = || Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+        let mut backoff = fresh();
         loop {
             match listener.try_recv().await {
                 Ok(Some(n)) => {
-                    backoff = Duration::from_millis(50);
+                    backoff = fresh();
                     hub.deliver(n.payload());
                 }
                 // Reconnected: anything sent meanwhile is gone, so everyone re-reads.
@@ -157,8 +159,7 @@ pub(crate) async fn listen(options: PgConnectOptions, hub: Arc<Hub>) -> Result<J
                     tracing::warn!(error = %e, "ledger listener lost its connection; retrying");
                     hub.wake_all();
                     // Backoff between reconnect attempts, not synchronisation.
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
             }
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sqlx::AssertSqlSafe;
+use toolgate_core::backoff::Backoff;
 use toolgate_core::{Tier, ToolKind};
 
 use crate::canon;
@@ -311,15 +312,16 @@ impl Core {
         Fut: Future<Output = Result<T>>,
     {
         let start = Instant::now();
-        let mut delay = Duration::from_millis(20);
+        let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
         loop {
             match op().await {
-                Err(e)
-                    if e.is_transient() && start.elapsed() + delay < self.settings.retry_budget =>
-                {
+                Err(e) if e.is_transient() => {
+                    let delay = backoff.next_delay();
+                    if start.elapsed() + delay >= self.settings.retry_budget {
+                        return Err(e);
+                    }
                     tracing::debug!(error = %e, ?delay, "ledger operation failed transiently; retrying");
                     tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(1));
                 }
                 other => return other,
             }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
+use toolgate_core::backoff::Backoff;
 use tonic::{Code, Status};
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::policy::v1 as pb;
@@ -12,9 +13,10 @@ use super::{Authorized, Authorizer};
 
 /// Attempts per outcome before it is given up (and logged).
 const ATTEMPTS: u32 = 8;
-/// First retry delay; doubled after each failure up to [`MAX_BACKOFF`].
+/// Ceiling of the first retry delay; doubled after each failure up to [`MAX_BACKOFF`]
+/// (toolgate's one backoff policy, fully jittered).
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
-/// Longest delay between two attempts.
+/// Ceiling of the delay between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Reports outcomes to the policy service from background tasks.
@@ -64,14 +66,13 @@ impl Reporter {
     }
 
     async fn deliver(&self, request: pb::RecordOutcomeRequest) {
-        let mut delay = FIRST_BACKOFF;
+        let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         for attempt in 1..=ATTEMPTS {
             match self.authorizer.record_outcome(request.clone()).await {
                 Ok(_) => return,
                 Err(s) if retriable(&s) && attempt < ATTEMPTS => {
                     tracing::warn!(decision_id = %request.decision_id, attempt, error = %s.message(), "outcome report failed; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(MAX_BACKOFF);
+                    tokio::time::sleep(backoff.next_delay()).await;
                 }
                 Err(s) => {
                     tracing::error!(decision_id = %request.decision_id, attempt, code = ?s.code(), error = %s.message(), "outcome not recorded");
