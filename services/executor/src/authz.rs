@@ -9,6 +9,7 @@
 //! operation the executor performs (a filesystem call, a process run) takes one as a
 //! parameter, so no code path can run anything without a decision for it.
 
+pub(crate) mod balance;
 mod gate;
 mod grpc;
 mod report;

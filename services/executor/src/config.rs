@@ -46,7 +46,9 @@ pub struct Config {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PolicySection {
-    /// The policy service URL, for example `http://127.0.0.1:7071` (required).
+    /// The policy service URL, for example `http://127.0.0.1:7071` (required); several
+    /// replicas as a comma-separated list. Every address each host resolves to (a headless
+    /// Service name: one per ready replica) is a backend; calls are balanced over them.
     pub endpoint: String,
     /// This executor's credential (role `executor`); prefer `token_file`.
     pub token: Option<String>,
@@ -56,6 +58,12 @@ pub struct PolicySection {
     pub connect_timeout_ms: u64,
     /// Longest wait for one Authorize or RecordOutcome answer, in milliseconds.
     pub request_timeout_ms: u64,
+    /// How often the endpoint host names are resolved again, in milliseconds.
+    pub resolve_interval_ms: u64,
+    /// HTTP/2 PING interval on each policy connection, idle or not, in milliseconds.
+    pub keepalive_interval_ms: u64,
+    /// How long a PING may go unanswered before the connection is dropped, in milliseconds.
+    pub keepalive_timeout_ms: u64,
 }
 
 impl Default for PolicySection {
@@ -66,6 +74,9 @@ impl Default for PolicySection {
             token_file: None,
             connect_timeout_ms: 2_000,
             request_timeout_ms: 10_000,
+            resolve_interval_ms: 5_000,
+            keepalive_interval_ms: 10_000,
+            keepalive_timeout_ms: 5_000,
         }
     }
 }
@@ -425,25 +436,17 @@ impl Config {
     /// Checks the `[policy]` section: endpoint, credential and timeouts.
     pub fn validate_policy(&self) -> Result<(), String> {
         let p = &self.policy;
-        if p.endpoint.is_empty() {
-            return Err(
-                "policy.endpoint: required (the policy service URL, for example http://127.0.0.1:7071); the executor runs nothing without it"
-                    .into(),
-            );
-        }
-        match p.endpoint.split_once("://") {
-            Some(("http" | "https", rest)) if !rest.is_empty() => {}
-            _ => {
-                return Err(format!(
-                    "policy.endpoint: `{}` is not an http:// or https:// URL",
-                    p.endpoint
-                ));
+        crate::authz::balance::parse(&p.endpoint)?;
+        for (name, v) in [
+            ("policy.connect_timeout_ms", p.connect_timeout_ms),
+            ("policy.request_timeout_ms", p.request_timeout_ms),
+            ("policy.resolve_interval_ms", p.resolve_interval_ms),
+            ("policy.keepalive_interval_ms", p.keepalive_interval_ms),
+            ("policy.keepalive_timeout_ms", p.keepalive_timeout_ms),
+        ] {
+            if v == 0 {
+                return Err(format!("{name}: must be positive"));
             }
-        }
-        if p.connect_timeout_ms == 0 || p.request_timeout_ms == 0 {
-            return Err(
-                "policy.connect_timeout_ms / policy.request_timeout_ms: must be positive".into(),
-            );
         }
         p.credential()?;
         Ok(())

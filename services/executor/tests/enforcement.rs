@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{Credentials, Executor, GUARDED, Policy, Sandbox, ctx, ctx_waiting};
+use support::{Credentials, Executor, GUARDED, Policy, Sandbox, ctx, ctx_waiting, sibling_binary};
 use tonic::Code;
 use tonic::Streaming;
 use toolgate_contracts::common::v1::exit_status::Status as S;
@@ -677,4 +677,127 @@ async fn an_expired_deadline_is_deadline_exceeded_with_a_reason() {
         "toolgate.executor.v1.FilesystemService/WriteFile"
     );
     assert!(!sb.ws.join("deploy/app.yaml").exists());
+}
+
+/// A database of its own on the machine's Postgres, dropped at the end.
+struct PgDb {
+    name: String,
+    url: String,
+}
+
+impl PgDb {
+    fn new(tag: &str) -> PgDb {
+        let base = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("tg_exec_{tag}_{}", std::process::id());
+        let psql = |sql: &str| {
+            let out = std::process::Command::new("psql")
+                .args([base.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", sql])
+                .output()
+                .expect("psql runs");
+            assert!(
+                out.status.success(),
+                "{sql}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        psql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        psql(&format!("CREATE DATABASE {name}"));
+        let (root, _) = base.rsplit_once('/').expect("a database URL");
+        PgDb {
+            url: format!("{root}/{name}"),
+            name,
+        }
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        let base = std::env::var("DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let _ = std::process::Command::new("psql")
+            .args([
+                base.as_str(),
+                "-qc",
+                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ])
+            .output();
+    }
+}
+
+/// Two policy replicas on one Postgres, one executor configured with both. One replica is
+/// SIGKILLed under load: each client sees at most one failed call (one in flight on the
+/// dead replica), every call after that succeeds on the other, and the ledger verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_replica_dies_under_load_and_the_executor_fails_over() {
+    const CLIENTS: usize = 4;
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws.join("notes.txt"), "hello\n").unwrap();
+    let db = PgDb::new("ha");
+    let creds = std::sync::Arc::new(Credentials::new());
+    let env = [("TOOLGATE_LEDGER__URL", db.url.as_str())];
+    let a = Policy::start_env(DEFAULT_POLICY, creds.clone(), &env);
+    let b = Policy::start_env(DEFAULT_POLICY, creds.clone(), &env);
+    let both = format!("{},{}", a.endpoint(), b.endpoint());
+    let exe = Executor::start_at(&both, &creds, &sb.ws, &[], &[]);
+
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for _ in 0..CLIENTS {
+        let mut fs = exe.fs().await;
+        let killed = killed.clone();
+        clients.push(tokio::spawn(async move {
+            let (mut before, mut after) = (0usize, 0usize);
+            let mut failures = Vec::new();
+            // Call without pause across the kill, then 30 more calls.
+            while after < 30 {
+                let was_killed = killed.load(std::sync::atomic::Ordering::SeqCst);
+                let r = fs
+                    .read_file(pb::ReadFileRequest {
+                        context: ctx(),
+                        path: "notes.txt".into(),
+                        ..Default::default()
+                    })
+                    .await;
+                if was_killed {
+                    after += 1;
+                } else {
+                    before += 1;
+                }
+                if let Err(e) = r {
+                    failures.push((e.code(), info(&e).0, was_killed, after));
+                }
+            }
+            (before, failures)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    drop(a); // SIGKILL
+    killed.store(true, std::sync::atomic::Ordering::SeqCst);
+    for c in clients {
+        let (before, failures) = c.await.unwrap();
+        assert!(before >= 5, "calls ran before the kill: {before}");
+        assert!(
+            failures.len() <= 1,
+            "at most one failed call per client: {failures:?}"
+        );
+        for (code, reason, was_killed, after) in &failures {
+            assert_eq!(*code, Code::Unavailable, "{failures:?}");
+            assert_eq!(reason, "POLICY_UNAVAILABLE");
+            // The call in flight at the kill, or the first one after it.
+            assert!(!*was_killed || *after <= 1, "{failures:?}");
+        }
+    }
+    drop(exe);
+    drop(b);
+    let verify = std::process::Command::new(sibling_binary("toolgate"))
+        .args(["ledger", "verify", "--database-url", &db.url])
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use std::sync::Arc;
 use tonic::metadata::{Ascii, MetadataValue};
+
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 use toolgate_contracts::policy::v1 as pb;
@@ -17,6 +19,7 @@ use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
 use super::Authorizer;
+use super::balance::{self, Pool};
 use crate::config::PolicySection;
 
 /// The RPCs this client makes, as their client spans are named.
@@ -33,7 +36,7 @@ const WAIT_FOR_APPROVAL: &str = "toolgate.policy.v1.ApprovalService/WaitForAppro
 #[derive(Clone)]
 pub struct GrpcAuthorizer {
     endpoint: String,
-    channel: Channel,
+    pool: Arc<Pool>,
     bearer: MetadataValue<Ascii>,
     request_timeout: Duration,
 }
@@ -49,20 +52,41 @@ impl std::fmt::Debug for GrpcAuthorizer {
 impl GrpcAuthorizer {
     /// A client for the `[policy]` section; nothing connects until the first call. The
     /// error names the offending field.
+    ///
+    /// The channel is balanced over every address the endpoints resolve to (see
+    /// [`balance`]), so it must be built inside a Tokio runtime.
     pub fn new(section: &PolicySection) -> Result<Self, String> {
-        if section.endpoint.is_empty() {
-            return Err("policy.endpoint: required (the policy service URL)".into());
-        }
+        let targets = balance::parse(&section.endpoint)?;
         let token = section.credential()?;
         let bearer =
             toolgate_runtime::auth::bearer(&token).map_err(|e| format!("policy.token: {e}"))?;
-        let channel = toolgate_runtime::grpc::endpoint(section.endpoint.clone())
-            .map_err(|e| format!("policy.endpoint: `{}`: {e}", section.endpoint))?
-            .connect_timeout(Duration::from_millis(section.connect_timeout_ms))
-            .connect_lazy();
+        let connect_timeout = Duration::from_millis(section.connect_timeout_ms);
+        let keepalive = Duration::from_millis(section.keepalive_interval_ms);
+        let keepalive_timeout = Duration::from_millis(section.keepalive_timeout_ms);
+        let make: balance::MakeEndpoint = Box::new(move |target, addr| {
+            let origin: tonic::transport::Uri = target
+                .url
+                .parse()
+                .map_err(|e| format!("policy.endpoint: `{}`: {e}", target.url))?;
+            Ok(
+                toolgate_runtime::grpc::endpoint(format!("{}://{addr}", target.scheme))
+                    .map_err(|e| format!("policy.endpoint: `{}` ({addr}): {e}", target.url))?
+                    // Requests name the configured host, not the address they went to.
+                    .origin(origin)
+                    .connect_timeout(connect_timeout)
+                    .http2_keep_alive_interval(keepalive)
+                    .keep_alive_timeout(keepalive_timeout)
+                    .keep_alive_while_idle(true),
+            )
+        });
+        let pool = Pool::start(
+            targets,
+            make,
+            Duration::from_millis(section.resolve_interval_ms),
+        );
         Ok(GrpcAuthorizer {
             endpoint: section.endpoint.clone(),
-            channel,
+            pool,
             bearer,
             request_timeout: Duration::from_millis(section.request_timeout_ms),
         })
@@ -85,24 +109,56 @@ impl GrpcAuthorizer {
     }
 
     /// Runs one call with a client-side deadline inside a client span for `rpc`, mapping
-    /// failures to fail-closed statuses. `call` builds the request (inside the span) and
-    /// sends it.
+    /// failures to fail-closed statuses. `send` builds the request (inside the span) and
+    /// sends it on the channel it is given; it is called again on another replica when an
+    /// attempt certainly never reached the one it went to (see [`balance`]).
     async fn call<T, F, Fut>(
         &self,
         rpc: &'static str,
         limit: Duration,
-        call: F,
+        mut send: F,
     ) -> Result<T, Status>
     where
-        F: FnOnce() -> Fut,
+        F: FnMut(Channel) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let method = rpc.rsplit('/').next().unwrap_or(rpc);
         let span = telemetry::client_span(rpc);
+        let attempts = async {
+            if !self.pool.ready(limit).await {
+                return Err(self.unavailable(method, "no policy replica address could be resolved"));
+            }
+            let mut tried = Vec::new();
+            loop {
+                let Some(backend) = self.pool.pick(&tried) else {
+                    return Err(self.unavailable(method, "no policy replica could be reached"));
+                };
+                match send(backend.channel()).await {
+                    Ok(r) => {
+                        backend.reached();
+                        return Ok(r.into_inner());
+                    }
+                    Err(s) if balance::unreached(&s) => {
+                        backend.unreachable();
+                        tried.push(backend.addr());
+                        if tried.len() >= self.pool.len() {
+                            return Err(self.fail(method, s));
+                        }
+                    }
+                    Err(s) => {
+                        // An answer from the replica proves it reachable; a connection lost
+                        // mid-call proves nothing (the next attempt on it will tell).
+                        if s.code() != Code::Unavailable {
+                            backend.reached();
+                        }
+                        return Err(self.fail(method, s));
+                    }
+                }
+            }
+        };
         let result = async {
-            match tokio::time::timeout(limit, call()).await {
-                Ok(Ok(r)) => Ok(r.into_inner()),
-                Ok(Err(s)) => Err(self.fail(method, s)),
+            match tokio::time::timeout(limit, attempts).await {
+                Ok(r) => r,
                 Err(_) => Err(self.unavailable(
                     method,
                     &format!("no answer within {} ms", limit.as_millis()),
@@ -162,10 +218,10 @@ impl Authorizer for GrpcAuthorizer {
         request: pb::AuthorizeRequest,
         traceparent: Option<String>,
     ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
-        let mut client = PolicyServiceClient::new(self.channel.clone());
         async move {
-            self.call(AUTHORIZE, self.request_timeout, || {
-                client.authorize(self.request(request, traceparent.as_deref()))
+            self.call(AUTHORIZE, self.request_timeout, |channel| {
+                let request = self.request(request.clone(), traceparent.as_deref());
+                async move { PolicyServiceClient::new(channel).authorize(request).await }
             })
             .await
         }
@@ -176,10 +232,14 @@ impl Authorizer for GrpcAuthorizer {
         &self,
         request: pb::RecordOutcomeRequest,
     ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
-        let mut client = PolicyServiceClient::new(self.channel.clone());
         async move {
-            self.call(RECORD_OUTCOME, self.request_timeout, || {
-                client.record_outcome(self.request(request, None))
+            self.call(RECORD_OUTCOME, self.request_timeout, |channel| {
+                let request = self.request(request.clone(), None);
+                async move {
+                    PolicyServiceClient::new(channel)
+                        .record_outcome(request)
+                        .await
+                }
             })
             .await
         }
@@ -194,10 +254,14 @@ impl Authorizer for GrpcAuthorizer {
             .timeout
             .and_then(|d| Duration::try_from(d).ok())
             .unwrap_or_default();
-        let mut client = ApprovalServiceClient::new(self.channel.clone());
         async move {
-            self.call(WAIT_FOR_APPROVAL, wait + self.request_timeout, || {
-                client.wait_for_approval(self.request(request, None))
+            self.call(WAIT_FOR_APPROVAL, wait + self.request_timeout, |channel| {
+                let request = self.request(request.clone(), None);
+                async move {
+                    ApprovalServiceClient::new(channel)
+                        .wait_for_approval(request)
+                        .await
+                }
             })
             .await
         }
