@@ -121,6 +121,8 @@ pub const MIN_TOKEN_LEN: usize = 16;
 #[derive(Clone)]
 pub struct Authenticator {
     entries: Arc<Vec<([u8; 32], Principal)>>,
+    /// Roles whose calls must arrive with a verified client certificate.
+    cert_roles: Arc<Vec<Role>>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -171,7 +173,41 @@ impl Authenticator {
         }
         Ok(Authenticator {
             entries: Arc::new(entries),
+            cert_roles: Arc::new(Vec::new()),
         })
+    }
+
+    /// Requires calls by these roles to arrive over a connection whose client certificate
+    /// the server's client CA verified (`transport.tls.client_cert_roles`): a stolen token
+    /// alone is then not enough.
+    #[must_use]
+    pub fn with_client_cert_roles(mut self, roles: &[Role]) -> Self {
+        self.cert_roles = Arc::new(roles.to_vec());
+        self
+    }
+
+    /// `UNAUTHENTICATED` when `p`'s role needs a client certificate and the connection
+    /// (`conn`, from the request's extensions) has none.
+    pub fn check_client_cert(
+        &self,
+        p: &Principal,
+        conn: Option<&crate::transport::ConnInfo>,
+    ) -> Result<(), Status> {
+        if !self.cert_roles.contains(&p.role) || conn.is_some_and(|c| c.peer_certs.is_some()) {
+            return Ok(());
+        }
+        Err(status::status(
+            Reason::Unauthenticated,
+            format!(
+                "{} has role `{}`, which must call over mutual TLS: connect with a client \
+                 certificate signed by this server's client CA (transport.tls.client_cert_roles)",
+                p.name, p.role
+            ),
+            [
+                ("principal", p.name.clone()),
+                ("role", p.role.as_str().to_owned()),
+            ],
+        ))
     }
 
     /// The principal a token authenticates, comparing against every entry in constant time.
@@ -261,6 +297,10 @@ pub struct AuthInterceptor(Authenticator);
 impl Interceptor for AuthInterceptor {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         let principal = self.0.authenticate(request.metadata())?;
+        self.0.check_client_cert(
+            &principal,
+            request.extensions().get::<crate::transport::ConnInfo>(),
+        )?;
         request.extensions_mut().insert(principal);
         Ok(request)
     }

@@ -9,3 +9,4 @@ pub mod logging;
 pub mod metrics;
 pub mod shutdown;
 pub mod telemetry;
+pub mod transport;

@@ -12,6 +12,7 @@ use anyhow::Context;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use toolgate_runtime::auth::Bearer;
+use toolgate_runtime::transport::{ClientTls, ClientTlsConfig, Dial};
 
 /// Default policy service endpoint (`toolgate up` listens there).
 pub const DEFAULT_POLICY: &str = "http://127.0.0.1:7071";
@@ -25,6 +26,28 @@ pub struct TokenArgs {
     /// `TOOLGATE_TOKEN_FILE`).
     #[arg(long, global = true, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// CA certificates (PEM) that `https://` endpoints are verified against (default: the
+    /// system's bundle).
+    #[arg(long, global = true, value_name = "FILE", env = "TOOLGATE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM) for servers that require mutual TLS.
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "TOOLGATE_CLIENT_CERT",
+        requires = "client_key"
+    )]
+    pub client_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "TOOLGATE_CLIENT_KEY",
+        requires = "client_cert"
+    )]
+    pub client_key: Option<PathBuf>,
 }
 
 impl TokenArgs {
@@ -69,8 +92,20 @@ pub async fn connect(what: &str, url: &str, token: &TokenArgs) -> anyhow::Result
         Some(t) => Bearer::new(&t).map_err(|e| anyhow::anyhow!("the token cannot be sent: {e}"))?,
         None => Bearer::none(),
     };
-    let channel = toolgate_runtime::grpc::endpoint(url.to_owned())
-        .with_context(|| format!("`{url}` is not a valid {what} endpoint URL"))?
+    let tls = if url.starts_with("https://") {
+        Some(
+            ClientTls::load(&ClientTlsConfig {
+                ca_file: token.ca_file.clone(),
+                cert_file: token.client_cert.clone(),
+                key_file: token.client_key.clone(),
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+        )
+    } else {
+        None
+    };
+    let channel = Dial::new(url, None, tls.as_ref())
+        .map_err(|e| anyhow::anyhow!("`{url}` is not a valid {what} endpoint URL: {}", e.0))?
         .connect()
         .await
         .with_context(|| format!("cannot reach the {what} at {url}"))?;

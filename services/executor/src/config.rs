@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use toolgate_runtime::auth::AuthConfig;
 use toolgate_runtime::logging;
+use toolgate_runtime::transport::{ClientTlsConfig, TransportConfig};
 
 /// The whole executor configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -40,6 +41,8 @@ pub struct Config {
     pub max_approval_wait_ms: u64,
     /// Workspace labels sent with every authorization (policy label selectors match them).
     pub labels: BTreeMap<String, String>,
+    /// TLS, mutual TLS and the limits on connections and streams.
+    pub transport: TransportConfig,
 }
 
 /// How the executor reaches the policy service.
@@ -64,6 +67,9 @@ pub struct PolicySection {
     pub keepalive_interval_ms: u64,
     /// How long a PING may go unanswered before the connection is dropped, in milliseconds.
     pub keepalive_timeout_ms: u64,
+    /// TLS to the policy service (`https://` endpoints): the CA its certificate is verified
+    /// against and this executor's client certificate for mutual TLS.
+    pub tls: ClientTlsConfig,
 }
 
 impl Default for PolicySection {
@@ -77,6 +83,7 @@ impl Default for PolicySection {
             resolve_interval_ms: 5_000,
             keepalive_interval_ms: 10_000,
             keepalive_timeout_ms: 5_000,
+            tls: ClientTlsConfig::default(),
         }
     }
 }
@@ -124,6 +131,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             max_approval_wait_ms: 15 * 60 * 1000,
             labels: BTreeMap::new(),
+            transport: TransportConfig::default(),
         }
     }
 }

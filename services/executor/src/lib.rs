@@ -28,6 +28,7 @@ use toolgate_contracts::executor::v1::executor_service_server::ExecutorServiceSe
 use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemServiceServer;
 use toolgate_contracts::executor::v1::process_service_server::ProcessServiceServer;
 use toolgate_runtime::metrics::{self, ExecutorMetrics};
+use toolgate_runtime::transport::Transport;
 use toolgate_runtime::{grpc, shutdown, telemetry};
 
 pub use authz::{Authorized, Authorizer, GrpcAuthorizer};
@@ -172,10 +173,13 @@ pub async fn serve_with_options(
             (metrics, endpoint)
         }
     };
-    let auth =
-        Authenticator::from_config(&config.auth).map_err(|e| Error::Config(e.to_string()))?;
-    let workspace = Arc::new(toolgate_fs::Workspace::open(config.workspace_config())?);
     let addr = listener.local_addr()?;
+    let transport =
+        Transport::new(&config.transport, addr).map_err(|e| Error::Config(e.to_string()))?;
+    let auth = Authenticator::from_config(&config.auth)
+        .map_err(|e| Error::Config(e.to_string()))?
+        .with_client_cert_roles(&config.transport.tls.client_cert_roles);
+    let workspace = Arc::new(toolgate_fs::Workspace::open(config.workspace_config())?);
 
     let (health, health_service) = grpc::health();
     let (reflection_v1, reflection_v1alpha) = grpc::reflection();
@@ -218,8 +222,11 @@ pub async fn serve_with_options(
     health.set_serving::<Exec>().await;
 
     // One machine-readable line on stdout so scripts and tests learn the bound ports.
-    let mut line =
-        serde_json::json!({"service": "toolgate-executor", "listening": addr.to_string()});
+    let mut line = serde_json::json!({
+        "service": "toolgate-executor",
+        "listening": addr.to_string(),
+        "scheme": transport.scheme(),
+    });
     let metrics_task = match metrics_endpoint {
         Some((listener, registry)) => {
             let metrics_addr = listener.local_addr()?;
@@ -236,7 +243,9 @@ pub async fn serve_with_options(
     tracing::info!(%addr, root = %workspace.real_root().display(), "executor listening");
 
     let max_request = config.max_request_bytes;
-    let server = grpc::server()
+    let server = transport
+        .server()
+        .layer(transport.layer())
         .layer(telemetry::server_layer())
         .layer(metrics::server_layer())
         // Innermost, so traces and metrics record the status the client gets.
@@ -256,7 +265,7 @@ pub async fn serve_with_options(
             ExecutorServiceServer::new(process),
             auth.interceptor(),
         ))
-        .serve_with_incoming_shutdown(grpc::incoming(listener), shutdown.clone().wait());
+        .serve_with_incoming_shutdown(transport.incoming(listener), shutdown.clone().wait());
     let grace = Duration::from_millis(config.shutdown_grace_ms);
     shutdown::serve_until(server, shutdown, grace, async {
         health.set_not_serving::<Fs>().await;

@@ -24,6 +24,10 @@ struct Args {
     /// Prometheus `/metrics` listen address, `ip:port` (overrides `metrics_listen`).
     #[arg(long)]
     metrics_listen: Option<String>,
+    /// Serve without TLS on an address other than loopback, when something else (a service
+    /// mesh) encrypts the traffic (sets `transport.insecure_plaintext`).
+    #[arg(long)]
+    insecure_plaintext: bool,
     /// Print the effective configuration with secrets redacted, then exit.
     #[arg(long)]
     print_config: bool,
@@ -44,6 +48,12 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(m) = &args.metrics_listen {
         overrides.push(("metrics_listen".to_owned(), Value::String(m.clone())));
+    }
+    if args.insecure_plaintext {
+        overrides.push((
+            "transport.insecure_plaintext".to_owned(),
+            Value::Boolean(true),
+        ));
     }
     let cfg: Config = config::load(&config::Sources {
         file: args.config.as_deref(),

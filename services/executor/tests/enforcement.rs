@@ -2,6 +2,7 @@
 //! before every call, over gRPC with bearer credentials.
 
 mod support;
+mod transport;
 
 use std::time::Duration;
 

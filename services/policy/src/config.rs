@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use toolgate_ledger::{LedgerConfig, RedactionConfig};
 use toolgate_runtime::auth::AuthConfig;
 use toolgate_runtime::logging;
+use toolgate_runtime::transport::TransportConfig;
 
 /// The whole policy service configuration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -55,6 +56,8 @@ pub struct Config {
     pub ledger: LedgerSection,
     /// Bearer-token credentials and their roles.
     pub auth: AuthConfig,
+    /// TLS, mutual TLS and the limits on connections and streams.
+    pub transport: TransportConfig,
 }
 
 impl Default for Config {
@@ -69,6 +72,7 @@ impl Default for Config {
             max_wait_ms: 15 * 60 * 1000,
             ledger: LedgerSection::default(),
             auth: AuthConfig::default(),
+            transport: TransportConfig::default(),
         }
     }
 }

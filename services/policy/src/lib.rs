@@ -43,6 +43,7 @@ use toolgate_contracts::policy::v1::policy_service_server::PolicyServiceServer;
 use toolgate_ledger::Ledger;
 use toolgate_runtime::auth::{AuthError, Authenticator};
 use toolgate_runtime::metrics::{self, PolicyMetrics, Registry};
+use toolgate_runtime::transport::Transport;
 use toolgate_runtime::{grpc, shutdown, telemetry};
 
 pub use crate::core::PolicyCore;
@@ -72,6 +73,9 @@ pub enum Error {
     /// The gRPC server failed.
     #[error("grpc server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// TLS or the connection limits are misconfigured.
+    #[error(transparent)]
+    Listen(#[from] toolgate_runtime::transport::TransportError),
     /// The metrics endpoint could not listen on `metrics_listen`.
     #[error("metrics_listen: cannot listen on {addr}: {source}")]
     Metrics {
@@ -179,8 +183,10 @@ pub async fn serve_with_options(
         }
         (None, _) => None,
     };
-    let authenticator = Authenticator::from_config(&config.auth)?;
     let addr = listener.local_addr()?;
+    let transport = Transport::new(&config.transport, addr)?;
+    let authenticator = Authenticator::from_config(&config.auth)?
+        .with_client_cert_roles(&config.transport.tls.client_cert_roles);
     let (health, health_service) = grpc::health();
     let (reflection_v1, reflection_v1alpha) = grpc::reflection();
 
@@ -206,7 +212,11 @@ pub async fn serve_with_options(
     ];
 
     // One machine-readable line on stdout so scripts and tests learn the bound ports.
-    let mut line = serde_json::json!({"service": "toolgate-policy", "listening": addr.to_string()});
+    let mut line = serde_json::json!({
+        "service": "toolgate-policy",
+        "listening": addr.to_string(),
+        "scheme": transport.scheme(),
+    });
     if let Some((listener, registry)) = metrics_listener {
         line["metrics"] = listener.local_addr()?.to_string().into();
         let serve = metrics::serve(listener, registry, shutdown.clone());
@@ -228,7 +238,9 @@ pub async fn serve_with_options(
         ApprovalAdapter::new(core, shutdown.clone()),
         authenticator.interceptor(),
     );
-    let server = grpc::server()
+    let server = transport
+        .server()
+        .layer(transport.layer())
         .layer(telemetry::server_layer())
         .layer(metrics::server_layer())
         // Innermost, so traces and metrics record the status the client gets.
@@ -238,7 +250,7 @@ pub async fn serve_with_options(
         .add_service(reflection_v1alpha)
         .add_service(policy)
         .add_service(approvals)
-        .serve_with_incoming_shutdown(grpc::incoming(listener), shutdown.clone().wait());
+        .serve_with_incoming_shutdown(transport.incoming(listener), shutdown.clone().wait());
     let grace = Duration::from_millis(config.shutdown_grace_ms);
     shutdown::serve_until(server, shutdown, grace, async {
         set_health(&health, false).await;

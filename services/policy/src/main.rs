@@ -28,6 +28,10 @@ struct Args {
     /// The ledger database, `postgres://…` or `sqlite:path` (overrides `ledger.url`).
     #[arg(long, global = true)]
     database_url: Option<String>,
+    /// Serve without TLS on an address other than loopback, when something else (a service
+    /// mesh) encrypts the traffic (sets `transport.insecure_plaintext`).
+    #[arg(long)]
+    insecure_plaintext: bool,
     /// Print the effective configuration with secrets redacted, then exit.
     #[arg(long)]
     print_config: bool,
@@ -57,6 +61,12 @@ async fn main() -> anyhow::Result<()> {
     }
     if let Some(m) = &args.metrics_listen {
         overrides.push(("metrics_listen".to_owned(), Value::String(m.clone())));
+    }
+    if args.insecure_plaintext {
+        overrides.push((
+            "transport.insecure_plaintext".to_owned(),
+            Value::Boolean(true),
+        ));
     }
     if let Some(u) = &args.database_url {
         overrides.push(("ledger.url".to_owned(), Value::String(u.clone())));

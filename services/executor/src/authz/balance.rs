@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tonic::Status;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use toolgate_core::backoff::Backoff;
+use toolgate_runtime::transport::Dial;
 
 /// One configured policy URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +92,7 @@ pub(crate) fn parse(endpoints: &str) -> Result<Vec<Target>, String> {
 
 /// What a backend connection is built from: the target it came from and one of its addresses.
 pub(crate) type MakeEndpoint =
-    Box<dyn Fn(&Target, SocketAddr) -> Result<Endpoint, String> + Send + Sync>;
+    Box<dyn Fn(&Target, SocketAddr) -> Result<Dial, String> + Send + Sync>;
 
 /// How long a backend that could not be reached is set aside at first, and at most.
 const EJECT_FIRST: Duration = Duration::from_millis(500);
@@ -244,7 +245,7 @@ impl Pool {
         Some(Lease(chosen.clone()))
     }
 
-    fn apply(&self, want: &BTreeMap<SocketAddr, Endpoint>) {
+    fn apply(&self, want: BTreeMap<SocketAddr, Dial>) {
         let mut backends = lock(&self.backends);
         let before = backends.len();
         backends.retain(|b| {
@@ -255,14 +256,14 @@ impl Pool {
             keep
         });
         let mut changed = backends.len() != before;
-        for (addr, endpoint) in want {
-            if backends.iter().any(|b| b.addr == *addr) {
+        for (addr, dial) in want {
+            if backends.iter().any(|b| b.addr == addr) {
                 continue;
             }
             tracing::info!(address = %addr, "policy replica joined the set");
             backends.push(Arc::new(Backend {
-                addr: *addr,
-                channel: endpoint.connect_lazy(),
+                addr,
+                channel: dial.connect_lazy(),
                 in_flight: AtomicUsize::new(0),
                 health: Mutex::new(Health::default()),
             }));
@@ -313,7 +314,7 @@ async fn keep_resolved(
             }
         }
         match pool.upgrade() {
-            Some(pool) => pool.apply(&want),
+            Some(pool) => pool.apply(want),
             None => return,
         }
         tokio::time::sleep(every).await;
@@ -357,6 +358,7 @@ pub(crate) fn unreached(status: &Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::transport::Endpoint;
 
     #[test]
     fn endpoints_parse_as_a_comma_separated_list() {
@@ -383,10 +385,10 @@ mod tests {
         }
     }
 
-    fn endpoint(t: &Target, a: SocketAddr) -> Result<Endpoint, String> {
-        Ok(Endpoint::from_shared(format!("{}://{a}", t.scheme))
-            .map_err(|e| e.to_string())?
-            .connect_timeout(Duration::from_millis(500)))
+    fn endpoint(t: &Target, a: SocketAddr) -> Result<Dial, String> {
+        Ok(Dial::new(&t.url, Some(a), None)
+            .map_err(|e| e.0)?
+            .map(|e| e.connect_timeout(Duration::from_millis(500))))
     }
 
     #[tokio::test]

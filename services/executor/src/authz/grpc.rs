@@ -21,6 +21,7 @@ use tracing::Instrument;
 use super::Authorizer;
 use super::balance::{self, Pool};
 use crate::config::PolicySection;
+use toolgate_runtime::transport::{ClientTls, Dial};
 
 /// The RPCs this client makes, as their client spans are named.
 const AUTHORIZE: &str = "toolgate.policy.v1.PolicyService/Authorize";
@@ -63,21 +64,20 @@ impl GrpcAuthorizer {
         let connect_timeout = Duration::from_millis(section.connect_timeout_ms);
         let keepalive = Duration::from_millis(section.keepalive_interval_ms);
         let keepalive_timeout = Duration::from_millis(section.keepalive_timeout_ms);
+        let tls = if targets.iter().any(|t| t.scheme == "https") {
+            Some(ClientTls::load(&section.tls).map_err(|e| format!("policy.{}", e.0))?)
+        } else {
+            None
+        };
         let make: balance::MakeEndpoint = Box::new(move |target, addr| {
-            let origin: tonic::transport::Uri = target
-                .url
-                .parse()
-                .map_err(|e| format!("policy.endpoint: `{}`: {e}", target.url))?;
-            Ok(
-                toolgate_runtime::grpc::endpoint(format!("{}://{addr}", target.scheme))
-                    .map_err(|e| format!("policy.endpoint: `{}` ({addr}): {e}", target.url))?
-                    // Requests name the configured host, not the address they went to.
-                    .origin(origin)
-                    .connect_timeout(connect_timeout)
-                    .http2_keep_alive_interval(keepalive)
-                    .keep_alive_timeout(keepalive_timeout)
-                    .keep_alive_while_idle(true),
-            )
+            Ok(Dial::new(&target.url, Some(addr), tls.as_ref())
+                .map_err(|e| format!("policy.endpoint: {}", e.0))?
+                .map(|e| {
+                    e.connect_timeout(connect_timeout)
+                        .http2_keep_alive_interval(keepalive)
+                        .keep_alive_timeout(keepalive_timeout)
+                        .keep_alive_while_idle(true)
+                }))
         });
         let pool = Pool::start(
             targets,

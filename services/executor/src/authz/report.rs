@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
-use toolgate_core::backoff::Backoff;
 use tonic::{Code, Status};
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::policy::v1 as pb;
+use toolgate_core::backoff::Backoff;
 
 use super::{Authorized, Authorizer};
 
