@@ -63,8 +63,14 @@ mod tests {
         let waits: Vec<_> = (0..2000).map(|_| b.next_delay()).collect();
         assert!(waits.iter().all(|w| *w <= Duration::from_millis(100)));
         // Spread over the whole range, not bunched at the ceiling.
-        let low = waits.iter().filter(|w| **w < Duration::from_millis(25)).count();
-        let high = waits.iter().filter(|w| **w > Duration::from_millis(75)).count();
+        let low = waits
+            .iter()
+            .filter(|w| **w < Duration::from_millis(25))
+            .count();
+        let high = waits
+            .iter()
+            .filter(|w| **w > Duration::from_millis(75))
+            .count();
         assert!(low > 300 && high > 300, "low {low} high {high}");
     }
 }

@@ -1,10 +1,10 @@
 //! Wake-ups: one listener per process, fanned out in memory to per-approval waiters.
 
-use toolgate_core::backoff::Backoff;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use toolgate_core::backoff::Backoff;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, watch};
