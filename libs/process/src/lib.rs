@@ -30,6 +30,8 @@ pub mod sandbox;
 pub mod spec;
 mod sys;
 
+pub use sys::release_free_memory;
+
 pub use caps::{Capabilities, CgroupSupport, LimitsView, Namespaces, ProfileStatus};
 pub use config::{Config, EnvAllow, EnvPattern, Rlimits};
 pub use event::{

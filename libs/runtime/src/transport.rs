@@ -21,6 +21,7 @@ mod io;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -190,6 +191,8 @@ impl Transport {
         listener: TcpListener,
     ) -> impl Stream<Item = std::io::Result<ServerConn>> + Send + 'static {
         let (tx, rx) = mpsc::channel(64);
+        let closed = Arc::new(AtomicU64::new(0));
+        tokio::spawn(trim_after_closes(closed.clone(), tx.clone()));
         tokio::spawn(accept_loop(
             listener,
             self.tls.clone(),
@@ -197,8 +200,27 @@ impl Transport {
             Duration::from_millis(self.config.idle_timeout_ms),
             Duration::from_millis(self.config.handshake_timeout_ms),
             tx,
+            closed,
         ));
         ReceiverStream::new(rx)
+    }
+}
+
+/// Once a second, when connections closed since the last look, gives the memory they held
+/// back to the OS: without it a burst of 2 000 connections left ~32 MiB resident in glibc's
+/// arenas after they all closed. Ends with the accept loop.
+async fn trim_after_closes(closed: Arc<AtomicU64>, tx: mpsc::Sender<std::io::Result<ServerConn>>) {
+    let mut seen = 0;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = tx.closed() => return,
+        }
+        let now = closed.load(Ordering::Relaxed);
+        if now != seen {
+            seen = now;
+            toolgate_process::release_free_memory();
+        }
     }
 }
 
@@ -212,6 +234,7 @@ async fn accept_loop(
     idle: Duration,
     handshake: Duration,
     tx: mpsc::Sender<std::io::Result<ServerConn>>,
+    closed: Arc<AtomicU64>,
 ) {
     let mut refused: u64 = 0;
     let mut last_log: Option<tokio::time::Instant> = None;
@@ -252,7 +275,7 @@ async fn accept_loop(
         let conn = crate::grpc::Conn::new(stream);
         match &tls {
             None => {
-                let c = ServerConn::plain(conn, Some(remote), local, idle, slot);
+                let c = ServerConn::plain(conn, Some(remote), local, idle, (slot, closed.clone()));
                 if tx.send(Ok(c)).await.is_err() {
                     return;
                 }
@@ -260,10 +283,11 @@ async fn accept_loop(
             Some(tls) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
                 let tx = tx.clone();
+                let closed = closed.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake, acceptor.accept(conn)).await {
                         Ok(Ok(s)) => {
-                            let c = ServerConn::tls(s, Some(remote), local, idle, slot);
+                            let c = ServerConn::tls(s, Some(remote), local, idle, (slot, closed));
                             let _ = tx.send(Ok(c)).await;
                         }
                         Ok(Err(e)) => tracing::debug!(%remote, error = %e, "TLS handshake failed"),

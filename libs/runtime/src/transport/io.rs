@@ -90,6 +90,8 @@ enum Io {
 /// An accepted connection (see the module documentation).
 pub struct ServerConn {
     io: Io,
+    /// Counts closed connections, for the memory trim (see `Transport::incoming`).
+    closed: Arc<AtomicU64>,
     info: ConnInfo,
     idle: Duration,
     timer: Pin<Box<Sleep>>,
@@ -111,7 +113,7 @@ impl ServerConn {
         remote: Option<SocketAddr>,
         local: Option<SocketAddr>,
         idle: Duration,
-        slot: OwnedSemaphorePermit,
+        slot: (OwnedSemaphorePermit, Arc<AtomicU64>),
     ) -> Self {
         Self::new(Io::Plain(conn), remote, local, None, idle, slot)
     }
@@ -121,7 +123,7 @@ impl ServerConn {
         remote: Option<SocketAddr>,
         local: Option<SocketAddr>,
         idle: Duration,
-        slot: OwnedSemaphorePermit,
+        slot: (OwnedSemaphorePermit, Arc<AtomicU64>),
     ) -> Self {
         let certs = stream
             .get_ref()
@@ -138,10 +140,11 @@ impl ServerConn {
         local: Option<SocketAddr>,
         peer_certs: Option<Arc<Vec<CertificateDer<'static>>>>,
         idle: Duration,
-        slot: OwnedSemaphorePermit,
+        (slot, closed): (OwnedSemaphorePermit, Arc<AtomicU64>),
     ) -> Self {
         ServerConn {
             io,
+            closed,
             info: ConnInfo {
                 remote,
                 local,
@@ -170,6 +173,12 @@ impl ServerConn {
             }
             self.timer.as_mut().reset(due);
         }
+    }
+}
+
+impl Drop for ServerConn {
+    fn drop(&mut self) {
+        self.closed.fetch_add(1, Ordering::Relaxed);
     }
 }
 

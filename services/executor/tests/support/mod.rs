@@ -189,6 +189,11 @@ impl Policy {
         }
     }
 
+    /// The policy service's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The URL executors use.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.addr)

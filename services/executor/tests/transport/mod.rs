@@ -385,3 +385,255 @@ fn a_non_loopback_address_without_tls_refuses_to_start_unless_told() {
         assert_eq!(v["scheme"], "http");
     }
 }
+
+/// Resident memory of `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// A health check on a fresh connection, which must answer within a second.
+async fn healthy_within_a_second(addr: &str) {
+    let check = async {
+        let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect");
+        tonic_health::pb::health_client::HealthClient::new(ch)
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await
+            .expect("health")
+    };
+    tokio::time::timeout(Duration::from_secs(1), check)
+        .await
+        .expect("health answered within 1 s");
+}
+
+/// HTTP/2 frames written by hand, so the client can break the rules a real client keeps.
+mod raw {
+    pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
+        let mut f = vec![len[1], len[2], len[3], kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// An empty SETTINGS frame.
+    pub fn settings() -> Vec<u8> {
+        frame(0x4, 0, 0, &[])
+    }
+
+    /// HEADERS for a health check, END_HEADERS but no END_STREAM: the stream stays open.
+    pub fn open_health_stream(stream: u32) -> Vec<u8> {
+        let lit = |out: &mut Vec<u8>, s: &str| {
+            out.push(u8::try_from(s.len()).unwrap());
+            out.extend_from_slice(s.as_bytes());
+        };
+        let mut h = vec![0x83, 0x86]; // :method POST, :scheme http
+        h.push(0x04); // :path, literal value
+        lit(&mut h, "/grpc.health.v1.Health/Check");
+        h.push(0x01); // :authority
+        lit(&mut h, "localhost");
+        h.extend_from_slice(&[0x0f, 0x10]); // content-type (static index 31)
+        lit(&mut h, "application/grpc");
+        h.push(0x00); // te: trailers, new name
+        lit(&mut h, "te");
+        lit(&mut h, "trailers");
+        frame(0x1, 0x4, stream, &h)
+    }
+}
+
+/// Opens `streams` streams on one raw connection as fast as the socket takes them, reading
+/// (and discarding) whatever the server answers, until the server closes or `stop` fires.
+async fn flood(addr: String, streams: u32, stop: tokio::sync::watch::Receiver<bool>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(sock) = tokio::net::TcpStream::connect(&addr).await else {
+        return;
+    };
+    let (mut rd, mut wr) = sock.into_split();
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        while matches!(rd.read(&mut buf).await, Ok(n) if n > 0) {}
+    });
+    let mut out = [raw::PREFACE, &raw::settings()].concat();
+    for i in 0..streams {
+        out.extend(raw::open_health_stream(2 * i + 1));
+        if out.len() > 64 << 10 {
+            if wr.write_all(&out).await.is_err() {
+                break;
+            }
+            out.clear();
+        }
+    }
+    let _ = wr.write_all(&out).await;
+    let mut stop = stop;
+    let _ = stop.wait_for(|s| *s).await;
+    reader.abort();
+}
+
+/// 5 connections × 20 000 streams that never end, then 2 000 idle connections: each service
+/// stays within 64 MiB of its idle memory, answers health within a second throughout, and
+/// comes back within 16 MiB of idle once they close.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
+    const MIB: u64 = 1 << 20;
+    // 2 000 connections need more descriptors than the usual soft limit, here and in the
+    // services (which inherit it).
+    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: lim.maximum.map(|m| m.min(65_536)),
+            maximum: lim.maximum,
+        },
+    )
+    .unwrap();
+    let sb = Sandbox::new();
+    let policy = Policy::start(PERMISSIVE);
+    let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    let pid = |addr: &str| {
+        if addr == exe.addr {
+            exe.pid()
+        } else {
+            policy.pid()
+        }
+    };
+    for addr in [exe.addr.clone(), policy.addr.clone()] {
+        let pid = pid(&addr);
+        healthy_within_a_second(&addr).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let idle = rss(pid);
+
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let floods: Vec<_> = (0..5)
+            .map(|_| tokio::spawn(flood(addr.clone(), 20_000, stopped.clone())))
+            .collect();
+        let mut peak = idle;
+        for _ in 0..10 {
+            healthy_within_a_second(&addr).await;
+            peak = peak.max(rss(pid));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut idle_conns = Vec::new();
+        for _ in 0..2_000 {
+            use tokio::io::AsyncWriteExt;
+            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            s.write_all(&[raw::PREFACE, &raw::settings()].concat())
+                .await
+                .unwrap();
+            idle_conns.push(s);
+            if idle_conns.len() % 500 == 0 {
+                healthy_within_a_second(&addr).await;
+                peak = peak.max(rss(pid));
+            }
+        }
+        for _ in 0..5 {
+            healthy_within_a_second(&addr).await;
+            peak = peak.max(rss(pid));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(
+            peak < idle + 64 * MIB,
+            "{addr}: idle {} MiB, peak {} MiB",
+            idle / MIB,
+            peak / MIB
+        );
+
+        stop.send(true).unwrap();
+        for f in floods {
+            f.await.unwrap();
+        }
+        drop(idle_conns);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let after = loop {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = rss(pid);
+            if now < idle + 16 * MIB || std::time::Instant::now() > deadline {
+                break now;
+            }
+        };
+        eprintln!(
+            "{addr}: idle {} MiB, peak {} MiB, after {} MiB",
+            idle / MIB,
+            peak / MIB,
+            after / MIB
+        );
+        assert!(
+            after < idle + 16 * MIB,
+            "{addr}: idle {} MiB, after close {} MiB",
+            idle / MIB,
+            after / MIB
+        );
+        healthy_within_a_second(&addr).await;
+    }
+}
+
+/// Reads until the peer closes or `within` passes; true when it closed.
+async fn closed_within(s: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 16 << 10];
+    tokio::time::timeout(within, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// A connection with no open stream is closed after `idle_timeout_ms`; one whose stream is
+/// still open (a call in progress) is not. Beyond `max_connections`, new connections are
+/// closed at accept, and accepted again once a slot is free.
+#[tokio::test]
+async fn idle_connections_close_and_the_connection_count_is_capped() {
+    use tokio::io::AsyncWriteExt;
+    let sb = Sandbox::new();
+    let exe = Executor::start(
+        &sb.ws,
+        &[],
+        &[
+            ("TOOLGATE_TRANSPORT__IDLE_TIMEOUT_MS", "400"),
+            ("TOOLGATE_TRANSPORT__MAX_CONNECTIONS", "3"),
+        ],
+    );
+    let hello = [raw::PREFACE, &raw::settings()].concat();
+    let mut idle = tokio::net::TcpStream::connect(&exe.addr).await.unwrap();
+    idle.write_all(&hello).await.unwrap();
+    let mut busy = tokio::net::TcpStream::connect(&exe.addr).await.unwrap();
+    busy.write_all(&[hello.clone(), raw::open_health_stream(1)].concat())
+        .await
+        .unwrap();
+    let mut third = tokio::net::TcpStream::connect(&exe.addr).await.unwrap();
+    third.write_all(&hello).await.unwrap();
+    // The table is full: a fourth is closed at once.
+    let mut fourth = tokio::net::TcpStream::connect(&exe.addr).await.unwrap();
+    assert!(closed_within(&mut fourth, Duration::from_millis(300)).await);
+
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(3)).await,
+        "idle kept open"
+    );
+    assert!(
+        closed_within(&mut third, Duration::from_secs(3)).await,
+        "idle kept open"
+    );
+    // The connection whose call has not finished stays.
+    assert!(
+        !closed_within(&mut busy, Duration::from_millis(800)).await,
+        "busy closed"
+    );
+    // Slots freed by the idle ones are usable again.
+    healthy_within_a_second(&exe.addr).await;
+}
