@@ -12,7 +12,13 @@
 //! `service.name` from `OTEL_RESOURCE_ATTRIBUTES`, else the binary's own name; the other
 //! `OTEL_RESOURCE_ATTRIBUTES` become resource attributes. The exporter also honours
 //! `OTEL_EXPORTER_OTLP_{,TRACES_}HEADERS`, `_TIMEOUT` and `_COMPRESSION`; the SDK honours
-//! `OTEL_TRACES_SAMPLER{,_ARG}` and `OTEL_BSP_*`. Context travels as W3C `traceparent` /
+//! `OTEL_TRACES_SAMPLER{,_ARG}` and `OTEL_BSP_*`. An `https://` endpoint is verified against
+//! `OTEL_EXPORTER_OTLP_{,TRACES_}CERTIFICATE` (else the system's CAs), with
+//! `_CLIENT_CERTIFICATE` / `_CLIENT_KEY` for a collector that wants mutual TLS.
+//! `OTEL_EXPORTER_OTLP_{,TRACES_}PROTOCOL` other than `grpc` stops the service with a message
+//! (toolgate speaks OTLP/gRPC only) rather than dropping every span. Export failures are
+//! logged, at most once every 30 s, with the batches and spans lost since the last line.
+//! Context travels as W3C `traceparent` /
 //! `tracestate` (the TraceContext propagator; baggage is not propagated).
 //!
 //! With exporting off no OpenTelemetry layer is installed at all: spans cost what they cost
@@ -111,10 +117,18 @@ pub enum Error {
 }
 
 /// Where spans go when exporting is on.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OtlpConfig {
-    /// The OTLP/gRPC endpoint, `http://host:4317`.
+    /// The OTLP/gRPC endpoint, `http://host:4317` or `https://host:4317`.
     pub endpoint: String,
+    /// `OTEL_EXPORTER_OTLP_{TRACES_}PROTOCOL` as given (empty: `grpc`).
+    pub protocol: String,
+    /// `OTEL_EXPORTER_OTLP_{TRACES_}CERTIFICATE`: the CA (PEM) an `https` collector is
+    /// verified against; unset: the system's bundle.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `OTEL_EXPORTER_OTLP_{TRACES_}CLIENT_CERTIFICATE` / `_CLIENT_KEY`: a client
+    /// certificate for a collector that requires mutual TLS.
+    pub client_cert: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// Everything [`init_with`] needs; [`TelemetryConfig::from_env`] reads the standard variables.
@@ -191,10 +205,20 @@ impl TelemetryConfig {
         }
         let disabled = set("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
             || set("OTEL_TRACES_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("none"));
+        // The traces-specific variable wins over the generic one, as the specification says.
+        let either = |name: &str| {
+            set(&format!("OTEL_EXPORTER_OTLP_TRACES_{name}"))
+                .or_else(|| set(&format!("OTEL_EXPORTER_OTLP_{name}")))
+        };
         if !disabled {
-            config.otlp = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                .or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT"))
-                .map(|endpoint| OtlpConfig { endpoint });
+            config.otlp = either("ENDPOINT").map(|endpoint| OtlpConfig {
+                endpoint,
+                protocol: either("PROTOCOL").unwrap_or_default(),
+                ca_file: either("CERTIFICATE").map(Into::into),
+                client_cert: either("CLIENT_CERTIFICATE")
+                    .zip(either("CLIENT_KEY"))
+                    .map(|(c, k)| (c.into(), k.into())),
+            });
         }
         config
     }
@@ -204,6 +228,7 @@ impl TelemetryConfig {
     pub fn with_otlp_endpoint(mut self, endpoint: impl Into<String>) -> Self {
         self.otlp = Some(OtlpConfig {
             endpoint: endpoint.into(),
+            ..OtlpConfig::default()
         });
         self
     }
@@ -260,14 +285,7 @@ pub fn init_with(config: &TelemetryConfig) -> Result<Telemetry, Error> {
             value: config.traces_filter.clone(),
             message: e.to_string(),
         })?;
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(otlp.endpoint.clone())
-        .build()
-        .map_err(|e| Error::Exporter {
-            endpoint: otlp.endpoint.clone(),
-            message: e.to_string(),
-        })?;
+    let exporter = LoggedExporter::new(exporter(otlp)?, &otlp.endpoint);
     // service.version and service.instance.id (the pod's name when the downward API sets
     // POD_NAME, else host and pid), unless OTEL_RESOURCE_ATTRIBUTES names them.
     let given = |key: &str| config.resource.iter().any(|kv| kv.key.as_str() == key);
@@ -306,6 +324,110 @@ pub fn init_with(config: &TelemetryConfig) -> Result<Telemetry, Error> {
     Ok(Telemetry {
         provider: Some(provider),
     })
+}
+
+/// The OTLP/gRPC exporter for `otlp`: plaintext for `http://`, rustls for `https://`
+/// (the same client TLS as every toolgate client).
+fn exporter(otlp: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, Error> {
+    let err = |message: String| Error::Exporter {
+        endpoint: otlp.endpoint.clone(),
+        message,
+    };
+    match otlp.protocol.as_str() {
+        "" | "grpc" => {}
+        other => {
+            // Refused rather than ignored: a collector that only speaks HTTP would otherwise
+            // receive nothing, silently.
+            return Err(err(format!(
+                "OTEL_EXPORTER_OTLP_PROTOCOL={other} is not supported; toolgate exports OTLP over \
+                 gRPC: point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's gRPC port (4317) and \
+                 set the protocol to grpc (or leave it unset)"
+            )));
+        }
+    }
+    let builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+    let builder = if otlp.endpoint.starts_with("https://") {
+        use opentelemetry_otlp::WithTonicConfig;
+        let tls = crate::transport::ClientTls::load(&crate::transport::ClientTlsConfig {
+            ca_file: otlp.ca_file.clone(),
+            cert_file: otlp.client_cert.as_ref().map(|c| c.0.clone()),
+            key_file: otlp.client_cert.as_ref().map(|c| c.1.clone()),
+        })
+        .map_err(|e| err(e.0))?;
+        let channel = crate::transport::Dial::new(&otlp.endpoint, None, Some(&tls))
+            .map_err(|e| err(e.0))?
+            .connect_lazy();
+        builder.with_channel(channel)
+    } else {
+        builder.with_endpoint(otlp.endpoint.clone())
+    };
+    builder.build().map_err(|e| err(e.to_string()))
+}
+
+/// How often export failures are logged at most.
+const EXPORT_ERROR_EVERY: Duration = Duration::from_secs(30);
+
+/// An exporter whose failures are logged, at most once per [`EXPORT_ERROR_EVERY`] with the
+/// count of batches and spans lost since the last line, instead of vanishing.
+#[derive(Debug)]
+struct LoggedExporter<E> {
+    inner: E,
+    endpoint: String,
+    /// (when the last line was logged, batches and spans lost since).
+    failures: std::sync::Mutex<(Option<std::time::Instant>, u64, u64)>,
+}
+
+impl<E> LoggedExporter<E> {
+    fn new(inner: E, endpoint: &str) -> Self {
+        LoggedExporter {
+            inner,
+            endpoint: endpoint.to_owned(),
+            failures: std::sync::Mutex::new((None, 0, 0)),
+        }
+    }
+
+    fn failed(&self, spans: usize, error: &dyn std::fmt::Display) {
+        let mut f = self
+            .failures
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.1 += 1;
+        f.2 += spans as u64;
+        if f.0.is_none_or(|t| t.elapsed() >= EXPORT_ERROR_EVERY) {
+            // Not through `tracing` spans: this runs inside the exporter, whose own spans
+            // are filtered out anyway; a log event is what operators see.
+            tracing::warn!(endpoint = %self.endpoint, %error, batches = f.1, spans = f.2, "trace export failed; spans dropped");
+            *f = (Some(std::time::Instant::now()), 0, 0);
+        }
+    }
+}
+
+impl<E: opentelemetry_sdk::trace::SpanExporter> opentelemetry_sdk::trace::SpanExporter
+    for LoggedExporter<E>
+{
+    async fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        let spans = batch.len();
+        let result = self.inner.export(batch).await;
+        if let Err(e) = &result {
+            self.failed(spans, e);
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
 }
 
 /// Keeps the exporter alive; dropping it (or [`Telemetry::shutdown`]) flushes queued spans.
@@ -468,6 +590,53 @@ mod tests {
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
         move |name| map.get(name).cloned()
+    }
+
+    #[derive(Debug)]
+    struct Refused;
+
+    impl opentelemetry_sdk::trace::SpanExporter for Refused {
+        async fn export(
+            &self,
+            _: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            Err(opentelemetry_sdk::error::OTelSdkError::InternalFailure(
+                "collector refused".into(),
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn export_failures_are_logged_once_per_window_with_what_was_lost() {
+        use opentelemetry_sdk::trace::SpanExporter as _;
+        let e = LoggedExporter::new(Refused, "https://collector:4317");
+        for _ in 0..3 {
+            assert!(
+                e.export(Vec::new()).await.is_err(),
+                "the failure still reaches the SDK"
+            );
+        }
+        // The first failure was logged (and reset the counts); the next two are counted
+        // for the next line.
+        let f = e.failures.lock().unwrap();
+        assert!(f.0.is_some());
+        assert_eq!((f.1, f.2), (2, 0));
+    }
+
+    #[test]
+    fn protocol_and_certificates_come_from_the_traces_variables_first() {
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://c:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", "/ca.pem"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", "/c.pem"),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", "/c.key"),
+        ]);
+        let o = c.otlp.unwrap();
+        assert_eq!(o.protocol, "grpc");
+        assert_eq!(o.ca_file.as_deref(), Some(std::path::Path::new("/ca.pem")));
+        assert!(o.client_cert.is_some());
     }
 
     fn config(pairs: &[(&str, &str)]) -> TelemetryConfig {

@@ -63,6 +63,7 @@ impl ReceivedSpan {
 #[derive(Debug)]
 pub struct OtlpReceiver {
     addr: SocketAddr,
+    tls: bool,
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
     changed: watch::Receiver<usize>,
     _stop: oneshot::Sender<()>,
@@ -71,6 +72,21 @@ pub struct OtlpReceiver {
 impl OtlpReceiver {
     /// Serves on `127.0.0.1:0`.
     pub async fn start() -> std::io::Result<Self> {
+        Self::start_with(None).await
+    }
+
+    /// Serves on `127.0.0.1:0` over TLS with this certificate and key (PEM); the endpoint
+    /// names `localhost`.
+    pub async fn start_tls(cert: &std::path::Path, key: &std::path::Path) -> std::io::Result<Self> {
+        let mut config = crate::transport::TransportConfig::default();
+        config.tls.cert_file = Some(cert.to_owned());
+        config.tls.key_file = Some(key.to_owned());
+        Self::start_with(Some(config)).await
+    }
+
+    async fn start_with(
+        transport: Option<crate::transport::TransportConfig>,
+    ) -> std::io::Result<Self> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let spans = Arc::new(Mutex::new(Vec::new()));
@@ -80,27 +96,42 @@ impl OtlpReceiver {
             spans: Arc::clone(&spans),
             count: count_tx,
         };
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(TraceServiceServer::new(service))
-                .serve_with_incoming_shutdown(
+        let router =
+            tonic::transport::Server::builder().add_service(TraceServiceServer::new(service));
+        let stopped = async {
+            let _ = stopped.await;
+        };
+        let tls = transport.is_some();
+        match transport {
+            Some(config) => {
+                let t = crate::transport::Transport::new(&config, addr)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                tokio::spawn(router.serve_with_incoming_shutdown(t.incoming(listener), stopped));
+            }
+            None => {
+                tokio::spawn(router.serve_with_incoming_shutdown(
                     tokio_stream::wrappers::TcpListenerStream::new(listener),
-                    async {
-                        let _ = stopped.await;
-                    },
-                ),
-        );
+                    stopped,
+                ));
+            }
+        }
         Ok(OtlpReceiver {
             addr,
+            tls,
             spans,
             changed,
             _stop: stop,
         })
     }
 
-    /// The endpoint to export to, `http://127.0.0.1:<port>`.
+    /// The endpoint to export to, `http://127.0.0.1:<port>` (`https://localhost:<port>`
+    /// over TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        if self.tls {
+            format!("https://localhost:{}", self.addr.port())
+        } else {
+            format!("http://{}", self.addr)
+        }
     }
 
     /// Every span received so far.

@@ -637,3 +637,53 @@ async fn idle_connections_close_and_the_connection_count_is_capped() {
     // Slots freed by the idle ones are usable again.
     healthy_within_a_second(&exe.addr).await;
 }
+
+/// `OTEL_EXPORTER_OTLP_ENDPOINT=https://…` exports over TLS, verified against
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`; a protocol toolgate does not speak stops the service
+/// with a message instead of dropping every span in silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traces_export_to_an_https_collector_and_an_unsupported_protocol_is_refused() {
+    use toolgate_runtime::telemetry::testing::OtlpReceiver;
+    let pki = tempfile::tempdir().unwrap();
+    let ca = Ca::new(pki.path(), "otel");
+    let (cert, key) = ca.leaf("collector", &["localhost"]);
+    let receiver = OtlpReceiver::start_tls(&cert, &key).await.unwrap();
+    let endpoint = receiver.endpoint();
+    assert!(endpoint.starts_with("https://"));
+    let sb = Sandbox::new();
+    std::fs::write(sb.ws.join("notes.txt"), "t\n").unwrap();
+    let exe = Executor::start(
+        &sb.ws,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", &path(&ca.ca_file())),
+            ("OTEL_SERVICE_NAME", "executor-over-tls"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    read(exe.channel().await).await.unwrap();
+    receiver
+        .wait_for(
+            |spans| spans.iter().any(|s| s.service_name == "executor-over-tls"),
+            Duration::from_secs(10),
+        )
+        .await
+        .expect("spans arrived over TLS");
+
+    let creds = Credentials::new();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate-executor"))
+        .args(["--listen", "127.0.0.1:0"])
+        .env("TOOLGATE_WORKSPACE__ROOT", &sb.ws)
+        .env("TOOLGATE_POLICY__ENDPOINT", "http://127.0.0.1:9")
+        .env("TOOLGATE_POLICY__TOKEN_FILE", creds.executor_token_file())
+        .env("TOOLGATE_AUTH__TOKENS_FILE", creds.tokens_file())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("http/protobuf"), "{err}");
+}
