@@ -15,8 +15,9 @@
 //! `OTEL_TRACES_SAMPLER{,_ARG}` and `OTEL_BSP_*`. An `https://` endpoint is verified against
 //! `OTEL_EXPORTER_OTLP_{,TRACES_}CERTIFICATE` (else the system's CAs), with
 //! `_CLIENT_CERTIFICATE` / `_CLIENT_KEY` for a collector that wants mutual TLS.
-//! `OTEL_EXPORTER_OTLP_{,TRACES_}PROTOCOL` other than `grpc` stops the service with a message
-//! (toolgate speaks OTLP/gRPC only) rather than dropping every span. Export failures are
+//! `OTEL_EXPORTER_OTLP_{,TRACES_}PROTOCOL` is `grpc` (the default) or `http/protobuf`
+//! (HTTP/1.1 to `<endpoint>/v1/traces`, or to the traces endpoint as given); `http/json`
+//! stops the service with a message rather than dropping every span. Export failures are
 //! logged, at most once every 30 s, with the batches and spans lost since the last line.
 //! Context travels as W3C `traceparent` /
 //! `tracestate` (the TraceContext propagator; baggage is not propagated).
@@ -42,6 +43,7 @@
 //! carry the caller's trace id. Without an incoming context they return nothing.
 
 mod grpc;
+mod http;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -123,6 +125,9 @@ pub struct OtlpConfig {
     pub endpoint: String,
     /// `OTEL_EXPORTER_OTLP_{TRACES_}PROTOCOL` as given (empty: `grpc`).
     pub protocol: String,
+    /// The endpoint came from the generic `OTEL_EXPORTER_OTLP_ENDPOINT`: over HTTP the
+    /// signal's path (`/v1/traces`) is appended to it, as the specification says.
+    pub generic_endpoint: bool,
     /// `OTEL_EXPORTER_OTLP_{TRACES_}CERTIFICATE`: the CA (PEM) an `https` collector is
     /// verified against; unset: the system's bundle.
     pub ca_file: Option<std::path::PathBuf>,
@@ -211,8 +216,10 @@ impl TelemetryConfig {
                 .or_else(|| set(&format!("OTEL_EXPORTER_OTLP_{name}")))
         };
         if !disabled {
+            let generic = set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none();
             config.otlp = either("ENDPOINT").map(|endpoint| OtlpConfig {
                 endpoint,
+                generic_endpoint: generic,
                 protocol: either("PROTOCOL").unwrap_or_default(),
                 ca_file: either("CERTIFICATE").map(Into::into),
                 client_cert: either("CLIENT_CERTIFICATE")
@@ -326,35 +333,56 @@ pub fn init_with(config: &TelemetryConfig) -> Result<Telemetry, Error> {
     })
 }
 
-/// The OTLP/gRPC exporter for `otlp`: plaintext for `http://`, rustls for `https://`
-/// (the same client TLS as every toolgate client).
+/// The OTLP exporter for `otlp`: gRPC (the default) or `http/protobuf`; plaintext for
+/// `http://`, rustls for `https://` (the same client TLS as every toolgate client).
 fn exporter(otlp: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, Error> {
     let err = |message: String| Error::Exporter {
         endpoint: otlp.endpoint.clone(),
         message,
     };
+    let https = otlp.endpoint.starts_with("https://");
+    let tls = if https {
+        Some(
+            crate::transport::ClientTls::load(&crate::transport::ClientTlsConfig {
+                ca_file: otlp.ca_file.clone(),
+                cert_file: otlp.client_cert.as_ref().map(|c| c.0.clone()),
+                key_file: otlp.client_cert.as_ref().map(|c| c.1.clone()),
+            })
+            .map_err(|e| err(e.0))?,
+        )
+    } else {
+        None
+    };
     match otlp.protocol.as_str() {
         "" | "grpc" => {}
+        "http/protobuf" => {
+            use opentelemetry_otlp::{WithExportConfig as _, WithHttpConfig as _};
+            let endpoint = if otlp.generic_endpoint {
+                format!("{}/v1/traces", otlp.endpoint.trim_end_matches('/'))
+            } else {
+                otlp.endpoint.clone()
+            };
+            return opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_endpoint(endpoint)
+                .with_http_client(http::OtlpHttpClient::new(tls, HTTP_TIMEOUT))
+                .build()
+                .map_err(|e| err(e.to_string()));
+        }
         other => {
-            // Refused rather than ignored: a collector that only speaks HTTP would otherwise
+            // Refused rather than ignored: a collector that only speaks it would otherwise
             // receive nothing, silently.
             return Err(err(format!(
-                "OTEL_EXPORTER_OTLP_PROTOCOL={other} is not supported; toolgate exports OTLP over \
-                 gRPC: point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's gRPC port (4317) and \
-                 set the protocol to grpc (or leave it unset)"
+                "OTEL_EXPORTER_OTLP_PROTOCOL={other} is not supported; use grpc (the default) \
+                 or http/protobuf"
             )));
         }
     }
     let builder = opentelemetry_otlp::SpanExporter::builder().with_tonic();
-    let builder = if otlp.endpoint.starts_with("https://") {
+    let builder = if let Some(tls) = &tls {
         use opentelemetry_otlp::WithTonicConfig;
-        let tls = crate::transport::ClientTls::load(&crate::transport::ClientTlsConfig {
-            ca_file: otlp.ca_file.clone(),
-            cert_file: otlp.client_cert.as_ref().map(|c| c.0.clone()),
-            key_file: otlp.client_cert.as_ref().map(|c| c.1.clone()),
-        })
-        .map_err(|e| err(e.0))?;
-        let channel = crate::transport::Dial::new(&otlp.endpoint, None, Some(&tls))
+        let channel = crate::transport::Dial::new(&otlp.endpoint, None, Some(tls))
             .map_err(|e| err(e.0))?
             .connect_lazy();
         builder.with_channel(channel)
@@ -363,6 +391,9 @@ fn exporter(otlp: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, Error
     };
     builder.build().map_err(|e| err(e.to_string()))
 }
+
+/// Longest OTLP/HTTP request, connection included.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often export failures are logged at most.
 const EXPORT_ERROR_EVERY: Duration = Duration::from_secs(30);

@@ -124,6 +124,37 @@ impl OtlpReceiver {
         })
     }
 
+    /// Serves OTLP/HTTP (`POST /v1/traces`, protobuf) on `127.0.0.1:0`; its endpoint is the
+    /// base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` takes it.
+    pub async fn start_http() -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let spans = Arc::new(Mutex::new(Vec::new()));
+        let (count_tx, changed) = watch::channel(0);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let collector = Arc::new(Collector {
+            spans: Arc::clone(&spans),
+            count: count_tx,
+        });
+        let app = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(http_export))
+            .with_state(collector);
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        Ok(OtlpReceiver {
+            addr,
+            tls: false,
+            spans,
+            changed,
+            _stop: stop,
+        })
+    }
+
     /// The endpoint to export to, `http://127.0.0.1:<port>` (`https://localhost:<port>`
     /// over TLS).
     pub fn endpoint(&self) -> String {
@@ -170,14 +201,11 @@ struct Collector {
     count: watch::Sender<usize>,
 }
 
-#[tonic::async_trait]
-impl TraceService for Collector {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+impl Collector {
+    /// Keeps the spans of one export request.
+    fn record(&self, request: ExportTraceServiceRequest) -> Result<(), String> {
         let mut received = Vec::new();
-        for resource_spans in request.into_inner().resource_spans {
+        for resource_spans in request.resource_spans {
             let resource = resource_spans
                 .resource
                 .map(|r| attributes(&r.attributes))
@@ -201,14 +229,56 @@ impl TraceService for Collector {
             let mut spans = self
                 .spans
                 .lock()
-                .map_err(|_| tonic::Status::internal("receiver state poisoned"))?;
+                .map_err(|_| "receiver state poisoned".to_owned())?;
             spans.extend(received);
             spans.len()
         };
         self.count.send_replace(total);
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.record(request.into_inner())
+            .map_err(tonic::Status::internal)?;
         Ok(tonic::Response::new(ExportTraceServiceResponse {
             partial_success: None,
         }))
+    }
+}
+
+/// `POST /v1/traces` of OTLP/HTTP with a protobuf body.
+async fn http_export(
+    axum::extract::State(collector): axum::extract::State<Arc<Collector>>,
+    body: axum::body::Bytes,
+) -> (axum::http::StatusCode, Vec<u8>) {
+    use prost::Message;
+    let request = match ExportTraceServiceRequest::decode(body) {
+        Ok(r) => r,
+        Err(e) => {
+            return (
+                axum::http::StatusCode::BAD_REQUEST,
+                e.to_string().into_bytes(),
+            );
+        }
+    };
+    match collector.record(request) {
+        Ok(()) => (
+            axum::http::StatusCode::OK,
+            ExportTraceServiceResponse {
+                partial_success: None,
+            }
+            .encode_to_vec(),
+        ),
+        Err(e) => (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            e.into_bytes(),
+        ),
     }
 }
 

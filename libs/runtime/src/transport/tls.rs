@@ -297,6 +297,11 @@ impl std::fmt::Debug for ClientTls {
 }
 
 impl ClientTls {
+    /// The configuration new connections use now (ALPN `h2`; clone it to change that).
+    pub fn config(&self) -> Arc<ClientConfig> {
+        self.0.current()
+    }
+
     /// Loads `c`; errors name the field and file.
     pub fn load(c: &ClientTlsConfig) -> Result<Arc<ClientTls>, TransportError> {
         c.validate()?;

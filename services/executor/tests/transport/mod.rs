@@ -639,10 +639,11 @@ async fn idle_connections_close_and_the_connection_count_is_capped() {
 }
 
 /// `OTEL_EXPORTER_OTLP_ENDPOINT=https://…` exports over TLS, verified against
-/// `OTEL_EXPORTER_OTLP_CERTIFICATE`; a protocol toolgate does not speak stops the service
-/// with a message instead of dropping every span in silence.
+/// `OTEL_EXPORTER_OTLP_CERTIFICATE`; `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf` exports to
+/// an OTLP/HTTP collector; a protocol toolgate does not speak stops the service with a
+/// message instead of dropping every span in silence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn traces_export_to_an_https_collector_and_an_unsupported_protocol_is_refused() {
+async fn traces_export_over_https_and_http_protobuf_and_an_unsupported_protocol_is_refused() {
     use toolgate_runtime::telemetry::testing::OtlpReceiver;
     let pki = tempfile::tempdir().unwrap();
     let ca = Ca::new(pki.path(), "otel");
@@ -671,6 +672,25 @@ async fn traces_export_to_an_https_collector_and_an_unsupported_protocol_is_refu
         .await
         .expect("spans arrived over TLS");
 
+    let http = OtlpReceiver::start_http().await.unwrap();
+    let over_http = Executor::start(
+        &sb.ws,
+        &[],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &http.endpoint()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_SERVICE_NAME", "executor-over-http"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    read(over_http.channel().await).await.unwrap();
+    http.wait_for(
+        |spans| spans.iter().any(|s| s.service_name == "executor-over-http"),
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("spans arrived over OTLP/HTTP");
+
     let creds = Credentials::new();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate-executor"))
         .args(["--listen", "127.0.0.1:0"])
@@ -679,11 +699,11 @@ async fn traces_export_to_an_https_collector_and_an_unsupported_protocol_is_refu
         .env("TOOLGATE_POLICY__TOKEN_FILE", creds.executor_token_file())
         .env("TOOLGATE_AUTH__TOKENS_FILE", creds.tokens_file())
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("http/protobuf"), "{err}");
+    assert!(err.contains("http/json"), "{err}");
 }
