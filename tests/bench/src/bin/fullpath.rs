@@ -15,7 +15,12 @@
 //! `--bin grpc`. Postgres comes from `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`); a fresh database is created and dropped.
 //!
-//! `cargo run --release -p toolgate-bench --bin fullpath`
+//! `--tls`: the production transport instead of loopback plaintext. Certificates are made
+//! for the run (rcgen); the client and the echo speak TLS to both services, the executor
+//! speaks mutual TLS to the policy service, which requires a client certificate of the
+//! executor role.
+//!
+//! `cargo run --release -p toolgate-bench --bin fullpath [-- --tls]`
 
 use std::time::{Duration, Instant};
 
@@ -43,8 +48,47 @@ reason = "true does nothing"
 commands = ["true"]
 "#;
 
+/// The certificates of a `--tls` run, as PEM files in `dir`.
+struct Pki {
+    ca: std::path::PathBuf,
+    server: (std::path::PathBuf, std::path::PathBuf),
+    client: (std::path::PathBuf, std::path::PathBuf),
+}
+
+impl Pki {
+    fn new(dir: &std::path::Path) -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let write = |name: &str, names: &[&str]| {
+            let key = KeyPair::generate().unwrap();
+            let cert =
+                CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+                    .unwrap()
+                    .signed_by(&key, &ca)
+                    .unwrap();
+            let (c, k) = (
+                dir.join(format!("{name}.pem")),
+                dir.join(format!("{name}.key")),
+            );
+            std::fs::write(&c, cert.pem()).unwrap();
+            std::fs::write(&k, key.serialize_pem()).unwrap();
+            (c, k)
+        };
+        let pki = Pki {
+            ca: dir.join("ca.pem"),
+            server: write("server", &["localhost"]),
+            client: write("client", &["bench-executor"]),
+        };
+        std::fs::write(&pki.ca, ca.pem()).unwrap();
+        pki
+    }
+}
+
 fn main() {
     let n = sample_count(2_000);
+    let tls = std::env::args().any(|a| a == "--tls");
     let server_rt = runtime("server");
     let client_rt = runtime("client");
     let (_trigger, shutdown) = toolgate_runtime::shutdown::channel();
@@ -54,6 +98,16 @@ fn main() {
 
     let policy_file = dir.path().join("policy.toml");
     std::fs::write(&policy_file, POLICY).expect("write the policy");
+    let pki = tls.then(|| Pki::new(dir.path()));
+    let client_tls = pki.as_ref().map(|p| {
+        toolgate_runtime::transport::ClientTls::load(
+            &toolgate_runtime::transport::ClientTlsConfig {
+                ca_file: Some(p.ca.clone()),
+                ..Default::default()
+            },
+        )
+        .expect("client TLS")
+    });
     let policy_addr = server_rt.block_on(async {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
@@ -65,6 +119,13 @@ fn main() {
             ("bench-agent", Role::Agent, AGENT_TOKEN),
             ("bench-executor", Role::Executor, EXECUTOR_TOKEN),
         ]);
+        if let Some(p) = &pki {
+            cfg.transport.tls.cert_file = Some(p.server.0.clone());
+            cfg.transport.tls.key_file = Some(p.server.1.clone());
+            cfg.transport.tls.client_ca_file = Some(p.ca.clone());
+            cfg.transport.tls.client_cert_optional = true;
+            cfg.transport.tls.client_cert_roles = vec![Role::Executor];
+        }
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             if let Err(e) = toolgate_policy::serve(cfg, l, shutdown).await {
@@ -79,7 +140,17 @@ fn main() {
         let mut cfg = toolgate_executor::Config::default();
         cfg.workspace.root = ws.path().to_path_buf();
         cfg.log.filter = "warn".into();
-        cfg.policy.endpoint = format!("http://{policy_addr}");
+        cfg.policy.endpoint = match &pki {
+            Some(p) => {
+                cfg.transport.tls.cert_file = Some(p.server.0.clone());
+                cfg.transport.tls.key_file = Some(p.server.1.clone());
+                cfg.policy.tls.ca_file = Some(p.ca.clone());
+                cfg.policy.tls.cert_file = Some(p.client.0.clone());
+                cfg.policy.tls.key_file = Some(p.client.1.clone());
+                format!("https://localhost:{}", policy_addr.port())
+            }
+            None => format!("http://{policy_addr}"),
+        };
         cfg.policy.token = Some(EXECUTOR_TOKEN.into());
         cfg.auth = tokens(&[("bench-agent", Role::Agent, AGENT_TOKEN)]);
         let shutdown = shutdown.clone();
@@ -95,8 +166,8 @@ fn main() {
     let ws_path = ws.path().to_path_buf();
     let url = db.url.clone();
     let bench = async move {
-        let echo_ch = connect(policy_addr.to_string()).await;
-        let exec_ch = connect(exec_addr.to_string()).await;
+        let echo_ch = connect(policy_addr, client_tls.as_ref()).await;
+        let exec_ch = connect(exec_addr, client_tls.as_ref()).await;
         let mut health = HealthClient::new(echo_ch);
         let mut process = ProcessServiceClient::with_interceptor(exec_ch, bearer());
         let mut pg = sqlx::PgConnection::connect(&url).await.expect("postgres");
@@ -124,6 +195,14 @@ fn main() {
         );
 
         heading("full path Run([\"/bin/true\"]), auto tier, vs its same-run budget");
+        println!(
+            "  transport: {}",
+            if tls {
+                "TLS client → executor, mutual TLS executor → policy (rustls, ring)"
+            } else {
+                "loopback plaintext"
+            }
+        );
         println!(
             "  executor → policy (gRPC, bearer auth) → Postgres ledger (synchronous_commit={sync}, fsync={fsync}) → spawn → Exited; outcome reported in the background"
         );
@@ -221,8 +300,16 @@ fn ratio(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() / b.as_secs_f64()
 }
 
-async fn connect(addr: String) -> Channel {
-    toolgate_runtime::grpc::endpoint(format!("http://{addr}"))
+/// A channel to `addr`: plaintext, or TLS naming `localhost` when `tls` is given.
+async fn connect(
+    addr: std::net::SocketAddr,
+    tls: Option<&std::sync::Arc<toolgate_runtime::transport::ClientTls>>,
+) -> Channel {
+    let url = match tls {
+        Some(_) => format!("https://localhost:{}", addr.port()),
+        None => format!("http://{addr}"),
+    };
+    toolgate_runtime::transport::Dial::new(&url, Some(addr), tls)
         .expect("valid uri")
         .connect()
         .await
