@@ -102,12 +102,13 @@ EOF
 promtool check rules "$out/dashboard-rules.yaml"
 
 echo "== metrics: promtool check metrics on both services' /metrics"
-cargo build --quiet --locked -p toolgate-policy -p toolgate-executor
+cargo build --quiet --locked -p toolgate-policy -p toolgate-executor -p toolgate-cli
 target=${CARGO_TARGET_DIR:-target}/debug
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 token() { head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 executor_token=$(token)
 agent_token=$(token)
+approver_token=$(token)
 mkdir -p "$out/workspace"
 cat >"$out/tokens.toml" <<EOF
 [[tokens]]
@@ -118,6 +119,24 @@ token = "$executor_token"
 principal = "agent-1"
 role = "agent"
 token = "$agent_token"
+[[tokens]]
+principal = "alice"
+role = "approver"
+token = "$approver_token"
+EOF
+# Traffic below exercises every tier: touch asks a human, terraform is denied, the rest runs.
+cat >"$out/rules.toml" <<EOF
+default = "auto"
+[[rule]]
+id = "touch-asks"
+decision = "ask"
+reason = "the dashboard check needs an approval"
+commands = ["touch"]
+[[rule]]
+id = "no-terraform"
+decision = "deny"
+reason = "the dashboard check needs a denial"
+commands = ["terraform"]
 EOF
 printf '%s\n' "$executor_token" >"$out/executor.token"
 policy_port=$(free_port) policy_metrics=$(free_port)
@@ -125,6 +144,7 @@ executor_port=$(free_port) executor_metrics=$(free_port)
 cat >"$out/policy.toml" <<EOF
 listen = "127.0.0.1:$policy_port"
 metrics_listen = "127.0.0.1:$policy_metrics"
+policy_file = "$out/rules.toml"
 [log]
 filter = "warn"
 [ledger]
@@ -170,4 +190,39 @@ scrape() {
 }
 scrape policy "$policy_metrics"
 scrape executor "$executor_metrics"
+
+echo "== dashboard: every panel query returns series from a real Prometheus after traffic"
+prom_port=$(free_port)
+cat >"$out/prometheus.yml" <<EOF
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+scrape_configs:
+  - job_name: toolgate-policy
+    static_configs: [{targets: ["127.0.0.1:$policy_metrics"]}]
+  - job_name: toolgate-executor
+    static_configs: [{targets: ["127.0.0.1:$executor_metrics"]}]
+EOF
+prometheus --config.file="$out/prometheus.yml" --storage.tsdb.path="$out/prometheus" \
+    --web.listen-address="127.0.0.1:$prom_port" >"$out/prometheus.log" 2>&1 &
+pids+=($!)
+tg() { "$target/toolgate" "$@"; }
+export TOOLGATE_EXECUTOR="http://127.0.0.1:$executor_port" TOOLGATE_POLICY="http://127.0.0.1:$policy_port"
+(
+    export TOOLGATE_TOKEN=$agent_token
+    echo "hello" | tg fs write notes.txt >/dev/null
+    tg fs read notes.txt >/dev/null
+    tg fs ls . >/dev/null
+    tg fs read missing.txt >/dev/null 2>&1 || true
+    tg run -- echo ran >/dev/null
+    tg run --script 'head -c 100000 /dev/zero' >/dev/null
+    tg run -- terraform apply >/dev/null 2>&1 || true
+    tg run --session dash -- touch approved.txt >/dev/null 2>&1 || true
+)
+id=$(TOOLGATE_TOKEN=$approver_token tg approvals list | awk '/pending/ {print $1; exit}')
+[[ -n $id ]] || { echo "no pending approval to decide" >&2; exit 1; }
+TOOLGATE_TOKEN=$approver_token tg approvals approve "$id" >/dev/null
+TOOLGATE_TOKEN=$agent_token tg run --session dash -- touch approved.txt >/dev/null
+# One more, left pending, for the backlog panel.
+TOOLGATE_TOKEN=$agent_token tg run --session dash -- touch pending.txt >/dev/null 2>&1 || true
+sleep 4
+"$VENV/bin/python" deploy/dashboards/check_live.py "http://127.0.0.1:$prom_port"
 echo "deploy checks passed"

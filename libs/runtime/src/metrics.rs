@@ -361,6 +361,20 @@ impl ExecutorMetrics {
             "1 when the sandbox profile is enforceable and passed the startup self-test, else 0",
             m.sandbox_profiles.clone(),
         );
+        // Series the alerts and the dashboard select by label exist from the start, at 0,
+        // so a rate over them is 0 rather than absent ("no data") until the first event.
+        for stream in [Stream::Stdout, Stream::Stderr] {
+            let _ = m.output.get_or_create(&StreamLabels { stream });
+            let _ = m.output_truncations.get_or_create(&StreamLabels { stream });
+        }
+        for reason in [
+            toolgate_core::Reason::PolicyUnavailable,
+            toolgate_core::Reason::SandboxUnavailable,
+        ] {
+            let _ = m.rejections.get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            });
+        }
         m
     }
 
