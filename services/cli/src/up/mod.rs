@@ -43,6 +43,10 @@ pub struct Args {
     /// The policy service's gRPC listen address (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:7071")]
     policy_listen: String,
+    /// Allow a listen address other than loopback without TLS (a laptop's LAN, a container's
+    /// 0.0.0.0 behind something that encrypts); `up` never serves TLS itself.
+    #[arg(long)]
+    insecure_plaintext: bool,
     /// Serve both services' Prometheus metrics on this address (`/metrics`); off when unset.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
@@ -159,6 +163,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     policy_cfg.policy_file.clone_from(&policy_file);
     policy_cfg.ledger.url = Some(ledger_url.clone());
     policy_cfg.auth = tokens.auth_config();
+    policy_cfg.transport.insecure_plaintext = args.insecure_plaintext;
     policy_cfg
         .validate()
         .map_err(|e| anyhow::anyhow!("policy service configuration: {e}"))?;
@@ -191,6 +196,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     exec_cfg.policy.endpoint = format!("http://{policy_addr}");
     exec_cfg.policy.token = Some(executor_token.to_owned());
     exec_cfg.auth = tokens.auth_config();
+    exec_cfg.transport.insecure_plaintext = args.insecure_plaintext;
     args.sandbox.apply(&mut exec_cfg);
     exec_cfg
         .validate()
