@@ -494,11 +494,14 @@ async fn every_run_has_a_loopback_of_its_own() {
             _ => {}
         }
     }
+    // Each run stays alive for a second after printing, so all ten namespaces exist at
+    // once: the kernel reuses a freed namespace's inode number, so two runs that did not
+    // overlap may print the same id without sharing anything.
     let runs: Vec<_> = (0..10)
         .map(|_| {
             runner
                 .try_run(spec(RunRequest::script(
-                    "readlink /proc/self/ns/net; ip -o link | cut -d: -f2 | tr -d ' '; (exec 3<>/dev/tcp/127.0.0.1/7171) 2>/dev/null && echo REACHED; python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",7171)); print(\"BOUND\")'",
+                    "readlink /proc/self/ns/net; ip -o link | cut -d: -f2 | tr -d ' '; (exec 3<>/dev/tcp/127.0.0.1/7171) 2>/dev/null && echo REACHED; python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",7171)); print(\"BOUND\")'; sleep 1",
                     cwd_of(&ws),
                 )))
                 .unwrap()
