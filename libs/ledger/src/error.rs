@@ -215,8 +215,17 @@ impl From<sqlx::Error> for Error {
                     // (connection exception) mean the server went away, and class 40
                     // (serialization failure, deadlock) means a retry will succeed;
                     // none of them means the statement was wrong.
+                    // SQLite's BUSY (5) and LOCKED (6), with their extended codes, mean
+                    // another connection holds the lock past the busy timeout, or the busy
+                    // handler was skipped to avoid a deadlock: a retry will succeed too.
                     let code = db.code().unwrap_or_default();
-                    if code.starts_with("57") || code.starts_with("08") || code.starts_with("40") {
+                    let sqlite_busy = db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+                        && code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6));
+                    if sqlite_busy
+                        || code.starts_with("57")
+                        || code.starts_with("08")
+                        || code.starts_with("40")
+                    {
                         Error::Unavailable(db.message().to_owned())
                     } else {
                         Error::Database(db.message().to_owned())

@@ -260,7 +260,10 @@ async fn open_pool(target: &Target, max: u32) -> Result<Pool> {
 /// Safe to run from several replicas at once; a database newer than this binary is refused.
 pub async fn migrate(url: &str) -> Result<i64> {
     let t = target(url)?;
-    let pool = open_pool(&t, 2).await?;
+    let pool = match &t {
+        Target::Lite(_) => migrate::while_busy(|| open_pool(&t, 2)).await?,
+        Target::Pg(_) => open_pool(&t, 2).await?,
+    };
     let r = migrate::run(&pool).await;
     pool.close().await;
     r

@@ -316,6 +316,39 @@ pub(crate) async fn run(pool: &Pool) -> Result<i64> {
             Ok(SCHEMA_VERSION)
         }
         Pool::Lite(p) => {
+            // The migration is idempotent: a busy database is simply tried again.
+            while_busy(|| run_lite(p)).await
+        }
+    }
+}
+
+/// Runs `attempt` again while SQLite answers BUSY or LOCKED ([`Error::Unavailable`]), for
+/// up to ten seconds. Two processes opening a new database at once can see that outside the
+/// busy handler (switching it to WAL, taking the write lock).
+pub(crate) async fn while_busy<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut backoff = toolgate_core::backoff::Backoff::new(
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_millis(500),
+    );
+    loop {
+        match attempt().await {
+            Err(Error::Unavailable(m)) if std::time::Instant::now() < deadline => {
+                tracing::debug!(error = %m, "SQLite busy; retrying");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+async fn run_lite(p: &sqlx::SqlitePool) -> Result<i64> {
+    {
+        {
             // IMMEDIATE takes the database write lock: the SQLite equivalent of the advisory lock.
             let mut tx = p.begin_with("BEGIN IMMEDIATE").await?;
             sqlx::query(SCHEMA_TABLE).execute(&mut *tx).await?;
