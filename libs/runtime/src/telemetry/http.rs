@@ -17,7 +17,6 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use opentelemetry_http::{HttpClient, HttpError};
 use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
 
 use crate::transport::ClientTls;
 
@@ -57,38 +56,36 @@ async fn connect(
     tls: Option<&Arc<ClientTls>>,
 ) -> Result<SendRequest<Full<Bytes>>, HttpError> {
     let https = uri.scheme_str() == Some("https");
+    let tcp = crate::transport::tls::tcp_connect(uri, if https { 443 } else { 80 }).await?;
+    if !https {
+        return handshake(tcp).await;
+    }
+    let tls = tls.ok_or("https needs a TLS configuration")?;
+    let mut config = (*tls.config()).clone();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
     let host = uri
         .host()
-        .ok_or("the OTLP endpoint has no host")?
+        .unwrap_or_default()
         .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-    let tcp = TcpStream::connect((host.as_str(), port)).await?;
-    tcp.set_nodelay(true)?;
-    if https {
-        let tls = tls.ok_or("https needs a TLS configuration")?;
-        let mut config = (*tls.config()).clone();
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
-            .connect(ServerName::try_from(host)?, tcp)
-            .await?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "OTLP/HTTP connection ended");
-            }
-        });
-        Ok(sender)
-    } else {
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "OTLP/HTTP connection ended");
-            }
-        });
-        Ok(sender)
-    }
+        .trim_end_matches(']');
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from(host.to_owned())?, tcp)
+        .await?;
+    handshake(stream).await
+}
+
+/// HTTP/1.1 over `io`, its connection driven by a task of its own.
+async fn handshake<T>(io: T) -> Result<SendRequest<Full<Bytes>>, HttpError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "OTLP/HTTP connection ended");
+        }
+    });
+    Ok(sender)
 }
 
 async fn send(

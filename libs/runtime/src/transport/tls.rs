@@ -366,21 +366,26 @@ impl tower::Service<http::Uri> for TlsConnector {
         let config = self.tls.0.current();
         let name = self.server_name.clone();
         Box::pin(async move {
-            let host = uri
-                .host()
-                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no host"))?
-                .trim_start_matches('[')
-                .trim_end_matches(']')
-                .to_owned();
-            let port = uri.port_u16().unwrap_or(443);
-            let tcp = TcpStream::connect((host.as_str(), port)).await?;
-            tcp.set_nodelay(true)?;
+            let tcp = tcp_connect(&uri, 443).await?;
             let tls = tokio_rustls::TlsConnector::from(config)
                 .connect(name, tcp)
                 .await?;
             Ok(TokioIo::new(tls))
         })
     }
+}
+
+/// A TCP connection (with `TCP_NODELAY`) to the host and port of `uri`, `default_port`
+/// when it names none.
+pub(crate) async fn tcp_connect(uri: &http::Uri, default_port: u16) -> io::Result<TcpStream> {
+    let host = uri
+        .host()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no host"))?
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let tcp = TcpStream::connect((host, uri.port_u16().unwrap_or(default_port))).await?;
+    tcp.set_nodelay(true)?;
+    Ok(tcp)
 }
 
 /// How to reach one server: an endpoint and, for `https`, the TLS connector.
