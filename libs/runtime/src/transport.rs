@@ -161,11 +161,6 @@ impl Transport {
         if self.tls.is_some() { "https" } else { "http" }
     }
 
-    /// Whether connections must present a client certificate signed by the client CA.
-    pub fn client_certs(&self) -> bool {
-        self.config.tls.client_ca_file.is_some()
-    }
-
     /// [`crate::grpc::server`] with this transport's HTTP/2 limits.
     pub fn server(&self) -> Server {
         let c = &self.config;
