@@ -815,6 +815,22 @@ impl Core {
             }
         }
 
+        // A human's denial stands for its binding until the approval would have expired:
+        // repeating the same request, under any call id, gets the approver's answer again
+        // instead of putting the same question to a human a second time.
+        let denied = tx
+            .fetch_opt(
+                &format!(
+                    "SELECT {A_COLS} FROM tg_approvals WHERE {BINDING} AND state = 'denied' \
+                     AND expires_at > $5 ORDER BY decided_at DESC, id LIMIT 1"
+                ),
+                a5.clone(),
+            )
+            .await?;
+        if let Some(r) = denied {
+            return Ok((approval_from(&r, 0)?, AskVerdict::Denied));
+        }
+
         let pending_sql = format!(
             "SELECT {A_COLS} FROM tg_approvals WHERE {BINDING} AND state = 'pending' AND expires_at > $5 LIMIT 1"
         );

@@ -50,6 +50,7 @@ conformance!(
     head_cursor_and_page_token_after,
     an_outcome_records_the_isolation_its_run_was_given,
     every_allowed_call_carries_a_lease_and_names_its_executor_by_credential,
+    a_denial_is_remembered_for_its_binding_until_the_approval_expires,
 );
 
 /// Schema 3: an allowed call, auto or approved, carries a lease. Replayed while it runs, the
@@ -297,6 +298,49 @@ async fn ap01_ap03_ap04_ap06_ap09_binding_covers_only_its_digest_session_and_pol
     let ok = l.ask(ask("t10", "A", "make build")).await.unwrap();
     assert!(matches!(ok.verdict, AskVerdict::Allowed { .. }));
     assert_eq!(ok.approval.id, id);
+}
+
+/// After a human denies, the same request in the same session gets that denial back under any
+/// new call id (an MCP client retrying, a gRPC caller with a fresh `call_id`) until the
+/// approval's expiry; the human is not asked again. Other arguments or sessions ask anew.
+async fn a_denial_is_remembered_for_its_binding_until_the_approval_expires(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let first = l.ask(ask("c1", "s", "rm -rf build")).await.unwrap();
+    l.decide(first.approval.id.clone(), deny("bob", "keep the build"))
+        .await
+        .unwrap();
+    for call in ["c2", "c3"] {
+        let again = l.ask(ask(call, "s", "rm -rf build")).await.unwrap();
+        assert_eq!(again.verdict, AskVerdict::Denied, "{call}");
+        assert_eq!(again.approval.id, first.approval.id);
+        assert_eq!(again.approval.message.as_deref(), Some("keep the build"));
+        assert_eq!(again.decision.call_id.as_str(), call);
+    }
+    let pending = l
+        .list(
+            ApprovalFilter {
+                state: Some(ApprovalState::Pending),
+                ..Default::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(
+        pending.items.is_empty(),
+        "nobody is asked again: {pending:?}"
+    );
+    // Other arguments, or another session, ask a human.
+    let other = l.ask(ask("c4", "s", "rm -rf dist")).await.unwrap();
+    assert_eq!(other.verdict, AskVerdict::Pending);
+    let elsewhere = l.ask(ask("c5", "t", "rm -rf build")).await.unwrap();
+    assert_eq!(elsewhere.verdict, AskVerdict::Pending);
+    // Once the denied approval would have expired, the request asks again.
+    ctx.time.advance(Duration::from_secs(25 * 3600));
+    let later = l.ask(ask("c6", "s", "rm -rf build")).await.unwrap();
+    assert_eq!(later.verdict, AskVerdict::Pending);
+    assert_ne!(later.approval.id, first.approval.id);
 }
 
 async fn expiry_is_checked_at_use(ctx: Ctx) {
