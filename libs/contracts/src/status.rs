@@ -246,9 +246,46 @@ pub fn error_info(status: &tonic::Status) -> Option<(String, HashMap<String, Str
     Some((info.reason.clone(), info.metadata.clone()))
 }
 
+/// The OpenTelemetry `error.type` of a failed call: its `ErrorInfo` reason in lower case
+/// (`policy_denied`, `approval_required`, `timeout`, ...), else its gRPC code in lower case
+/// (`deadline_exceeded`, `cancelled`, ...). A closed set, fit for span attributes and metric
+/// labels.
+pub fn error_type(status: &tonic::Status) -> &'static str {
+    static LOWER: std::sync::OnceLock<HashMap<&'static str, &'static str>> =
+        std::sync::OnceLock::new();
+    let lower = LOWER.get_or_init(|| {
+        let codes = (0..=16).map(|c| code_name(tonic::Code::from_i32(c)));
+        Reason::ALL
+            .iter()
+            .map(|r| r.as_str())
+            .chain(codes)
+            .map(|n| {
+                let l: &'static str = Box::leak(n.to_ascii_lowercase().into_boxed_str());
+                (n, l)
+            })
+            .collect()
+    });
+    let name = error_info(status)
+        .and_then(|(r, _)| Reason::ALL.iter().find(|x| x.as_str() == r).copied())
+        .map_or_else(|| code_name(status.code()), Reason::as_str);
+    lower.get(name).copied().unwrap_or("_OTHER")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_types_are_the_reason_or_the_code_in_lower_case() {
+        let denied = status(Reason::PolicyDenied, "no", []);
+        assert_eq!(error_type(&denied), "policy_denied");
+        assert_eq!(error_type(&status(Reason::Timeout, "slow", [])), "timeout");
+        assert_eq!(error_type(&tonic::Status::cancelled("gone")), "cancelled");
+        assert_eq!(
+            error_type(&tonic::Status::deadline_exceeded("late")),
+            "deadline_exceeded"
+        );
+    }
 
     #[test]
     fn every_reason_round_trips_through_a_status() {

@@ -34,6 +34,11 @@
 //! grpc_method, grpc_code}` and `grpc_server_handling_seconds{grpc_service, grpc_method}`
 //! (the grpc-ecosystem names and code spellings, unprefixed; see the `grpc` module).
 //!
+//! Per tool call, in the OpenTelemetry GenAI and MCP names (unprefixed; see [`semconv`]):
+//! `gen_ai_execute_tool_duration_seconds{gen_ai_operation_name, gen_ai_tool_name, error_type}`
+//! from the executor and `mcp_server_operation_duration_seconds{mcp_method_name,
+//! gen_ai_tool_name, error_type}` from the MCP server.
+//!
 //! Every duration is a histogram named `..._duration_seconds`. Besides these, the endpoint
 //! serves the standard process metrics (`process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_open_fds`,
@@ -50,6 +55,7 @@
 //! ~25 min, human waits 0.1 s to ~41 h.
 
 mod grpc;
+pub mod semconv;
 mod server;
 
 use std::time::Duration;

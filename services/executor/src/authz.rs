@@ -56,8 +56,35 @@ pub trait Authorizer: Send + Sync + 'static {
 pub struct Authorized {
     decision_id: String,
     approval_id: String,
+    rule_id: String,
     hidden: Hidden,
     sandbox_profile: String,
+}
+
+/// The decision behind a call that ran, as the caller sees it: filesystem responses carry
+/// it in their headers, a run in its `Started` event.
+#[derive(Debug, Clone)]
+pub(crate) struct Receipt {
+    /// `auto`, or `ask` for a call a human approved.
+    pub tier: &'static str,
+    /// The recorded decision.
+    pub decision_id: String,
+    /// The approval consumed, empty for `auto`.
+    pub approval_id: String,
+    /// The deciding rule.
+    pub rule_id: String,
+}
+
+impl Receipt {
+    /// The receipt of `proof`.
+    pub(crate) fn of(proof: &Authorized) -> Self {
+        Receipt {
+            tier: proof.tier(),
+            decision_id: proof.decision_id().to_owned(),
+            approval_id: proof.approval_id().to_owned(),
+            rule_id: proof.rule_id().to_owned(),
+        }
+    }
 }
 
 /// The answer's `hidden` paths, compiled once per distinct rule set.
@@ -75,7 +102,7 @@ enum Hidden {
 impl Authorized {
     /// Built from an `allowed` answer, nothing else. `decided_by` is the policy version of
     /// the answer's explanation, which the hidden paths must come from too.
-    fn from_allowed(allowed: pb::Allowed, decided_by: Option<&str>) -> Self {
+    fn from_allowed(allowed: pb::Allowed, decided_by: Option<&str>, rule_id: String) -> Self {
         let hidden = match allowed.hidden {
             None => Hidden::Absent,
             Some(h) => match decided_by.filter(|v| !v.is_empty()) {
@@ -92,6 +119,7 @@ impl Authorized {
         Authorized {
             decision_id: allowed.decision_id,
             approval_id: allowed.approval_id,
+            rule_id,
             hidden,
             sandbox_profile: allowed.sandbox_profile,
         }
@@ -105,6 +133,21 @@ impl Authorized {
     /// The approval this call consumed, empty when none was needed.
     pub fn approval_id(&self) -> &str {
         &self.approval_id
+    }
+
+    /// The rule that decided (`default` when none matched; empty from a policy service
+    /// that sent no explanation).
+    pub fn rule_id(&self) -> &str {
+        &self.rule_id
+    }
+
+    /// `auto`, or `ask` when a human approved the call.
+    pub fn tier(&self) -> &'static str {
+        if self.approval_id.is_empty() {
+            "auto"
+        } else {
+            "ask"
+        }
     }
 
     /// For a run: the sandbox profile it was decided (and approved) under, which it must run
@@ -187,29 +230,41 @@ mod tests {
 
     #[test]
     fn hidden_globs_come_compiled_with_their_version() {
-        let a = Authorized::from_allowed(allowed(Some(("v1", &["**/.env"]))), Some("v1"));
+        let a = Authorized::from_allowed(
+            allowed(Some(("v1", &["**/.env"]))),
+            Some("v1"),
+            String::new(),
+        );
         let h = a.hidden_globs().unwrap();
         assert_eq!(h.version(), "v1");
         assert!(h.hides(std::path::Path::new("a/.env")));
         // The same rule set is compiled once.
-        let b = Authorized::from_allowed(allowed(Some(("v1", &["**/.env"]))), None);
+        let b = Authorized::from_allowed(allowed(Some(("v1", &["**/.env"]))), None, String::new());
         assert!(Arc::ptr_eq(h, b.hidden_globs().unwrap()));
         // Another version is another entry, even with the same globs.
-        let c = Authorized::from_allowed(allowed(Some(("v2", &["**/.env"]))), Some("v2"));
+        let c = Authorized::from_allowed(
+            allowed(Some(("v2", &["**/.env"]))),
+            Some("v2"),
+            String::new(),
+        );
         assert!(!Arc::ptr_eq(h, c.hidden_globs().unwrap()));
         // No deny rules is an empty set, not a refusal.
-        let none = Authorized::from_allowed(allowed(Some(("v3", &[]))), Some("v3"));
+        let none = Authorized::from_allowed(allowed(Some(("v3", &[]))), Some("v3"), String::new());
         assert!(none.hidden_globs().unwrap().is_empty());
     }
 
     #[test]
     fn an_answer_without_usable_hidden_globs_is_refused_not_ignored() {
-        let absent = Authorized::from_allowed(allowed(None), Some("v1"));
+        let absent = Authorized::from_allowed(allowed(None), Some("v1"), String::new());
         let (reason, message) = refusal(&absent);
         assert_eq!(reason, "POLICY_UNAVAILABLE");
         assert!(message.contains("nothing was run"), "{message}");
 
-        let stale = Authorized::from_allowed(allowed(Some(("v0", &["**/.env"]))), Some("v1"));
+        let stale = Authorized::from_allowed(
+            allowed(Some(("v0", &["**/.env"]))),
+            Some("v1"),
+            String::new(),
+        );
         let (reason, message) = refusal(&stale);
         assert_eq!(reason, "POLICY_UNAVAILABLE");
         assert!(
@@ -217,7 +272,8 @@ mod tests {
             "{message}"
         );
 
-        let broken = Authorized::from_allowed(allowed(Some(("v1", &["a/["]))), Some("v1"));
+        let broken =
+            Authorized::from_allowed(allowed(Some(("v1", &["a/["]))), Some("v1"), String::new());
         assert_eq!(refusal(&broken).0, "POLICY_UNAVAILABLE");
     }
 }

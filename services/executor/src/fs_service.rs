@@ -22,8 +22,9 @@ use toolgate_fs::{
 use toolgate_runtime::auth::Principal;
 use tracing::Instrument;
 
-use crate::authz::{Authorized, Call, Gate, fs_outcome};
+use crate::authz::{Authorized, Call, Gate, Receipt, fs_outcome};
 use crate::confined::Confined;
+use crate::tool_span::ToolSpan;
 use crate::wire::{self, CallContext};
 
 /// Serves `FilesystemService` for one workspace.
@@ -105,7 +106,7 @@ impl FsService {
         F: FnOnce(&Workspace, &HiddenPaths) -> Result<T, toolgate_fs::Error> + Send + 'static,
     {
         let tool = obs.tool;
-        let span = prepared.ctx.span(tool);
+        let span = obs.span.bind(&prepared.ctx);
         let call = Call {
             principal: prepared.principal,
             ctx: prepared.ctx,
@@ -114,9 +115,11 @@ impl FsService {
                 ..call
             },
             trace_parent: prepared.trace_parent,
+            span: span.clone(),
         };
         let proof: Authorized = self.gate.authorize(&call).instrument(span.clone()).await?;
         obs.performed = true;
+        obs.receipt = Some(Receipt::of(&proof));
         let started = SystemTime::now();
         let hidden = if hiding {
             match proof.hidden_globs() {
@@ -151,29 +154,74 @@ impl FsService {
     }
 }
 
-/// One filesystem call as the metrics see it: which operation, and whether it got as far
-/// as running (an error before that is a refusal).
-#[derive(Debug, Clone, Copy)]
+/// One filesystem call as the metrics and traces see it: which operation, its
+/// `execute_tool` span, whether it got as far as running (an error before that is a
+/// refusal), and the decision that let it run.
+#[derive(Debug)]
 pub(crate) struct Observed {
     tool: ToolKind,
+    span: ToolSpan,
     performed: bool,
+    receipt: Option<Receipt>,
 }
 
 impl Observed {
     fn new(tool: ToolKind) -> Self {
         Observed {
             tool,
+            span: ToolSpan::new(tool),
             performed: false,
+            receipt: None,
+        }
+    }
+}
+
+/// The response headers of a successful filesystem call: the tier that let it run (`auto`,
+/// or `ask` for an approved call), the recorded decision, the consumed approval (when
+/// any) and the deciding rule. `Run` carries the same in its `Started` event.
+pub const RECEIPT_HEADERS: [&str; 4] = [
+    "toolgate-decision",
+    "toolgate-decision-id",
+    "toolgate-approval-id",
+    "toolgate-rule-id",
+];
+
+/// Puts `receipt` into a successful response's headers.
+fn attach<T>(receipt: &Receipt, response: &mut Response<T>) {
+    let md = response.metadata_mut();
+    let values = [
+        receipt.tier,
+        receipt.decision_id.as_str(),
+        receipt.approval_id.as_str(),
+        receipt.rule_id.as_str(),
+    ];
+    for (name, value) in RECEIPT_HEADERS.into_iter().zip(values) {
+        if let Ok(v) = value.parse()
+            && !value.is_empty()
+        {
+            md.insert(name, v);
         }
     }
 }
 
 impl FsService {
-    /// Records a finished call: `fs_ops{op,code}` always, and a rejection by reason when it
-    /// was refused before the operation ran (auth, validation, policy, approval).
-    fn observe<T>(&self, obs: Observed, result: Result<T, Status>) -> Result<T, Status> {
+    /// Records a finished call: `fs_ops{op,code}` always, a rejection by reason when it was
+    /// refused before the operation ran (auth, validation, policy, approval), and the end
+    /// of its `execute_tool` span. A successful response carries the decision's receipt.
+    fn observe<T>(
+        &self,
+        mut obs: Observed,
+        result: Result<Response<T>, Status>,
+    ) -> Result<Response<T>, Status> {
         let code = result.as_ref().err().map_or(tonic::Code::Ok, Status::code);
         self.gate.metrics().fs_op(op_label(obs.tool), code);
+        obs.span.end(&result);
+        let result = result.map(|mut r| {
+            if let Some(receipt) = &obs.receipt {
+                attach(receipt, &mut r);
+            }
+            r
+        });
         if obs.performed {
             result
         } else {

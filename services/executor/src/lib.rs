@@ -13,6 +13,7 @@ mod confined;
 mod fs_search;
 mod fs_service;
 mod process_service;
+mod tool_span;
 mod wire;
 
 use std::sync::Arc;

@@ -33,9 +33,10 @@ use toolgate_runtime::telemetry;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::authz::{Authorized, Call, Gate, Reporter, Verdict, fs_outcome};
+use crate::authz::{Authorized, Call, Gate, Receipt, Reporter, Verdict, fs_outcome};
 use crate::confined::Confined;
 use crate::fs_service::sha256_hex;
+use crate::tool_span::ToolSpan;
 use crate::wire::{self, CallContext};
 
 /// Serves `ProcessService` and `ExecutorService`.
@@ -143,9 +144,11 @@ impl ProcessAdapter {
         &self,
         proof: Authorized,
         spec: RunSpec,
-        span: &tracing::Span,
+        mut tool: ToolSpan,
         trace_parent: Option<&str>,
     ) -> Result<RunStream, Status> {
+        let span = tool.span().clone();
+        let span = &span;
         let run_span = tracing::info_span!(
             parent: span,
             "process.run",
@@ -169,13 +172,15 @@ impl ProcessAdapter {
                 self.gate
                     .reporter()
                     .report(&proof, fs_outcome(started, Err(&e)));
+                tool.fail(&e);
                 return Err(e);
             }
         };
         let (events, cancel) = run.into_parts();
-        let decision_id = proof.decision_id().to_owned();
+        let receipt = Receipt::of(&proof);
         let metrics = self.gate.metrics().clone();
         let mut record = RunRecord {
+            tool,
             reporter: self.gate.reporter().clone(),
             in_flight: Some(metrics.run_started()),
             metrics,
@@ -213,7 +218,7 @@ impl ProcessAdapter {
                 }
                 Event::Output(_) => {}
             }
-            Ok(to_wire(event, &decision_id))
+            Ok(to_wire(event, &receipt))
         });
         Ok(Box::pin(stream))
     }
@@ -223,6 +228,8 @@ impl ProcessAdapter {
 /// stream is dropped before (the client went away and the runner killed the run).
 /// The run's metrics follow the same two ends.
 struct RunRecord {
+    /// The call's `execute_tool` span: ends with the run (as `cancelled` when dropped first).
+    tool: ToolSpan,
     reporter: Reporter,
     metrics: ExecutorMetrics,
     /// Counts the run in `runs_in_flight` until it ends.
@@ -262,6 +269,15 @@ impl RunRecord {
                 ] {
                     self.metrics.output(stream, s.total_bytes, s.truncated);
                 }
+                self.tool
+                    .truncated(x.stdout.truncated || x.stderr.truncated);
+                self.tool.finish(match x.status {
+                    RunStatus::Exited(_) => None,
+                    RunStatus::Signaled { .. } => Some("signaled"),
+                    RunStatus::TimedOut { .. } => Some("timeout"),
+                    RunStatus::Cancelled(_) => Some("cancelled"),
+                    RunStatus::SpawnFailed { .. } => Some("spawn_failed"),
+                });
                 self.reporter.report(&self.proof, {
                     let mut o = run_outcome(self.started_at, x);
                     o.isolation = self.isolation.clone();
@@ -346,7 +362,11 @@ impl ProcessService for ProcessAdapter {
         &self,
         request: Request<pb::RunRequest>,
     ) -> Result<Response<Self::RunStream>, Status> {
-        let result = self.run_call(request).await;
+        let mut tool = Some(ToolSpan::new(ToolKind::ProcessRun));
+        let result = self.run_call(request, &mut tool).await;
+        if let (Err(e), Some(t)) = (&result, tool.as_mut()) {
+            t.fail(e);
+        }
         self.gate.count_refusal(result)
     }
 }
@@ -354,24 +374,46 @@ impl ProcessService for ProcessAdapter {
 impl ProcessAdapter {
     /// `Run`: every error it returns, and every error its stream carries instead of a
     /// `Started` event, is a refusal (nothing ran).
+    ///
+    /// `tool` is the call's span; it moves into the response stream once the call gets
+    /// that far, else it stays for the caller to end with the error.
     async fn run_call(
         &self,
         request: Request<pb::RunRequest>,
+        tool: &mut Option<ToolSpan>,
     ) -> Result<Response<RunStream>, Status> {
         let (principal, trace_parent) = wire::caller(&request, "ProcessService/Run")?;
-        let Resolved { ctx, spec, call } = self.resolve(request.into_inner()).await?;
-        let span = ctx.span(ToolKind::ProcessRun);
+        let in_call = tool
+            .as_ref()
+            .map_or_else(tracing::Span::none, |t| t.span().clone());
+        let Resolved { ctx, spec, call } = self
+            .resolve(request.into_inner())
+            .instrument(in_call)
+            .await?;
+        let span = match tool.as_ref() {
+            Some(t) => t.bind(&ctx),
+            None => tracing::Span::none(),
+        };
         let call = Call {
             principal,
             ctx,
             call,
             trace_parent,
+            span: span.clone(),
         };
-        match self.gate.check(&call).instrument(span.clone()).await? {
+        let verdict = self.gate.check(&call).instrument(span.clone()).await?;
+        let Some(mut tool) = tool.take() else {
+            return Err(status::status(
+                toolgate_core::Reason::Internal,
+                "a run lost its span",
+                [],
+            ));
+        };
+        match verdict {
             Verdict::Allowed(proof) => Ok(Response::new(self.start(
                 proof,
                 spec,
-                &span,
+                tool,
                 call.trace_parent.as_deref(),
             )?)),
             Verdict::Parked(parked) => {
@@ -382,8 +424,11 @@ impl ProcessAdapter {
                 let rest = async move {
                     let started = match this.gate.wait(&call, parked).instrument(span.clone()).await
                     {
-                        Ok(proof) => this.start(proof, spec, &span, call.trace_parent.as_deref()),
-                        Err(e) => Err(e),
+                        Ok(proof) => this.start(proof, spec, tool, call.trace_parent.as_deref()),
+                        Err(e) => {
+                            tool.fail(&e);
+                            Err(e)
+                        }
                     };
                     this.gate
                         .count_refusal(started)
@@ -397,14 +442,17 @@ impl ProcessAdapter {
     }
 }
 
-fn to_wire(event: Event, decision_id: &str) -> pb::RunResponse {
+fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
     use pb::run_response::Event as E;
     let event = match event {
         Event::Started(s) => E::Started(pb::Started {
             pid: s.pid as i32,
             isolation: Some(isolation(&s.isolation)),
             started_at: Some(prost_types::Timestamp::from(s.started_at)),
-            decision_id: decision_id.to_owned(),
+            decision_id: receipt.decision_id.clone(),
+            approval_id: receipt.approval_id.clone(),
+            rule_id: receipt.rule_id.clone(),
+            decision: receipt.tier.to_owned(),
         }),
         Event::Output(o) => E::Output(pb::OutputChunk {
             stream: match o.stream {

@@ -70,17 +70,6 @@ impl CallContext {
             description: self.description.clone(),
         }
     }
-
-    /// A span naming the call, so every log line of it carries its ids.
-    pub fn span(&self, tool: toolgate_core::ToolKind) -> tracing::Span {
-        tracing::info_span!(
-            "call",
-            tool = tool.as_str(),
-            call_id = %self.call_id,
-            session_id = %self.session_id,
-            approval_wait_ms = self.approval_wait.as_millis() as u64,
-        )
-    }
 }
 
 fn id(field: &'static str, v: String) -> Result<String, Status> {

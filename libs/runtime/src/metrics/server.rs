@@ -75,6 +75,7 @@ pub(super) fn render(registry: &Registry, classic: bool) -> Result<String, std::
     let mut body = String::with_capacity(8192);
     prometheus_client::encoding::text::encode_registry(&mut body, registry)?;
     prometheus_client::encoding::text::encode_registry(&mut body, super::grpc::registry())?;
+    prometheus_client::encoding::text::encode_registry(&mut body, super::semconv::registry())?;
     process_metrics(&mut body);
     if classic {
         Ok(to_classic(&body))

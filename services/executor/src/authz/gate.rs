@@ -17,6 +17,7 @@ use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
 use super::{Authorized, Authorizer, Reporter};
+use crate::tool_span;
 use crate::wire::CallContext;
 
 /// One call as the policy service is asked about it: who, in which context, what exactly.
@@ -31,6 +32,8 @@ pub(crate) struct Call {
     /// The caller's trace context as the handler saw it, for hops made where the current
     /// span carries none (telemetry off, inside a response stream).
     pub trace_parent: Option<String>,
+    /// The call's `execute_tool` span, where the policy's answer is recorded.
+    pub span: tracing::Span,
 }
 
 /// What a first authorization answered, when it was not a refusal.
@@ -47,6 +50,8 @@ pub(crate) enum Verdict {
 pub(crate) struct Parked {
     approval_id: String,
     decision_id: String,
+    rule_id: String,
+    expires_at: Option<prost_types::Timestamp>,
     message: String,
     deadline: Instant,
     wait_deadline: SystemTime,
@@ -94,6 +99,8 @@ enum Answer {
         approval_id: String,
         decision_id: String,
         why: String,
+        rule_id: String,
+        expires_at: Option<prost_types::Timestamp>,
     },
 }
 
@@ -159,10 +166,21 @@ impl Gate {
                 approval_id,
                 decision_id,
                 why,
+                rule_id,
+                expires_at,
             } => {
                 let wait = call.ctx.approval_wait.min(self.inner.max_wait);
                 if wait.is_zero() {
-                    return Err(approval_required(&approval_id, &decision_id, &why, false));
+                    return Err(approval_required(
+                        &Pending {
+                            approval_id: &approval_id,
+                            decision_id: &decision_id,
+                            rule_id: &rule_id,
+                            expires_at: expires_at.as_ref(),
+                        },
+                        &why,
+                        false,
+                    ));
                 }
                 Ok(Verdict::Parked(Parked {
                     message: format!(
@@ -171,6 +189,8 @@ impl Gate {
                     ),
                     approval_id,
                     decision_id,
+                    rule_id,
+                    expires_at,
                     deadline: Instant::now() + wait,
                     wait_deadline: SystemTime::now() + wait,
                 }))
@@ -199,8 +219,12 @@ impl Gate {
             if remaining.is_zero() {
                 tracing::info!("still pending when the wait ended");
                 return Err(approval_required(
-                    &parked.approval_id,
-                    &parked.decision_id,
+                    &Pending {
+                        approval_id: &parked.approval_id,
+                        decision_id: &parked.decision_id,
+                        rule_id: &parked.rule_id,
+                        expires_at: parked.expires_at.as_ref(),
+                    },
                     "nobody decided within the requested approval_wait",
                     true,
                 ));
@@ -226,7 +250,10 @@ impl Gate {
                 S::Denied => {
                     tracing::info!(decided_by = %approval.decided_by, "approval denied");
                     return Err(approval_denied(
-                        &approval.approval_id,
+                        &pb::Denied {
+                            approval_id: approval.approval_id.clone(),
+                            ..Default::default()
+                        },
                         &approval.message_to_model,
                         &approval.reason,
                     ));
@@ -261,10 +288,14 @@ impl Gate {
                             approval_id,
                             decision_id,
                             why,
+                            rule_id,
+                            expires_at,
                         } => {
                             parked.approval_id = approval_id;
                             parked.decision_id = decision_id;
                             parked.message = why;
+                            parked.rule_id = rule_id;
+                            parked.expires_at = expires_at;
                         }
                     }
                 }
@@ -294,20 +325,37 @@ impl Gate {
             .map(|e| e.message.clone())
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| "the policy asks a human to approve this call".to_owned());
+        let rule_id = response
+            .explanation
+            .as_ref()
+            .map(deciding_rule)
+            .unwrap_or_default();
+        let span = &call.span;
         use pb::authorize_response::Result as R;
         match response.result {
             Some(R::Allowed(a)) => {
                 tracing::debug!(decision_id = %a.decision_id, "allowed");
+                let tier = if a.approval_id.is_empty() {
+                    "auto"
+                } else {
+                    "ask"
+                };
+                tool_span::record_decision(span, tier, &rule_id, &a.decision_id, &a.approval_id);
+                tool_span::record_profile(span, &a.sandbox_profile);
                 let decided_by = response
                     .explanation
                     .as_ref()
                     .map(|e| e.policy_version.as_str());
-                Ok(Answer::Allowed(Authorized::from_allowed(a, decided_by)))
+                Ok(Answer::Allowed(Authorized::from_allowed(
+                    a, decided_by, rule_id,
+                )))
             }
             Some(R::Denied(d)) if !d.approval_id.is_empty() => {
-                Err(approval_denied(&d.approval_id, &d.message, ""))
+                tool_span::record_decision(span, "ask", &d.rule_id, &d.decision_id, &d.approval_id);
+                Err(approval_denied(&d, &d.message, ""))
             }
             Some(R::Denied(d)) => {
+                tool_span::record_decision(span, "deny", &d.rule_id, &d.decision_id, "");
                 tracing::info!(rule_id = %d.rule_id, decision_id = %d.decision_id, "denied by policy");
                 let message = if d.message.is_empty() {
                     format!("the policy denies this call (rule {})", d.rule_id)
@@ -320,11 +368,16 @@ impl Gate {
                     [("rule_id", d.rule_id), ("decision_id", d.decision_id)],
                 ))
             }
-            Some(R::Pending(p)) => Ok(Answer::Pending {
-                approval_id: p.approval_id,
-                decision_id: p.decision_id,
-                why,
-            }),
+            Some(R::Pending(p)) => {
+                tool_span::record_decision(span, "ask", &rule_id, &p.decision_id, &p.approval_id);
+                Ok(Answer::Pending {
+                    approval_id: p.approval_id,
+                    decision_id: p.decision_id,
+                    why,
+                    rule_id,
+                    expires_at: p.expires_at,
+                })
+            }
             // Only a recorded outcome proves the call ran; an older policy service also said
             // AlreadyExecuted for calls that never reported one.
             Some(R::AlreadyExecuted(x)) => Err(match &x.outcome {
@@ -379,31 +432,71 @@ fn refusal(s: &Status) -> Option<Reason> {
     .then_some(reason)
 }
 
-fn approval_required(approval_id: &str, decision_id: &str, why: &str, waited: bool) -> Status {
+/// The deciding rule of an explanation: the first match at the final tier; `default` when
+/// no rule matched.
+fn deciding_rule(e: &pb::Explanation) -> String {
+    e.matches
+        .iter()
+        .find(|m| m.tier == e.tier)
+        .map_or_else(|| "default".to_owned(), |m| m.rule_id.clone())
+}
+
+/// A pending approval, as an `APPROVAL_REQUIRED` status names it.
+struct Pending<'a> {
+    approval_id: &'a str,
+    decision_id: &'a str,
+    rule_id: &'a str,
+    expires_at: Option<&'a prost_types::Timestamp>,
+}
+
+fn approval_required(p: &Pending<'_>, why: &str, waited: bool) -> Status {
+    let approval_id = p.approval_id;
     let hint = if waited {
         "it is still pending: ask a human to approve it, then repeat the same call"
     } else {
-        "ask a human to approve it, then repeat the same call (same call_id and session_id), or set context.approval_wait to wait for the decision"
+        "ask a human to approve it, then repeat the same call (same arguments and session_id; the call_id may be the same or new), or set context.approval_wait to wait for the decision"
     };
+    let mut md = vec![
+        ("approval_id", approval_id.to_owned()),
+        ("decision_id", p.decision_id.to_owned()),
+        ("message", why.to_owned()),
+    ];
+    if !p.rule_id.is_empty() {
+        md.push(("rule_id", p.rule_id.to_owned()));
+    }
+    if let Some(t) = p.expires_at {
+        md.push(("expires_at", t.to_string()));
+    }
     status::status(
         Reason::ApprovalRequired,
         format!("{why}; this call needs approval {approval_id}: {hint}"),
-        [
-            ("approval_id", approval_id.to_owned()),
-            ("decision_id", decision_id.to_owned()),
-        ],
+        md,
     )
 }
 
-fn approval_denied(approval_id: &str, message: &str, reason: &str) -> Status {
+/// `PERMISSION_DENIED` / `APPROVAL_DENIED` for a human's denial (fresh, or remembered for
+/// this request in this session).
+fn approval_denied(d: &pb::Denied, message: &str, reason: &str) -> Status {
     let said = [message, reason]
         .into_iter()
         .find(|m| !m.trim().is_empty())
         .unwrap_or("no reason given");
+    let mut md = vec![
+        ("approval_id", d.approval_id.clone()),
+        ("message", said.to_owned()),
+    ];
+    for (k, v) in [("decision_id", &d.decision_id), ("rule_id", &d.rule_id)] {
+        if !v.is_empty() {
+            md.push((k, v.clone()));
+        }
+    }
     status::status(
         Reason::ApprovalDenied,
-        format!("a human denied this call (approval {approval_id}): {said}"),
-        [("approval_id", approval_id.to_owned())],
+        format!(
+            "a human denied this call (approval {}): {said}. Repeating it unchanged in this session gets the same answer; change course or ask the human",
+            d.approval_id
+        ),
+        md,
     )
 }
 

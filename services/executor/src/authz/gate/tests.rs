@@ -171,6 +171,7 @@ fn call(wait: Duration) -> Call {
             ..Default::default()
         },
         trace_parent: None,
+        span: tracing::Span::none(),
     }
 }
 
