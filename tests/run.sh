@@ -18,6 +18,10 @@ cargo test --workspace --locked
 # separate toolgate-policy (a fresh Postgres database from DATABASE_URL) + toolgate-executor.
 tests/python/run.sh
 
+# The official MCP Inspector (pinned, from npm) lists the tools of `toolgate mcp` over stdio
+# and makes one tool call through it.
+tests/mcp_inspector.sh "${CARGO_TARGET_DIR:-target}/debug"
+
 # Two executor processes over one workspace directory, as two pods over one ReadWriteMany
 # volume (deploy/kubernetes/README.md): no torn file, no lost conditional update.
 PYTHONPATH=tests/python/gen target/python-venv/bin/python deploy/workspace/two_executors.py target/debug

@@ -100,7 +100,8 @@ class Stack:
             proc = subprocess.Popen(
                 [str(BIN_DIR / "toolgate"), "up", "--workspace", str(self.workspace),
                  "--data-dir", str(data), "--executor-listen", "127.0.0.1:0",
-                 "--policy-listen", "127.0.0.1:0", "--policy", str(POLICY), "--json"],
+                 "--policy-listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0",
+                 "--policy", str(POLICY), "--json"],
                 stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, env=log_env)
             self._procs.append(proc)
             info = _listening(proc, "toolgate")
@@ -108,7 +109,9 @@ class Stack:
             self.policy_addr = info["policy"]
             self.tokens = info["tokens"]
             self.ledger_url = info["ledger"]
+            self.mcp_url = info["mcp"]
         else:
+            self.mcp_url = None
             self._database = f"toolgate_py_{uuid.uuid4().hex}"
             _psql(f"CREATE DATABASE {self._database}")
             base = DATABASE_URL.rsplit("/", 1)[0]

@@ -567,6 +567,16 @@ pub fn trace_id_of(traceparent: &str) -> Option<String> {
     context.is_valid().then(|| context.trace_id().to_string())
 }
 
+/// Makes the caller whose W3C `traceparent` is given (an MCP request's
+/// `params._meta.traceparent`) the parent of `span`. Does nothing for a missing or invalid
+/// value, or when no spans are exported.
+pub fn set_remote_parent(span: &tracing::Span, traceparent: &str) {
+    let cx = extract(&SingleHeader(traceparent));
+    if cx.span().span_context().is_valid() {
+        let _ = span.set_parent(cx);
+    }
+}
+
 /// Runs `future` (typically a spawned task) inside the current span and trace context.
 pub fn in_current_trace<F: Future>(future: F) -> impl Future<Output = F::Output> {
     let incoming = INCOMING.try_with(Context::clone).ok();

@@ -11,6 +11,7 @@ mod doctor;
 mod duration;
 mod fs;
 mod ledger;
+mod mcp;
 mod render;
 mod run;
 mod up;
@@ -39,6 +40,9 @@ enum Command {
     Up(up::Args),
     /// Ledger database tools: verify the audit hash chain, apply migrations.
     Ledger(ledger::Args),
+    /// Serve toolgate's tools over the Model Context Protocol: stdio by default, streamable
+    /// HTTP with --listen. Every tool call is one executor call with the agent's token.
+    Mcp(mcp::Args),
     /// What this machine can enforce for runs, and the sandbox escape self-test; exits 1 if
     /// runs would not be confined.
     Doctor(doctor::Args),
@@ -68,6 +72,7 @@ async fn main() -> ExitCode {
         Command::Run(args) => run::run(args).await,
         Command::Approvals(args) => approvals::run(args).await,
         Command::Ledger(args) => ledger::run(args).await,
+        Command::Mcp(args) => mcp::run(args).await,
         Command::Up(args) => up::run(args).await,
         Command::Check(args) => check::check(args),
         Command::Doctor(args) => doctor::run(&args),

@@ -6,6 +6,7 @@ mod support;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use support::{Up, raw, text, toolgate};
 
@@ -48,7 +49,13 @@ fn the_banner_shows_endpoints_tokens_and_an_example() {
     let state = tempfile::tempdir().unwrap();
     let data = state.path().join("state");
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["up", "--executor-listen", "127.0.0.1:0"])
+        .args([
+            "up",
+            "--executor-listen",
+            "127.0.0.1:0",
+            "--mcp-listen",
+            "127.0.0.1:0",
+        ])
         .args(["--policy-listen", "127.0.0.1:0", "--workspace"])
         .arg(ws.path())
         .arg("--data-dir")
@@ -262,6 +269,8 @@ fn a_data_dir_inside_the_workspace_is_refused_before_any_token_is_written() {
                 "up",
                 "--executor-listen",
                 "127.0.0.1:0",
+                "--mcp-listen",
+                "127.0.0.1:0",
                 "--policy-listen",
                 "127.0.0.1:0",
                 "--workspace",
@@ -287,6 +296,7 @@ fn the_default_data_dir_is_per_workspace_under_xdg_state_home() {
     let state = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
+        .args(["--mcp-listen", "127.0.0.1:0"])
         .args(["--policy-listen", "127.0.0.1:0", "--workspace"])
         .arg(ws.path())
         .env("XDG_STATE_HOME", state.path())
@@ -412,7 +422,7 @@ async fn up_exports_spans_when_otel_asks() {
                     && s.iter().any(|sp| sp.name == "fs.list")
                     && s.iter().any(|sp| sp.name == "ledger.write")
             },
-            std::time::Duration::from_secs(15),
+            Duration::from_secs(15),
         )
         .await
         .unwrap_or_else(|got| panic!("spans that arrived: {got:?}"));
@@ -422,4 +432,234 @@ async fn up_exports_spans_when_otel_asks() {
         .unwrap();
     let op = spans.iter().find(|sp| sp.name == "fs.list").unwrap();
     assert_eq!(op.trace_id, server.trace_id, "one trace per call");
+}
+
+/// The caller's trace and span, as the MCP client and the gRPC client send them.
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER: &str = "00f067aa0ba902b7";
+const INTERNAL: i32 = 1;
+const SERVER: i32 = 2;
+
+/// One MCP call over stdio and one gRPC call, both exported to a real OTLP receiver: the MCP
+/// server's `tools/call {tool}` SERVER span continues the client's `_meta.traceparent`, and
+/// the executor's `execute_tool {tool}` INTERNAL span (GenAI conventions) sits under it, with
+/// the run's `process.run` below; a gRPC call gets the same `execute_tool` span, and a refusal
+/// names its `error.type`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
+    use toolgate_contracts::executor::v1 as pb;
+    use toolgate_runtime::telemetry::testing::{OtlpReceiver, ReceivedSpan};
+
+    let receiver = OtlpReceiver::start().await.expect("receiver");
+    let endpoint = receiver.endpoint();
+    let otel = |service: &'static str| {
+        [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.clone()),
+            ("OTEL_SERVICE_NAME", service.to_owned()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100".to_owned()),
+        ]
+    };
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up_env = otel("toolgate-up-under-test");
+    let up_env: Vec<(&str, &str)> = up_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let up = Up::start_env(ws.path(), &state.path().join("d"), &[], &up_env);
+
+    // The MCP call, over stdio, JSON-RPC by hand.
+    let mut mcp = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["mcp", "--executor", &up.executor()])
+        .env("TOOLGATE_TOKEN", up.token("agent"))
+        .envs(otel("toolgate-mcp-under-test"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = mcp.stdin.take().unwrap();
+    let mut stdout = BufReader::new(mcp.stdout.take().unwrap()).lines();
+    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
+    let mut answer = |id: i64| loop {
+        let line = stdout.next().expect("an answer").unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == id {
+            break v;
+        }
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "trace-test", "version": "1"}}}),
+    );
+    let init = answer(1);
+    assert_eq!(init["result"]["serverInfo"]["name"], "toolgate", "{init}");
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "run_command", "arguments": {"script": "echo traced"},
+        "_meta": {"traceparent": format!("00-{TRACE}-{CALLER}-01")}}}),
+    );
+    let ran = answer(7);
+    assert_eq!(ran["result"]["isError"], false, "{ran}");
+    assert_eq!(
+        ran["result"]["structuredContent"]["stdout"]["text"],
+        "traced\n"
+    );
+    // Closing stdin ends the stdio session; the server exits and flushes its spans.
+    drop(stdin);
+    let status = mcp.wait().unwrap();
+    assert!(
+        status.success(),
+        "toolgate mcp ends when stdin closes: {status}"
+    );
+
+    // The gRPC calls: one that runs, one the policy denies.
+    let channel = tonic::transport::Endpoint::from_shared(up.executor())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut client =
+        toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient::new(
+            channel,
+        );
+    for (call_id, script) in [("grpc-ok", "echo ok"), ("grpc-denied", "shutdown -h now")] {
+        let mut request = tonic::Request::new(pb::RunRequest {
+            context: Some(toolgate_contracts::common::v1::CallContext {
+                call_id: call_id.into(),
+                session_id: "trace-session".into(),
+                ..Default::default()
+            }),
+            command: Some(pb::run_request::Command::Script(script.into())),
+            ..Default::default()
+        });
+        let md = request.metadata_mut();
+        md.insert(
+            "authorization",
+            format!("Bearer {}", up.token("agent")).parse().unwrap(),
+        );
+        md.insert(
+            "traceparent",
+            format!("00-{TRACE}-{CALLER}-01").parse().unwrap(),
+        );
+        match client.run(request).await {
+            Ok(r) => {
+                let mut s = r.into_inner();
+                while let Ok(Some(_)) = s.message().await {}
+            }
+            Err(e) => assert_eq!(call_id, "grpc-denied", "{e:?}"),
+        }
+    }
+    drop(client);
+    assert!(up.stop().success());
+
+    let spans = receiver
+        .wait_for(
+            |spans| {
+                spans.iter().any(|s| s.name == "tools/call run_command")
+                    && spans
+                        .iter()
+                        .filter(|s| s.name == "execute_tool process.run")
+                        .count()
+                        >= 3
+            },
+            Duration::from_secs(30),
+        )
+        .await
+        .unwrap_or_else(|spans| panic!("the spans never arrived: {spans:#?}"));
+    let by_id: std::collections::HashMap<&str, &ReceivedSpan> =
+        spans.iter().map(|s| (s.span_id.as_str(), s)).collect();
+    let descends = |span: &ReceivedSpan, ancestor: &ReceivedSpan| {
+        let mut at = Some(span);
+        while let Some(s) = at {
+            if s.span_id == ancestor.span_id {
+                return true;
+            }
+            at = s
+                .parent_span_id
+                .as_deref()
+                .and_then(|p| by_id.get(p).copied());
+        }
+        false
+    };
+
+    // The MCP server's span, a child of the client's.
+    let tool_call = spans
+        .iter()
+        .find(|s| s.name == "tools/call run_command")
+        .unwrap();
+    assert_eq!(tool_call.service_name, "toolgate-mcp-under-test");
+    assert_eq!(tool_call.kind, SERVER);
+    assert_eq!(tool_call.trace_id, TRACE);
+    assert_eq!(tool_call.parent_span_id.as_deref(), Some(CALLER));
+    for (k, v) in [
+        ("mcp.method.name", "tools/call"),
+        ("mcp.protocol.version", "2025-11-25"),
+        ("jsonrpc.request.id", "7"),
+        ("gen_ai.tool.name", "run_command"),
+        ("gen_ai.operation.name", "execute_tool"),
+        ("toolgate.decision", "auto"),
+    ] {
+        assert_eq!(tool_call.attribute(k), Some(v), "{k}: {tool_call:#?}");
+    }
+    let session = tool_call.attribute("mcp.session.id").unwrap();
+    assert!(session.starts_with("mcp-"), "{tool_call:#?}");
+
+    // The executor's span for it, below the MCP span (through the gRPC client and server
+    // spans), with the run below it.
+    let executed: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.name == "execute_tool process.run")
+        .collect();
+    let mcp_exec = executed
+        .iter()
+        .find(|s| s.attribute("gen_ai.conversation.id") == Some(session))
+        .expect("the MCP call's execute_tool span");
+    assert_eq!(mcp_exec.kind, INTERNAL);
+    assert_eq!(mcp_exec.service_name, "toolgate-up-under-test");
+    assert!(descends(mcp_exec, tool_call), "{spans:#?}");
+    assert_eq!(
+        mcp_exec.attribute("gen_ai.tool.call.id"),
+        tool_call.attribute("gen_ai.tool.call.id")
+    );
+    for (k, v) in [
+        ("gen_ai.operation.name", "execute_tool"),
+        ("gen_ai.tool.name", "process.run"),
+        ("toolgate.decision", "auto"),
+        ("toolgate.sandbox.profile", "workspace"),
+        ("toolgate.output.truncated", "false"),
+    ] {
+        assert_eq!(mcp_exec.attribute(k), Some(v), "{k}: {mcp_exec:#?}");
+    }
+    assert!(
+        mcp_exec
+            .attribute("toolgate.decision.id")
+            .is_some_and(|d| d.starts_with("dec_"))
+    );
+    assert!(mcp_exec.attribute("toolgate.rule.id").is_some());
+    assert!(mcp_exec.attribute("error.type").is_none(), "{mcp_exec:#?}");
+    let run = spans
+        .iter()
+        .find(|s| s.name == "process.run" && descends(s, mcp_exec))
+        .expect("process.run under execute_tool");
+    assert_eq!(run.trace_id, TRACE);
+
+    // The gRPC calls: the same span, named by their call ids; the refusal says why.
+    let ok = executed
+        .iter()
+        .find(|s| s.attribute("gen_ai.tool.call.id") == Some("grpc-ok"))
+        .expect("the gRPC call's execute_tool span");
+    assert_eq!(
+        ok.attribute("gen_ai.conversation.id"),
+        Some("trace-session")
+    );
+    let rpc = by_id[ok.parent_span_id.as_deref().unwrap()];
+    assert_eq!(rpc.kind, SERVER);
+    assert_eq!(rpc.name, "toolgate.executor.v1.ProcessService/Run");
+    assert_eq!(rpc.parent_span_id.as_deref(), Some(CALLER));
+    let denied = executed
+        .iter()
+        .find(|s| s.attribute("gen_ai.tool.call.id") == Some("grpc-denied"))
+        .expect("the denied call's execute_tool span");
+    assert_eq!(denied.attribute("error.type"), Some("policy_denied"));
+    assert_eq!(denied.attribute("toolgate.decision"), Some("deny"));
+    assert_eq!(denied.attribute("toolgate.rule.id"), Some("no-shutdown"));
 }

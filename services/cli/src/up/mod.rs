@@ -47,6 +47,14 @@ pub struct Args {
     /// 0.0.0.0 behind something that encrypts); `up` never serves TLS itself.
     #[arg(long)]
     insecure_plaintext: bool,
+    /// Serve the MCP endpoint (streamable HTTP, `http://ADDR/mcp`) on this address; `off`
+    /// turns it off. Tool calls carry the caller's bearer token to the executor.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7072")]
+    mcp_listen: String,
+    /// How long an MCP tool call the policy asks about waits for a human before returning
+    /// the pending approval (`30s`, `5m`). Default: no wait.
+    #[arg(long, value_parser = crate::duration::parse, default_value = "0s")]
+    mcp_approval_wait: std::time::Duration,
     /// Serve both services' Prometheus metrics on this address (`/metrics`); off when unset.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
@@ -107,6 +115,8 @@ struct Started<'a> {
     policy_addr: String,
     /// Where `/metrics` is served, when it is.
     metrics_addr: Option<String>,
+    /// The MCP endpoint's URL, when it is served.
+    mcp_url: Option<String>,
     tokens: &'a Tokens,
 }
 
@@ -157,6 +167,19 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", args.executor_listen))?;
     let policy_addr = policy_listener.local_addr()?.to_string();
     let executor_addr = executor_listener.local_addr()?.to_string();
+    let mcp_listener = if args.mcp_listen == "off" {
+        None
+    } else {
+        let l = TcpListener::bind(&args.mcp_listen)
+            .await
+            .with_context(|| format!("--mcp-listen: cannot listen on {}", args.mcp_listen))?;
+        let addr = l.local_addr()?;
+        Some((
+            l,
+            crate::mcp::up_transport(addr, args.insecure_plaintext)?,
+            addr,
+        ))
+    };
 
     let mut policy_cfg = toolgate_policy::Config::default();
     policy_cfg.listen.clone_from(&policy_addr);
@@ -209,6 +232,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         },
     ));
 
+    let executor_addr_for_mcp = executor_addr.clone();
+    // Runs reach the network when the default sandbox profile allows it: then `run_command`
+    // is an open-world tool.
+    let mcp_network = exec_cfg.process_config().map_or(true, |c| {
+        c.sandbox
+            .profiles
+            .get(&c.sandbox.default_profile)
+            .is_none_or(|p| p.network)
+    });
     let started = Started {
         workspace: &workspace,
         data_dir: &data_dir,
@@ -219,6 +251,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         executor_addr,
         policy_addr,
         metrics_addr,
+        mcp_url: mcp_listener
+            .as_ref()
+            .map(|(_, _, a)| format!("http://{a}{}", toolgate_mcp::http::PATH)),
         tokens: &tokens,
     };
     {
@@ -259,6 +294,26 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             r
         })
     };
+    if let Some((listener, transport, addr)) = mcp_listener {
+        let channel = crate::mcp::channel(&format!("http://{executor_addr_for_mcp}"), &no_tls())?;
+        let config = toolgate_mcp::McpConfig {
+            approval_wait: args.mcp_approval_wait,
+            network: mcp_network,
+        };
+        let router = toolgate_mcp::http::router(
+            toolgate_mcp::McpServer::http(channel, config),
+            !addr.ip().is_loopback(),
+        );
+        let stop = stop.clone();
+        tokio::spawn(toolgate_mcp::http::serve(
+            listener,
+            transport,
+            router,
+            async move {
+                stop.wait().await;
+            },
+        ));
+    }
     if let Some(listener) = metrics_listener {
         tokio::spawn(toolgate_runtime::metrics::serve(
             listener,
@@ -279,6 +334,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .context("policy service")?;
     e.context("executor task")?.context("executor")?;
     Ok(())
+}
+
+/// Client flags with no TLS material: `up` serves plaintext on loopback.
+fn no_tls() -> crate::client::TokenArgs {
+    crate::client::TokenArgs {
+        token_file: None,
+        ca_file: None,
+        client_cert: None,
+        client_key: None,
+    }
 }
 
 /// `$XDG_STATE_HOME/toolgate/<name>-<8 hex of sha256(path)>` for a canonical workspace path, so
@@ -358,6 +423,7 @@ fn json_line(s: &Started<'_>) -> serde_json::Value {
         "policy_document": s.policy,
         "tokens_file": s.tokens.path.display().to_string(),
         "metrics": s.metrics_addr,
+        "mcp": s.mcp_url,
         "tokens": tokens,
     })
 }
@@ -386,6 +452,11 @@ fn banner(s: &Started<'_>) -> String {
     );
     if let Some(m) = &s.metrics_addr {
         out.push_str(&format!("  metrics    http://{m}/metrics\n"));
+    }
+    if let Some(m) = &s.mcp_url {
+        out.push_str(&format!(
+            "  mcp        {m}   (streamable HTTP; bearer: the agent token)\n"
+        ));
     }
     out.push('\n');
     for r in tokens::ROLES {

@@ -145,6 +145,7 @@ impl Up {
         let policy = test_policy();
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
+            .args(["--mcp-listen", "127.0.0.1:0"])
             .args(extra)
             .envs(env.iter().copied())
             .args(["--policy-listen", "127.0.0.1:0", "--workspace"])

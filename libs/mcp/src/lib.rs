@@ -1,0 +1,48 @@
+//! toolgate as a Model Context Protocol server, built on `rmcp`.
+//!
+//! The server is a client of the executor's gRPC API and nothing else: it never touches the
+//! workspace, and every `tools/call` becomes exactly one executor call (a filesystem RPC or
+//! `ProcessService/Run`) made with the agent's own bearer token. The policy decides it on
+//! its arguments, the ledger records it, the executor confines it: there is no second
+//! enforcement path.
+//!
+//! # Sessions and idempotency
+//!
+//! Approvals are bound to a `session_id`. A tool call's session is, in order:
+//! `params._meta["dev.toolgate/session_id"]` when the client names one; the transport's
+//! session (`Mcp-Session-Id` over HTTP with protocol versions that have sessions, one per
+//! process over stdio); else, for stateless HTTP (protocol 2026-07-28), one standing session
+//! per credential. The `call_id` is a digest of the session, the JSON-RPC request id, the
+//! tool and its arguments, so a retried request does not run twice.
+//!
+//! # Decisions
+//!
+//! Refusals are tool results with `isError: true`, never protocol errors, so the model can
+//! read them: `structuredContent` carries `decision` (`deny` or `ask`), `rule_id`, `reason`,
+//! and for `ask` the `approval_id`, `state` and `expires_at`. Every result's `_meta` carries
+//! `dev.toolgate/decision`, `dev.toolgate/rule_id`, `dev.toolgate/approval_id` and
+//! `dev.toolgate/decision_id` where known.
+//!
+//! # Telemetry
+//!
+//! Each call runs in a SERVER span `tools/call {tool}` (parent: `params._meta.traceparent`
+//! when sent) and is timed in `mcp_server_operation_duration_seconds`; the executor's
+//! `execute_tool {tool}` span becomes its grandchild, under the gRPC client span.
+
+mod execute;
+pub mod http;
+mod server;
+pub mod tools;
+
+pub use server::{McpConfig, McpServer, SESSION_META_KEY};
+
+/// Serves `server` over stdin/stdout until the client closes them.
+pub async fn serve_stdio(server: McpServer) -> Result<(), std::io::Error> {
+    use rmcp::ServiceExt;
+    let running = server
+        .serve(rmcp::transport::io::stdio())
+        .await
+        .map_err(std::io::Error::other)?;
+    running.waiting().await.map_err(std::io::Error::other)?;
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! The MCP server: `tools/list` and `tools/call`, each call one executor call made with the
+//! agent's own credential.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
+use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+use toolgate_runtime::metrics::semconv;
+use toolgate_runtime::telemetry;
+use tracing::Instrument;
+use tracing::field::Empty;
+
+use crate::execute::{self, Outcome};
+use crate::tools;
+
+/// `_meta` key a client may set on `tools/call` to name the agent session its approvals are
+/// bound to (default: the transport's session, see the crate docs).
+pub const SESSION_META_KEY: &str = "dev.toolgate/session_id";
+
+/// How the server reaches the executor and how it treats calls.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// How long a call the policy asks about waits for a human before it returns "pending"
+    /// (zero: return at once). The executor clamps it to its own maximum.
+    pub approval_wait: Duration,
+    /// Whether runs reach the network under the executor's default sandbox profile, which
+    /// makes `run_command` open-world.
+    pub network: bool,
+}
+
+/// What every session of one server shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) channel: tonic::transport::Channel,
+    pub(crate) config: McpConfig,
+    tools: Vec<Tool>,
+}
+
+/// One MCP server instance (one per stdio process, or per HTTP session); cheap to clone.
+#[derive(Debug, Clone)]
+pub struct McpServer {
+    shared: Arc<Shared>,
+    /// The credential for every call (stdio); `None` over HTTP, where each request brings
+    /// its own bearer token.
+    token: Option<Arc<str>>,
+    /// The transport session of a stdio server: one per process.
+    process: Option<Arc<str>>,
+    /// The session the operator pinned (`toolgate mcp --session-id`), for every call that
+    /// names none.
+    session: Option<Arc<str>>,
+}
+
+impl McpServer {
+    /// A server over `channel` (the executor) for stdio: every call carries `token`, and
+    /// the whole process is one session.
+    pub fn stdio(
+        channel: tonic::transport::Channel,
+        config: McpConfig,
+        token: Option<String>,
+    ) -> Self {
+        McpServer {
+            shared: Arc::new(Shared::new(channel, config)),
+            token: token.map(Arc::from),
+            process: Some(Arc::from(format!("mcp-{}", uuid::Uuid::new_v4().simple()))),
+            session: None,
+        }
+    }
+
+    /// Binds every call that names no session of its own to `session` (an agent restarted
+    /// with the same id keeps its approvals).
+    pub fn with_session(mut self, session: Option<String>) -> Self {
+        self.session = session.map(Arc::from);
+        self
+    }
+
+    /// A server for the streamable HTTP transport: the token and session come with each
+    /// request (see [`crate::http`]).
+    pub fn http(channel: tonic::transport::Channel, config: McpConfig) -> Self {
+        McpServer {
+            shared: Arc::new(Shared::new(channel, config)),
+            token: None,
+            process: None,
+            session: None,
+        }
+    }
+
+    /// The tools, in `tools/list` order.
+    pub fn tools(&self) -> &[Tool] {
+        &self.shared.tools
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Who is calling, in which session, under which idempotency key.
+    ///
+    /// Two scopes are at play. Approvals bind to the *session*: the one the client names in
+    /// `_meta`, else the one this server was started with (`toolgate mcp --session-id`),
+    /// else the transport's, else (stateless HTTP) one per credential. Idempotency needs a
+    /// scope in which JSON-RPC ids are unique: the transport's session (the stdio process, an
+    /// `Mcp-Session-Id`). There the `call_id` is a digest of that scope, the request id, the
+    /// tool and its arguments, so a retried request does not run twice; a stateless request
+    /// has no such scope (clients restart their ids) and gets a fresh `call_id`.
+    fn caller(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Caller, String> {
+        let parts = context.extensions.get::<http::request::Parts>();
+        let token = match parts {
+            Some(p) => bearer(&p.headers).map(str::to_owned),
+            None => self.token.as_deref().map(str::to_owned),
+        };
+        let transport = match parts {
+            Some(p) => p
+                .headers
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(|s| format!("mcp-{s}")),
+            None => self.process.as_deref().map(str::to_owned),
+        };
+        let named = meta_str(request, context, SESSION_META_KEY)
+            .or_else(|| self.session.as_deref().map(str::to_owned));
+        let session_id = match (named, &transport) {
+            (Some(s), _) => s,
+            (None, Some(s)) => s.clone(),
+            // Stateless HTTP (protocol 2026-07-28 has no sessions): one standing session per
+            // credential, so an approval granted after "ask" covers the repeated call.
+            (None, None) => format!(
+                "mcp-cred-{}",
+                &hex::encode(Sha256::digest(token.as_deref().unwrap_or("").as_bytes()))[..16]
+            ),
+        };
+        if session_id.is_empty() || session_id.len() > 128 {
+            return Err(format!(
+                "the session id (`_meta.{SESSION_META_KEY}`) must be 1 to 128 bytes, got {}",
+                session_id.len()
+            ));
+        }
+        let call_id = match &transport {
+            Some(scope) => {
+                let mut h = Sha256::new();
+                for part in [
+                    scope.as_bytes(),
+                    serde_json::to_string(&context.id)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                    request.name.as_bytes(),
+                    serde_json::to_string(&request.arguments)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                ] {
+                    h.update((part.len() as u64).to_be_bytes());
+                    h.update(part);
+                }
+                format!("mcp-{}", &hex::encode(h.finalize())[..32])
+            }
+            None => format!("mcp-{}", uuid::Uuid::new_v4().simple()),
+        };
+        Ok(Caller {
+            token,
+            call_id,
+            session_id,
+        })
+    }
+}
+
+impl Shared {
+    fn new(channel: tonic::transport::Channel, config: McpConfig) -> Self {
+        Shared {
+            tools: tools::definitions(config.network),
+            channel,
+            config,
+        }
+    }
+
+    pub(crate) fn fs(&self) -> FilesystemServiceClient<tonic::transport::Channel> {
+        FilesystemServiceClient::new(self.channel.clone())
+    }
+
+    pub(crate) fn process(&self) -> ProcessServiceClient<tonic::transport::Channel> {
+        ProcessServiceClient::new(self.channel.clone())
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+pub(crate) fn bearer(headers: &http::HeaderMap) -> Option<&str> {
+    let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// One tool call's identity as the executor sees it.
+#[derive(Debug)]
+pub(crate) struct Caller {
+    pub(crate) token: Option<String>,
+    pub(crate) session_id: String,
+    pub(crate) call_id: String,
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("toolgate", env!("CARGO_PKG_VERSION"))
+                    .with_title("toolgate"),
+            )
+            .with_instructions(
+                "Every tool call is decided by toolgate's policy on its arguments: allowed calls run \
+                 confined to the workspace, denied ones return an error naming the rule, and calls a \
+                 human must approve return the approval id; repeat the same call with the same \
+                 arguments once it is approved.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let started = Instant::now();
+        let result = ListToolsResult::with_all_items(self.shared.tools.clone());
+        semconv::mcp_operation("tools/list", "", None, started.elapsed());
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
+        let tool = tools::label(&request.name);
+        if tool == "_OTHER" {
+            semconv::mcp_operation("tools/call", tool, Some("unknown_tool"), started.elapsed());
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown tool `{}`; the tools are {}",
+                    request.name,
+                    tools::NAMES.join(", ")
+                ),
+                None,
+            ));
+        }
+        let span = tracing::info_span!(
+            "mcp.server",
+            otel.name = format!("tools/call {tool}"),
+            otel.kind = "server",
+            otel.status_code = Empty,
+            mcp.method.name = "tools/call",
+            mcp.session.id = Empty,
+            mcp.protocol.version = Empty,
+            jsonrpc.request.id = %id_text(&context.id),
+            gen_ai.tool.name = tool,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.call.id = Empty,
+            error.type = Empty,
+            toolgate.decision = Empty,
+        );
+        if let Some(tp) = meta_str(&request, &context, "traceparent") {
+            telemetry::set_remote_parent(&span, &tp);
+        }
+        if let Some(v) = context.protocol_version() {
+            span.record("mcp.protocol.version", v.as_str());
+        }
+        let outcome = match self.caller(&request, &context) {
+            Err(why) => Outcome::invalid(&why),
+            Ok(caller) => {
+                span.record("mcp.session.id", caller.session_id.as_str());
+                span.record("gen_ai.tool.call.id", caller.call_id.as_str());
+                let args = Value::Object(request.arguments.clone().unwrap_or_default());
+                execute::call(&self.shared, tool, args, &caller, &context)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
+        span.record("toolgate.decision", outcome.decision);
+        if let Some(e) = outcome.error_type {
+            span.record("error.type", e);
+            span.record("otel.status_code", "ERROR");
+        }
+        semconv::mcp_operation("tools/call", tool, outcome.error_type, started.elapsed());
+        Ok(CallToolResponse::Complete(outcome.into_result()))
+    }
+}
+
+/// A string in the request's `_meta` (rmcp hands it over in the context; the params keep
+/// it when a caller built them by hand).
+fn meta_str(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+    key: &str,
+) -> Option<String> {
+    [
+        context.meta.0.0.get(key),
+        request.meta.as_ref().and_then(|m| m.0.0.get(key)),
+    ]
+    .into_iter()
+    .flatten()
+    .find_map(Value::as_str)
+    .map(str::to_owned)
+}
+
+fn id_text(id: &rmcp::model::RequestId) -> String {
+    match id {
+        rmcp::model::NumberOrString::Number(n) => n.to_string(),
+        rmcp::model::NumberOrString::String(s) => s.to_string(),
+    }
+}
+
+impl Outcome {
+    /// The MCP result: text for the model, the structured fields, and toolgate's `_meta`.
+    pub(crate) fn into_result(self) -> CallToolResult {
+        let content = vec![ContentBlock::text(self.text)];
+        let mut result = if self.is_error {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        result.structured_content = Some(Value::Object(self.structured));
+        let mut meta = Map::new();
+        for (k, v) in [
+            ("dev.toolgate/decision", self.decision),
+            ("dev.toolgate/rule_id", self.rule_id.as_str()),
+            ("dev.toolgate/approval_id", self.approval_id.as_str()),
+            ("dev.toolgate/decision_id", self.decision_id.as_str()),
+        ] {
+            if !v.is_empty() {
+                meta.insert(k.to_owned(), Value::String(v.to_owned()));
+            }
+        }
+        result.meta = Some(MetaObject(meta));
+        result
+    }
+}

@@ -1,0 +1,564 @@
+//! The nine tools: their arguments, results, JSON Schemas and annotations, in the order
+//! `tools/list` returns them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The tools, in `tools/list` order.
+pub const NAMES: [&str; 9] = [
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_directory",
+    "search_files",
+    "find_files",
+    "create_directory",
+    "stat_path",
+    "run_command",
+];
+
+/// The `&'static` spelling of a tool name, `_OTHER` for names that are not ours (metric
+/// labels stay a closed set).
+pub fn label(name: &str) -> &'static str {
+    NAMES
+        .iter()
+        .find(|n| **n == name)
+        .copied()
+        .unwrap_or("_OTHER")
+}
+
+/// Every tool's definition. `network` says whether the sandbox profile runs get by default
+/// reaches the network (then `run_command` is open-world).
+pub fn definitions(network: bool) -> Vec<Tool> {
+    let read_only = || {
+        ToolAnnotations::new()
+            .read_only(true)
+            .destructive(false)
+            .idempotent(true)
+            .open_world(false)
+    };
+    vec![
+        tool::<ReadFileArgs, ReadFileOutput>(
+            "read_file",
+            "Read a file",
+            "Read a file in the workspace, whole or a byte or line range. Returns the text (invalid UTF-8 replaced) and `file_sha256`: pass it as `expected_sha256` to write_file or edit_file so they fail instead of overwriting a change you have not seen. Paths are relative to the workspace root.",
+            read_only(),
+        ),
+        tool::<WriteFileArgs, WriteFileOutput>(
+            "write_file",
+            "Write a file",
+            "Create or replace a file in the workspace with the given text. Set `expected_sha256` (from read_file) to refuse the write when the file changed since you read it, `create_new` to refuse when it exists.",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        tool::<EditFileArgs, EditFileOutput>(
+            "edit_file",
+            "Edit a file",
+            "Replace `old_text` with `new_text` in a file. `old_text` must occur exactly once (or `expected_occurrences` times, or set `replace_all`); otherwise nothing changes and the error says how many were found. Returns a unified diff of the change.",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        tool::<ListDirectoryArgs, ListDirectoryOutput>(
+            "list_directory",
+            "List a directory",
+            "List the entries of a directory in the workspace (the root when `path` is empty), optionally recursively. Hidden files are left out unless `include_hidden`.",
+            read_only(),
+        ),
+        tool::<SearchFilesArgs, SearchFilesOutput>(
+            "search_files",
+            "Search file contents",
+            "Search file contents under a directory for a regular expression (or literal text with `literal`). Returns matching lines with line numbers and optional context lines.",
+            read_only(),
+        ),
+        tool::<FindFilesArgs, FindFilesOutput>(
+            "find_files",
+            "Find files by name",
+            "Find paths under a directory whose workspace-relative path matches any of the glob `patterns` (for example `**/*.rs`).",
+            read_only(),
+        ),
+        tool::<CreateDirectoryArgs, CreateDirectoryOutput>(
+            "create_directory",
+            "Create a directory",
+            "Create a directory in the workspace; with `parents`, also its missing parents, and an existing directory is not an error.",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        tool::<StatPathArgs, StatPathOutput>(
+            "stat_path",
+            "Stat a path",
+            "Describe a path in the workspace: type, size, mode, modification time, and its sha256 with `compute_sha256`.",
+            read_only(),
+        ),
+        tool::<RunCommandArgs, RunCommandOutput>(
+            "run_command",
+            "Run a command",
+            "Run a bash script in the workspace, sandboxed, and return its exit status, stdout and stderr. Each stream returns its first 48 KiB and last 16 KiB, with a marker naming how many bytes were dropped between them: redirect long output to a file and search it. Commands the policy asks about wait for a human; denied ones do not run.",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(false)
+                .open_world(network),
+        ),
+    ]
+}
+
+fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+    annotations: ToolAnnotations,
+) -> Tool {
+    let mut t = Tool::new(name, description, Arc::new(JsonObject::new()))
+        .with_title(title)
+        .with_input_schema::<A>()
+        .with_output_schema::<O>()
+        .with_annotations(annotations.with_title_of(title));
+    t.input_schema = Arc::new(portable(&t.input_schema, true));
+    t.output_schema = t.output_schema.map(|s| Arc::new(portable(&s, false)));
+    t
+}
+
+/// The schema in the spelling every client maps: without the Rust integer `format`s
+/// (`uint64`, `int32`, ...) schemars adds, which are not JSON Schema formats (`minimum: 0`
+/// already says what `uint*` meant), and with one `type` per schema. An optional argument
+/// (`type: [X, "null"]`, never `required`) becomes plain `X`: leave it out instead of sending
+/// null. A nullable result field becomes `anyOf` X or null.
+fn portable(schema: &JsonObject, input: bool) -> JsonObject {
+    use serde_json::Value;
+    fn strip(v: &mut Value, input: bool) {
+        match v {
+            Value::Object(m) => {
+                if m.get("format")
+                    .and_then(Value::as_str)
+                    .is_some_and(|f| f.starts_with("int") || f.starts_with("uint"))
+                {
+                    m.remove("format");
+                }
+                if let Some(Value::Array(types)) = m.get("type").cloned() {
+                    let rest: Vec<Value> = types
+                        .into_iter()
+                        .filter(|t| t.as_str() != Some("null"))
+                        .collect();
+                    if let [one] = rest.as_slice() {
+                        if input {
+                            m.insert("type".into(), one.clone());
+                        } else {
+                            m.remove("type");
+                            m.insert(
+                                "anyOf".into(),
+                                serde_json::json!([{ "type": one }, { "type": "null" }]),
+                            );
+                        }
+                    }
+                }
+                m.values_mut().for_each(|v| strip(v, input));
+            }
+            Value::Array(a) => a.iter_mut().for_each(|v| strip(v, input)),
+            _ => {}
+        }
+    }
+    let mut v = Value::Object(schema.clone());
+    strip(&mut v, input);
+    match v {
+        Value::Object(m) => m,
+        _ => schema.clone(),
+    }
+}
+
+trait WithTitle {
+    fn with_title_of(self, title: &str) -> Self;
+}
+
+impl WithTitle for ToolAnnotations {
+    fn with_title_of(mut self, title: &str) -> Self {
+        self.title = Some(title.to_owned());
+        self
+    }
+}
+
+// ---------------------------------------------------------------- arguments
+
+/// Arguments of `read_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileArgs {
+    /// The file, relative to the workspace root.
+    pub path: String,
+    /// First line to return (1-based); reads lines instead of bytes.
+    pub start_line: Option<u64>,
+    /// How many lines to return from `start_line` (default: to the end).
+    pub line_count: Option<u64>,
+    /// Byte offset to start at; ignored when `start_line` is set.
+    pub offset: Option<u64>,
+    /// How many bytes to return from `offset` (default: to the end).
+    pub length: Option<u64>,
+    /// Cap on the bytes returned (default 256 KiB; the executor's maximum applies).
+    pub max_bytes: Option<u64>,
+}
+
+/// Arguments of `write_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteFileArgs {
+    /// The file, relative to the workspace root.
+    pub path: String,
+    /// The complete new content.
+    pub content: String,
+    /// Write only if the file's current sha256 is this (from read_file's `file_sha256`).
+    pub expected_sha256: Option<String>,
+    /// Create missing parent directories.
+    #[serde(default)]
+    pub create_parents: bool,
+    /// Fail if the file already exists.
+    #[serde(default)]
+    pub create_new: bool,
+}
+
+/// Arguments of `edit_file`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditFileArgs {
+    /// The file, relative to the workspace root.
+    pub path: String,
+    /// The exact text to replace.
+    pub old_text: String,
+    /// The replacement.
+    pub new_text: String,
+    /// How many occurrences must be found (default 1, or any number with `replace_all`).
+    pub expected_occurrences: Option<u32>,
+    /// Edit only if the file's current sha256 is this (from read_file's `file_sha256`).
+    pub expected_sha256: Option<String>,
+    /// Replace every occurrence.
+    #[serde(default)]
+    pub replace_all: bool,
+}
+
+/// Arguments of `list_directory`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListDirectoryArgs {
+    /// The directory, relative to the workspace root; empty for the root.
+    #[serde(default)]
+    pub path: String,
+    /// Descend into subdirectories.
+    #[serde(default)]
+    pub recursive: bool,
+    /// With `recursive`: how deep (default: the executor's limit).
+    pub max_depth: Option<u32>,
+    /// Most entries to return (default: the executor's).
+    pub max_entries: Option<u32>,
+    /// Include names starting with a dot.
+    #[serde(default)]
+    pub include_hidden: bool,
+}
+
+/// Arguments of `search_files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFilesArgs {
+    /// A regular expression (Rust syntax), or literal text with `literal`.
+    pub pattern: String,
+    /// Treat `pattern` as literal text.
+    #[serde(default)]
+    pub literal: bool,
+    /// Match case-insensitively.
+    #[serde(default)]
+    pub case_insensitive: bool,
+    /// The directory to search, relative to the workspace root; empty for the root.
+    #[serde(default)]
+    pub path: String,
+    /// Only files whose path matches one of these globs.
+    #[serde(default)]
+    pub include_globs: Vec<String>,
+    /// Skip files whose path matches one of these globs.
+    #[serde(default)]
+    pub exclude_globs: Vec<String>,
+    /// Lines of context before and after each match.
+    pub context_lines: Option<u32>,
+    /// Skip what `.gitignore` files ignore.
+    #[serde(default)]
+    pub respect_gitignore: bool,
+    /// Search names starting with a dot too.
+    #[serde(default)]
+    pub include_hidden: bool,
+    /// Most matches to return (default: the executor's).
+    pub max_results: Option<u32>,
+}
+
+/// Arguments of `find_files`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindFilesArgs {
+    /// Globs matched against workspace-relative paths, for example `**/*.rs`.
+    pub patterns: Vec<String>,
+    /// The directory to search, relative to the workspace root; empty for the root.
+    #[serde(default)]
+    pub path: String,
+    /// Only entries of this type.
+    #[serde(rename = "type")]
+    pub entry_type: Option<EntryType>,
+    /// Include names starting with a dot.
+    #[serde(default)]
+    pub include_hidden: bool,
+    /// Skip what `.gitignore` files ignore.
+    #[serde(default)]
+    pub respect_gitignore: bool,
+    /// Most paths to return (default: the executor's).
+    pub max_results: Option<u32>,
+}
+
+/// Arguments of `create_directory`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateDirectoryArgs {
+    /// The directory, relative to the workspace root.
+    pub path: String,
+    /// Create missing parents; an existing directory is then not an error.
+    #[serde(default)]
+    pub parents: bool,
+}
+
+/// Arguments of `stat_path`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StatPathArgs {
+    /// The path, relative to the workspace root.
+    pub path: String,
+    /// Also compute the sha256 of a regular file.
+    #[serde(default)]
+    pub compute_sha256: bool,
+}
+
+/// Arguments of `run_command`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommandArgs {
+    /// A bash script, run as `bash --noprofile --norc -c <script>`.
+    pub script: String,
+    /// Working directory, relative to the workspace root (default: the root).
+    #[serde(default)]
+    pub cwd: String,
+    /// Wall-clock limit in milliseconds (default: the executor's).
+    pub timeout_ms: Option<u64>,
+    /// Environment variables to add (names the executor allows).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Text fed to the command's standard input (default: none).
+    pub stdin: Option<String>,
+}
+
+/// A directory entry's type.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum EntryType {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// Anything else (FIFO, socket, device).
+    Other,
+}
+
+// ---------------------------------------------------------------- results
+
+/// Result of `read_file`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReadFileOutput {
+    /// The path as given.
+    pub path: String,
+    /// The content read, as UTF-8 (invalid sequences replaced with U+FFFD).
+    pub content: String,
+    /// Whether the content is exactly the bytes read (false when something was replaced).
+    pub exact: bool,
+    /// Whether the selected range was cut at `max_bytes`.
+    pub truncated: bool,
+    /// Size of the whole file in bytes.
+    pub total_size: u64,
+    /// sha256 of the bytes returned.
+    pub content_sha256: String,
+    /// sha256 of the whole file (empty above the executor's hash limit); use it as `expected_sha256`.
+    pub file_sha256: String,
+    /// For a line range: the first line returned, else 0.
+    pub start_line: u64,
+    /// For a line range: how many lines were returned, else 0.
+    pub line_count: u64,
+}
+
+/// Result of `write_file`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WriteFileOutput {
+    /// The path as given.
+    pub path: String,
+    /// sha256 of the new content.
+    pub sha256: String,
+    /// Bytes written.
+    pub size: u64,
+    /// Whether the file was created (false: replaced).
+    pub created: bool,
+}
+
+/// Result of `edit_file`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EditFileOutput {
+    /// The path as given.
+    pub path: String,
+    /// sha256 of the file after the edit.
+    pub sha256: String,
+    /// How many occurrences were replaced.
+    pub occurrences: u32,
+    /// The change as a unified diff.
+    pub unified_diff: String,
+}
+
+/// One directory entry.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Entry {
+    /// Path relative to the listed directory.
+    pub path: String,
+    /// The entry's name.
+    pub name: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub entry_type: EntryType,
+    /// Size in bytes (files).
+    pub size: u64,
+    /// For symlinks, the target as stored.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub symlink_target: String,
+    /// Depth below the listed directory (0 = direct child).
+    pub depth: u32,
+}
+
+/// Result of `list_directory`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListDirectoryOutput {
+    /// The entries.
+    pub entries: Vec<Entry>,
+    /// Whether more entries exist than were returned.
+    pub truncated: bool,
+    /// Why it was cut (`max_results`, `max_bytes`, `timeout`), empty when not.
+    pub truncation_reason: String,
+}
+
+/// One matching line.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Match {
+    /// The file, workspace-relative.
+    pub path: String,
+    /// 1-based line number.
+    pub line_number: u64,
+    /// The line (cut when very long).
+    pub line: String,
+    /// Context lines before, as `number: text`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<String>,
+    /// Context lines after, as `number: text`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
+}
+
+/// Result of `search_files`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SearchFilesOutput {
+    /// The matches.
+    pub matches: Vec<Match>,
+    /// Whether the search stopped early.
+    pub truncated: bool,
+    /// Why it stopped early, empty when it did not.
+    pub truncation_reason: String,
+    /// Files searched.
+    pub files_searched: u64,
+    /// Files with at least one match.
+    pub files_matched: u64,
+}
+
+/// Result of `find_files`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FindFilesOutput {
+    /// Matching paths, workspace-relative.
+    pub paths: Vec<String>,
+    /// Whether more paths exist than were returned.
+    pub truncated: bool,
+    /// Why it stopped early, empty when it did not.
+    pub truncation_reason: String,
+}
+
+/// Result of `create_directory`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CreateDirectoryOutput {
+    /// The path as given.
+    pub path: String,
+    /// Whether it was created (false: it existed).
+    pub created: bool,
+}
+
+/// Result of `stat_path`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct StatPathOutput {
+    /// The path as given.
+    pub path: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub entry_type: EntryType,
+    /// Size in bytes.
+    pub size: u64,
+    /// Permission bits, in octal (`644`).
+    pub mode: String,
+    /// Last modification, RFC 3339.
+    pub mtime: String,
+    /// Hard links.
+    pub nlink: u64,
+    /// sha256 when requested for a regular file, else empty.
+    pub sha256: String,
+    /// For symlinks, the target as stored.
+    pub symlink_target: String,
+}
+
+/// One output stream of a run.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct StreamOutput {
+    /// What the command wrote, as UTF-8 (invalid sequences replaced): everything, or the head,
+    /// a marker naming the dropped byte count, and the tail.
+    pub text: String,
+    /// Bytes the command wrote in total.
+    pub total_bytes: u64,
+    /// Bytes dropped between head and tail.
+    pub dropped_bytes: u64,
+    /// Whether the stream exceeded its cap.
+    pub truncated: bool,
+}
+
+/// Result of `run_command`.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct RunCommandOutput {
+    /// How it ended: `exited`, `signaled`, `timed_out`, `cancelled` or `spawn_failed`.
+    pub status: String,
+    /// The exit code when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal name when it was killed by one, or why it could not start.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// Standard output.
+    pub stdout: StreamOutput,
+    /// Standard error.
+    pub stderr: StreamOutput,
+    /// Wall-clock time in milliseconds.
+    pub wall_time_ms: u64,
+    /// The sandbox profile it ran under.
+    pub sandbox_profile: String,
+}

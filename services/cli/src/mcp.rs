@@ -1,0 +1,191 @@
+//! `toolgate mcp`: toolgate as an MCP server, over stdio (the default, for agents that start
+//! a local command) or streamable HTTP (`--listen`, for a sidecar or a Kubernetes Service).
+//! Every tool call is one call to the executor with the agent's token.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use toolgate_contracts::executor::v1::GetCapabilitiesRequest;
+use toolgate_contracts::executor::v1::executor_service_client::ExecutorServiceClient;
+use toolgate_mcp::{McpConfig, McpServer};
+use toolgate_runtime::transport::{ClientTls, ClientTlsConfig, Dial, Transport, TransportConfig};
+use toolgate_runtime::{logging, shutdown};
+
+use crate::client::TokenArgs;
+
+/// Arguments of `toolgate mcp`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The executor every tool call goes to.
+    #[arg(
+        long,
+        alias = "endpoint",
+        env = "TOOLGATE_EXECUTOR",
+        default_value = crate::client::DEFAULT_EXECUTOR
+    )]
+    executor: String,
+    #[command(flatten)]
+    token: TokenArgs,
+    /// Serve streamable HTTP at `http://ADDR/mcp` instead of stdio; each request brings its
+    /// own `Authorization: Bearer` token.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// With --listen: the server certificate (PEM) to serve HTTPS with.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// With --listen: the certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// With --listen: allow an address other than loopback without TLS (behind a mesh that
+    /// encrypts).
+    #[arg(long)]
+    insecure_plaintext: bool,
+    /// How long a call the policy asks about waits for a human before it returns the
+    /// pending approval to the model (`30s`, `5m`; the executor clamps it). Default: no wait.
+    #[arg(long, value_parser = crate::duration::parse, default_value = "0s")]
+    approval_wait: Duration,
+    /// The session approvals are bound to, for calls that name none in `_meta`
+    /// (`dev.toolgate/session_id`). Default: one per stdio process; over HTTP, the
+    /// transport's session, else one per credential.
+    #[arg(long, env = "TOOLGATE_SESSION", value_name = "ID")]
+    session_id: Option<String>,
+    /// Serve Prometheus metrics (`/metrics`) on this address.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
+    /// Log filter for stderr (`RUST_LOG` syntax); stdout belongs to the protocol.
+    #[arg(long, env = "TOOLGATE_LOG", default_value = "warn")]
+    log: String,
+}
+
+/// Runs the server until stdin closes (stdio) or a signal arrives (HTTP).
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    let telemetry =
+        toolgate_runtime::telemetry::init("toolgate-mcp", logging::Format::Text, &args.log)
+            .context("cannot set up logging and tracing")?;
+    let channel = channel(&args.executor, &args.token)?;
+    let token = args.token.resolve()?;
+    let config = McpConfig {
+        approval_wait: args.approval_wait,
+        network: runs_reach_network(&channel, token.as_deref()).await,
+    };
+    let result = match &args.listen {
+        None => toolgate_mcp::serve_stdio(
+            McpServer::stdio(channel, config, token).with_session(args.session_id.clone()),
+        )
+        .await
+        .context("the MCP stdio session failed"),
+        Some(listen) => serve_http(&args, listen, channel, config).await,
+    };
+    if let Err(err) = telemetry.shutdown().await {
+        tracing::warn!(error = %err, "spans lost at exit");
+    }
+    result
+}
+
+async fn serve_http(
+    args: &Args,
+    listen: &str,
+    channel: tonic::transport::Channel,
+    config: McpConfig,
+) -> anyhow::Result<()> {
+    let signals = shutdown::on_signals()?;
+    let listener = TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("--listen: cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    let mut transport = TransportConfig {
+        insecure_plaintext: args.insecure_plaintext,
+        ..Default::default()
+    };
+    transport.tls.cert_file.clone_from(&args.tls_cert);
+    transport.tls.key_file.clone_from(&args.tls_key);
+    let transport =
+        Transport::new(&transport, addr).map_err(|e| anyhow::anyhow!("--listen: {e}"))?;
+    let scheme = transport.scheme();
+    if let Some(m) = &args.metrics_listen {
+        let l = TcpListener::bind(m)
+            .await
+            .with_context(|| format!("--metrics-listen: cannot listen on {m}"))?;
+        let (_trigger, stop) = shutdown::channel();
+        tokio::spawn(toolgate_runtime::metrics::serve(
+            l,
+            Arc::new(toolgate_runtime::metrics::registry()),
+            stop,
+        ));
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "service": "toolgate-mcp",
+            "mcp": format!("{scheme}://{addr}{}", toolgate_mcp::http::PATH),
+            "executor": args.executor,
+        })
+    );
+    let server = McpServer::http(channel, config).with_session(args.session_id.clone());
+    let router = toolgate_mcp::http::router(server, !addr.ip().is_loopback());
+    toolgate_mcp::http::serve(
+        listener,
+        transport,
+        router,
+        async move { signals.wait().await },
+    )
+    .await;
+    Ok(())
+}
+
+/// A lazily connected channel to the executor (TLS for `https://`).
+pub fn channel(url: &str, token: &TokenArgs) -> anyhow::Result<tonic::transport::Channel> {
+    let tls = if url.starts_with("https://") {
+        Some(
+            ClientTls::load(&ClientTlsConfig {
+                ca_file: token.ca_file.clone(),
+                cert_file: token.client_cert.clone(),
+                key_file: token.client_key.clone(),
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+        )
+    } else {
+        None
+    };
+    Ok(Dial::new(url, None, tls.as_ref())
+        .map_err(|e| anyhow::anyhow!("`{url}` is not a valid executor endpoint URL: {}", e.0))?
+        .connect_lazy())
+}
+
+/// Whether runs reach the network under the executor's default sandbox profile, which
+/// makes `run_command` open-world. Unknown (no token yet, executor down) counts as yes:
+/// the hint errs towards caution.
+pub async fn runs_reach_network(channel: &tonic::transport::Channel, token: Option<&str>) -> bool {
+    let mut request = tonic::Request::new(GetCapabilitiesRequest {});
+    if let Some(v) = token.and_then(|t| format!("Bearer {t}").parse().ok()) {
+        request.metadata_mut().insert("authorization", v);
+    }
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        ExecutorServiceClient::new(channel.clone()).get_capabilities(request),
+    )
+    .await;
+    match answer {
+        Ok(Ok(caps)) => {
+            let caps = caps.into_inner();
+            caps.sandbox_profiles
+                .iter()
+                .find(|p| p.name == caps.default_sandbox_profile)
+                .is_none_or(|p| p.network)
+        }
+        _ => true,
+    }
+}
+
+/// The address part of `toolgate up --mcp-listen`, validated like the other listeners.
+pub fn up_transport(addr: SocketAddr, insecure_plaintext: bool) -> anyhow::Result<Transport> {
+    let config = TransportConfig {
+        insecure_plaintext,
+        ..Default::default()
+    };
+    Transport::new(&config, addr).map_err(|e| anyhow::anyhow!("--mcp-listen: {e}"))
+}
