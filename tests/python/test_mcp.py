@@ -291,3 +291,63 @@ def test_hostile_input_is_a_readable_tool_error_and_nothing_escapes(served):
         assert "invalid arguments" in out[key].content[0].text
     assert out["session"].is_error and "128 bytes" in out["session"].content[0].text
     assert out["unknown"] is not None and "unknown tool" in str(out["unknown"])
+
+
+def test_approval_wait_parks_the_call_until_a_human_decides(served):
+    transport, stack = served
+    if transport != "stdio":
+        pytest.skip("the wait is a flag of `toolgate mcp`; `up --mcp-approval-wait` sets the same")
+    import threading
+    import time
+
+    approvals = approval_pb2_grpc.ApprovalServiceStub(stack.channel("approver", "policy"))
+    done = threading.Event()
+    approved = []
+
+    def human():
+        # Approves each call as it parks, the way an operator watching the queue would.
+        while not done.is_set():
+            for a in approvals.ListApprovals(approval_pb2.ListApprovalsRequest(
+                    states=[approval_pb2.APPROVAL_STATE_PENDING])).approvals:
+                if a.call.path != "deploy/waited.yaml" and "deploy/run.txt" not in a.call.script:
+                    continue  # another test's leftover
+                decide(stack, a.approval_id, approval_pb2.VERDICT_APPROVE)
+                approved.append(a.approval_id)
+            time.sleep(0.05)
+
+    progress = []
+
+    async def note(value, total, message):
+        progress.append(message)
+
+    async def go():
+        env = {"PATH": os.environ["PATH"], "TOOLGATE_TOKEN": stack.tokens["agent"]}
+        params = StdioServerParameters(
+            command=str(BIN_DIR / "toolgate"),
+            args=["mcp", "--executor", f"http://{stack.executor_addr}", "--approval-wait", "30s"],
+            env=env)
+        async with Client(params) as c:
+            written = await c.call_tool("write_file", {"path": "deploy/waited.yaml",
+                                                       "content": "waited\n", "create_parents": True})
+            ran = await c.call_tool("run_command", {"script": "echo parked > deploy/run.txt"},
+                                    progress_callback=note)
+            return written, ran
+
+    t = threading.Thread(target=human)
+    t.start()
+    try:
+        written, ran = run(go())
+    finally:
+        done.set()
+        t.join()
+    # Both calls parked, a human approved each, and each then ran within the same tool call.
+    assert len(approved) == 2, approved
+    assert not written.is_error, written.content[0].text
+    assert written.meta["dev.toolgate/decision"] == "ask"
+    assert written.meta["dev.toolgate/approval_id"] == approved[0]
+    assert (stack.workspace / "deploy/waited.yaml").read_text() == "waited\n"
+    assert not ran.is_error, ran.content[0].text
+    assert ran.meta["dev.toolgate/approval_id"] == approved[1]
+    assert (stack.workspace / "deploy/run.txt").read_text() == "parked\n"
+    # While it waited, the run said so as progress.
+    assert any("waiting for a human" in (m or "") for m in progress), progress
