@@ -32,9 +32,11 @@
 mod execute;
 pub mod http;
 mod server;
+mod tasks;
 pub mod tools;
 
 pub use server::{McpConfig, McpServer, SESSION_META_KEY};
+pub use tasks::TaskStore;
 
 /// Serves `server` over stdin/stdout until the client closes them.
 pub async fn serve_stdio(server: McpServer) -> Result<(), std::io::Error> {

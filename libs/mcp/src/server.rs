@@ -5,8 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult, MetaObject,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -20,6 +21,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::execute::{self, Outcome};
+use crate::tasks::{self, State, TaskRecord, TaskStore};
 use crate::tools;
 
 /// `_meta` key a client may set on `tools/call` to name the agent session its approvals are
@@ -35,6 +37,9 @@ pub struct McpConfig {
     /// Whether runs reach the network under the executor's default sandbox profile, which
     /// makes `run_command` open-world.
     pub network: bool,
+    /// Where task records live; with it the server offers the tasks extension to clients
+    /// that declare it (an `ask` becomes a task whose id is the approval id).
+    pub tasks: Option<Arc<TaskStore>>,
 }
 
 /// What every session of one server shares.
@@ -211,7 +216,14 @@ pub(crate) struct Caller {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if self.shared.config.tasks.is_some() {
+            capabilities.extensions.get_or_insert_default().insert(
+                rmcp::model::TASKS_EXTENSION_ID.to_owned(),
+                rmcp::model::JsonObject::new(),
+            );
+        }
+        ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("toolgate", env!("CARGO_PKG_VERSION"))
                     .with_title("toolgate"),
@@ -278,15 +290,18 @@ impl ServerHandler for McpServer {
         if let Some(v) = context.protocol_version() {
             span.record("mcp.protocol.version", v.as_str());
         }
+        let mut task = None;
         let outcome = match self.caller(&request, &context) {
             Err(why) => Outcome::invalid(&why),
             Ok(caller) => {
                 span.record("mcp.session.id", caller.session_id.as_str());
                 span.record("gen_ai.tool.call.id", caller.call_id.as_str());
                 let args = Value::Object(request.arguments.clone().unwrap_or_default());
-                execute::call(&self.shared, tool, args, &caller, &context)
+                let outcome = execute::call(&self.shared, tool, args, &caller, &context)
                     .instrument(span.clone())
-                    .await
+                    .await;
+                task = self.park(&request, &context, &caller, &outcome);
+                outcome
             }
         };
         span.record("toolgate.decision", outcome.decision);
@@ -295,7 +310,56 @@ impl ServerHandler for McpServer {
             span.record("otel.status_code", "ERROR");
         }
         semconv::mcp_operation("tools/call", tool, outcome.error_type, started.elapsed());
-        Ok(CallToolResponse::Complete(outcome.into_result()))
+        match task {
+            Some(t) => Ok(CallToolResponse::Task(CreateTaskResult::new(t))),
+            None => Ok(CallToolResponse::Complete(outcome.into_result())),
+        }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let started = Instant::now();
+        let span = tracing::info_span!(
+            "mcp.server",
+            otel.name = "tasks/get",
+            otel.kind = "server",
+            mcp.method.name = "tasks/get",
+            toolgate.approval.id = %request.task_id,
+        );
+        let result = self
+            .resume(&request.task_id, &context)
+            .instrument(span)
+            .await;
+        let error = result.as_ref().err().map(|_| "invalid_params");
+        semconv::mcp_operation("tasks/get", "", error, started.elapsed());
+        result.map(|r| GetTaskResult::new(r.detailed()))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let (store, mut record) = self.owned_task(&request.task_id, &context)?;
+        let lock = store.lock(&record.approval_id);
+        let _held = lock.lock().await;
+        record = store
+            .load(&record.approval_id)
+            .map_err(internal)?
+            .unwrap_or(record);
+        if record.is_terminal() {
+            return Err(McpError::invalid_params(
+                format!("task {} has already finished", record.approval_id),
+                None,
+            ));
+        }
+        record.state = State::Cancelled;
+        record.message = "cancelled by the client; the call will not run".to_owned();
+        record.updated_at = tasks::now_text();
+        store.save(&record).map_err(internal)
     }
 }
 
@@ -314,6 +378,161 @@ fn meta_str(
     .flatten()
     .find_map(Value::as_str)
     .map(str::to_owned)
+}
+
+impl McpServer {
+    /// For an `ask` still pending, from a client that declared the tasks extension: the
+    /// task to return instead of the tool error, its record saved first (so `tasks/get`
+    /// resolves before the client sees the id).
+    fn park(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        caller: &Caller,
+        outcome: &Outcome,
+    ) -> Option<rmcp::model::Task> {
+        let store = self.shared.config.tasks.as_ref()?;
+        let pending = outcome.decision == "ask"
+            && outcome.structured.get("state").and_then(Value::as_str) == Some("pending");
+        let wants = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        if !pending || !wants || outcome.approval_id.is_empty() {
+            return None;
+        }
+        let now = tasks::now_text();
+        let expires = outcome
+            .structured
+            .get("expires_at")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let record = TaskRecord {
+            approval_id: outcome.approval_id.clone(),
+            tool: request.name.to_string(),
+            arguments: request.arguments.clone().unwrap_or_default(),
+            session_id: caller.session_id.clone(),
+            call_id: caller.call_id.clone(),
+            owner: tasks::owner_of(caller.token.as_deref()),
+            created_at: now.clone(),
+            updated_at: now,
+            expires_at_ms: tasks::ms_of(expires),
+            state: State::Working,
+            message: format!(
+                "waiting for a human to decide approval {}",
+                outcome.approval_id
+            ),
+            result: None,
+        };
+        match store.save(&record) {
+            Ok(()) => Some(record.task()),
+            Err(e) => {
+                // Without a record the task could not be resumed: answer the plain `ask`.
+                tracing::warn!(error = %e, "cannot save an MCP task record");
+                None
+            }
+        }
+    }
+
+    /// The caller's task by id; an unknown id and somebody else's task look the same.
+    fn owned_task(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<(Arc<TaskStore>, TaskRecord), McpError> {
+        let unknown = || McpError::invalid_params(format!("no task {id}"), None);
+        let store = self.shared.config.tasks.clone().ok_or_else(unknown)?;
+        let record = store.load(id).map_err(internal)?.ok_or_else(unknown)?;
+        if record.owner != tasks::owner_of(self.token_of(context).as_deref()) {
+            return Err(unknown());
+        }
+        Ok((store, record))
+    }
+
+    fn token_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
+        match context.extensions.get::<http::request::Parts>() {
+            Some(p) => bearer(&p.headers).map(str::to_owned),
+            None => self.token.as_deref().map(str::to_owned),
+        }
+    }
+
+    /// `tasks/get`: a finished task as it ended; a working one asks the executor again with
+    /// the same call, which runs it once the approval is granted.
+    async fn resume(
+        &self,
+        id: &str,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<TaskRecord, McpError> {
+        let (store, record) = self.owned_task(id, context)?;
+        if record.is_terminal() {
+            return Ok(record);
+        }
+        let lock = store.lock(id);
+        let _held = lock.lock().await;
+        let Some(mut record) = store.load(id).map_err(internal)? else {
+            return Err(McpError::invalid_params(format!("no task {id}"), None));
+        };
+        if record.is_terminal() {
+            return Ok(record);
+        }
+        if record.expired() {
+            record.state = State::Failed;
+            record.message =
+                format!("approval {id} expired before anyone decided; the call did not run");
+        } else {
+            let caller = Caller {
+                token: self.token_of(context),
+                session_id: record.session_id.clone(),
+                call_id: record.call_id.clone(),
+            };
+            let args = Value::Object(record.arguments.clone());
+            let outcome = execute::call(
+                &self.shared,
+                tools::label(&record.tool),
+                args,
+                &caller,
+                context,
+            )
+            .await;
+            let state = outcome.structured.get("state").and_then(Value::as_str);
+            match (outcome.decision, state, outcome.error_type) {
+                ("ask", Some("pending"), _) if outcome.approval_id == record.approval_id => {
+                    return Ok(record);
+                }
+                ("ask", Some("pending" | "cancelled"), _) => {
+                    record.state = State::Cancelled;
+                    record.message = format!(
+                        "approval {id} was cancelled before it was used; the call did not run"
+                    );
+                }
+                ("ask", Some("expired"), _) => {
+                    record.state = State::Failed;
+                    record.message =
+                        format!("approval {id} expired before it was used; the call did not run");
+                }
+                // Running elsewhere right now, or a passing outage: still working.
+                (_, _, Some("call_in_flight" | "policy_unavailable" | "unavailable" | "busy")) => {
+                    record.message = format!("approval {id}: {}", outcome.text);
+                    record.updated_at = tasks::now_text();
+                    return Ok(record);
+                }
+                _ => {
+                    record.state = State::Completed;
+                    record.message = match outcome.decision {
+                        "deny" => format!("approval {id} was denied"),
+                        _ => format!("approval {id} was granted and the call ran"),
+                    };
+                    record.result = Some(outcome.into_result());
+                }
+            }
+        }
+        record.updated_at = tasks::now_text();
+        store.save(&record).map_err(internal)?;
+        Ok(record)
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(format!("task store: {e}"), None)
 }
 
 fn id_text(id: &rmcp::model::RequestId) -> String {

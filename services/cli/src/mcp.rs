@@ -53,6 +53,11 @@ pub struct Args {
     /// transport's session, else one per credential.
     #[arg(long, env = "TOOLGATE_SESSION", value_name = "ID")]
     session_id: Option<String>,
+    /// Where MCP task records live (a call a human must approve, for clients that declare the
+    /// tasks extension); `off` turns tasks off. Default: `$XDG_STATE_HOME/toolgate/mcp-tasks`
+    /// (`~/.local/state/...`). Share it between replicas of an HTTP server.
+    #[arg(long, value_name = "DIR")]
+    task_dir: Option<PathBuf>,
     /// Serve Prometheus metrics (`/metrics`) on this address.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
@@ -71,6 +76,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let config = McpConfig {
         approval_wait: args.approval_wait,
         network: runs_reach_network(&channel, token.as_deref()).await,
+        tasks: task_store(args.task_dir.clone())?,
     };
     let result = match &args.listen {
         None => toolgate_mcp::serve_stdio(
@@ -135,6 +141,35 @@ async fn serve_http(
     )
     .await;
     Ok(())
+}
+
+/// The task store in `dir` (default under `$XDG_STATE_HOME`); `None` for `off`, or when
+/// there is no home to put it in.
+pub fn task_store(dir: Option<PathBuf>) -> anyhow::Result<Option<Arc<toolgate_mcp::TaskStore>>> {
+    let dir = match dir {
+        Some(d) if d.as_os_str() == "off" => return Ok(None),
+        Some(d) => d,
+        None => {
+            let state = std::env::var_os("XDG_STATE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME")
+                        .filter(|v| !v.is_empty())
+                        .map(|h| PathBuf::from(h).join(".local/state"))
+                });
+            let Some(state) = state else {
+                tracing::warn!(
+                    "neither XDG_STATE_HOME nor HOME is set: MCP tasks are off (pass --task-dir)"
+                );
+                return Ok(None);
+            };
+            state.join("toolgate/mcp-tasks")
+        }
+    };
+    let store = toolgate_mcp::TaskStore::open(&dir)
+        .with_context(|| format!("--task-dir: cannot use {}", dir.display()))?;
+    Ok(Some(Arc::new(store)))
 }
 
 /// A lazily connected channel to the executor (TLS for `https://`).

@@ -663,3 +663,176 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     assert_eq!(denied.attribute("toolgate.decision"), Some("deny"));
     assert_eq!(denied.attribute("toolgate.rule.id"), Some("no-shutdown"));
 }
+
+/// `toolgate mcp` over stdio, spoken to as JSON-RPC lines.
+struct McpStdio {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    next_id: i64,
+}
+
+impl McpStdio {
+    /// Starts it for `up` with `token`, tasks in `task_dir`, and initializes a session that
+    /// declares the tasks extension.
+    fn start(up: &Up, token: &str, task_dir: &std::path::Path) -> McpStdio {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["mcp", "--executor", &up.executor(), "--task-dir"])
+            .arg(task_dir)
+            .env("TOOLGATE_TOKEN", token)
+            .env("TOOLGATE_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut s = McpStdio {
+            stdin: child.stdin.take(),
+            lines: BufReader::new(child.stdout.take().unwrap()).lines(),
+            child,
+            next_id: 0,
+        };
+        let init = s.request(
+            "initialize",
+            &serde_json::json!({"protocolVersion": "2025-11-25",
+                "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                "clientInfo": {"name": "task-test", "version": "1"}}),
+        );
+        assert!(
+            init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+                .is_object(),
+            "the server offers tasks: {init}"
+        );
+        s.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        s
+    }
+
+    fn send(&mut self, v: &serde_json::Value) {
+        writeln!(self.stdin.as_mut().unwrap(), "{v}").unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: &serde_json::Value) -> serde_json::Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self.lines.next().expect("an answer").unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    fn task(&mut self, id: &str) -> serde_json::Value {
+        self.request("tasks/get", &serde_json::json!({"taskId": id}))
+    }
+
+    fn stop(mut self) {
+        drop(self.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+/// A client that declares the tasks extension gets an `ask` as a task whose id is the
+/// approval id. The task outlives the MCP process that created it: a new process answers
+/// `tasks/get`, runs the call once the approval is granted (once: later polls return the
+/// kept result), reports a human's denial as a completed error result and a cancel as
+/// cancelled; another credential cannot see it.
+#[test]
+fn an_ask_is_a_task_that_survives_a_restart_and_runs_once_approved() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let tasks = state.path().join("tasks");
+    let up = Up::start(ws.path(), &state.path().join("d"));
+    let agent = up.token("agent");
+    // Under the test policy `tee` matches no rule, so the default asks a human.
+    let write = |path: &str| {
+        serde_json::json!({"name": "run_command",
+            "arguments": {"script": format!("tee {path}"), "stdin": "replicas: 3\n"}})
+    };
+    let decide = |id: &str, verdict: &str| {
+        let mut args = vec!["approvals", verdict, id];
+        if verdict == "deny" {
+            args.extend(["--message", "not today"]);
+        }
+        let o = up.run("approver", &args);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+
+    // An `ask` returns a task; the first process then goes away.
+    let mut first = McpStdio::start(&up, &agent, &tasks);
+    let created = first.request("tools/call", &write("a.yaml"));
+    let task = &created["result"];
+    assert_eq!(task["resultType"], "task", "{created}");
+    assert_eq!(task["status"], "working");
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    assert!(
+        id.starts_with("apr_"),
+        "the task id is the approval id: {id}"
+    );
+    assert_eq!(first.task(&id)["result"]["status"], "working");
+    let denied_call = first.request("tools/call", &write("b.yaml"));
+    let denied_id = denied_call["result"]["taskId"].as_str().unwrap().to_owned();
+    let cancelled_call = first.request("tools/call", &write("c.yaml"));
+    let cancelled_id = cancelled_call["result"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    first.stop();
+    assert!(!ws.path().join("a.yaml").exists());
+
+    decide(&id, "approve");
+    decide(&denied_id, "deny");
+
+    // A new process resumes them from their records.
+    let mut second = McpStdio::start(&up, &agent, &tasks);
+    let done = second.task(&id);
+    let r = &done["result"];
+    assert_eq!(r["status"], "completed", "{done}");
+    assert_eq!(r["result"]["isError"], false, "{done}");
+    assert_eq!(r["result"]["structuredContent"]["exit_code"], 0);
+    assert_eq!(
+        r["result"]["_meta"]["dev.toolgate/approval_id"],
+        id.as_str()
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.yaml")).unwrap(),
+        "replicas: 3\n"
+    );
+    // Polling again returns the kept result; the call does not run a second time.
+    std::fs::remove_file(ws.path().join("a.yaml")).unwrap();
+    let again = second.task(&id);
+    assert_eq!(again["result"]["status"], "completed");
+    assert_eq!(again["result"]["result"], done["result"]["result"]);
+    assert!(!ws.path().join("a.yaml").exists());
+
+    let denied = second.task(&denied_id);
+    let r = &denied["result"];
+    assert_eq!(r["status"], "completed", "{denied}");
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(r["result"]["structuredContent"]["decision"], "deny");
+    assert_eq!(r["result"]["structuredContent"]["reason"], "not today");
+    assert!(!ws.path().join("b.yaml").exists());
+
+    let cancel = second.request("tasks/cancel", &serde_json::json!({"taskId": cancelled_id}));
+    assert!(cancel.get("error").is_none(), "{cancel}");
+    assert_eq!(second.task(&cancelled_id)["result"]["status"], "cancelled");
+    decide(&cancelled_id, "approve");
+    assert_eq!(second.task(&cancelled_id)["result"]["status"], "cancelled");
+    assert!(!ws.path().join("c.yaml").exists());
+    second.stop();
+
+    // Another credential sees no such task.
+    let mut other = McpStdio::start(&up, &up.token("admin"), &tasks);
+    let hidden = other.task(&id);
+    assert!(
+        hidden["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no task"),
+        "{hidden}"
+    );
+    other.stop();
+}

@@ -299,6 +299,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let config = toolgate_mcp::McpConfig {
             approval_wait: args.mcp_approval_wait,
             network: mcp_network,
+            tasks: crate::mcp::task_store(Some(data_dir.join("mcp-tasks")))?,
         };
         let router = toolgate_mcp::http::router(
             toolgate_mcp::McpServer::http(channel, config),
