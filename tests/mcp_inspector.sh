@@ -30,7 +30,7 @@ field() { head -n1 "$tmp/up.json" | python3 -c "import json,sys; print(json.load
 executor="http://$(field '["executor"]')"
 field '["tokens"]["agent"]' > "$tmp/agent.token"
 
-server=("$bin/toolgate" mcp --executor "$executor" --token-file "$tmp/agent.token")
+server=("$bin/toolgate" mcp --executor "$executor" --token-file "$tmp/agent.token" --task-dir "$tmp/tasks")
 "$inspector" --cli "${server[@]}" --method tools/list > "$tmp/tools.json"
 python3 - "$tmp/tools.json" <<'PY'
 import json, sys

@@ -47,7 +47,7 @@ def client(served, token_role="agent"):
     env = {"PATH": os.environ["PATH"], "TOOLGATE_TOKEN": token, "TOOLGATE_LOG": "warn"}
     return Client(StdioServerParameters(
         command=str(BIN_DIR / "toolgate"),
-        args=["mcp", "--executor", f"http://{stack.executor_addr}"],
+        args=["mcp", "--executor", f"http://{stack.executor_addr}", "--task-dir", "off"],
         env=env))
 
 
@@ -324,7 +324,8 @@ def test_approval_wait_parks_the_call_until_a_human_decides(served):
         env = {"PATH": os.environ["PATH"], "TOOLGATE_TOKEN": stack.tokens["agent"]}
         params = StdioServerParameters(
             command=str(BIN_DIR / "toolgate"),
-            args=["mcp", "--executor", f"http://{stack.executor_addr}", "--approval-wait", "30s"],
+            args=["mcp", "--executor", f"http://{stack.executor_addr}", "--approval-wait", "30s",
+                  "--task-dir", "off"],
             env=env)
         async with Client(params) as c:
             written = await c.call_tool("write_file", {"path": "deploy/waited.yaml",

@@ -467,7 +467,7 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
 
     // The MCP call, over stdio, JSON-RPC by hand.
     let mut mcp = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["mcp", "--executor", &up.executor()])
+        .args(["mcp", "--executor", &up.executor(), "--task-dir", "off"])
         .env("TOOLGATE_TOKEN", up.token("agent"))
         .envs(otel("toolgate-mcp-under-test"))
         .stdin(Stdio::piped())
