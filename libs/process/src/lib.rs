@@ -30,7 +30,7 @@ pub mod sandbox;
 pub mod spec;
 mod sys;
 
-pub use sys::release_free_memory;
+pub use sys::{exit_quietly_on_broken_pipe, release_free_memory};
 
 pub use caps::{Capabilities, CgroupSupport, LimitsView, Namespaces, ProfileStatus};
 pub use config::{Config, EnvAllow, EnvPattern, Rlimits};

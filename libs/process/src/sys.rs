@@ -797,6 +797,18 @@ pub(crate) fn watch_exit(pid: i32) -> io::Result<tokio::io::unix::AsyncFd<OwnedF
     }
 }
 
+/// Makes a write to a closed pipe end the process quietly, as it does for every other Unix
+/// command (`toolgate ... | head`). The Rust runtime ignores SIGPIPE, so such a write would
+/// otherwise fail with EPIPE and `println!` would panic. Only for commands that print and
+/// exit; a server keeps ignoring it and handles EPIPE as an error.
+pub fn exit_quietly_on_broken_pipe() {
+    // SAFETY: installs the default action (SIG_DFL), no handler code; signal(2) is
+    // async-signal-safe and process-wide, so calling it with other threads running is sound.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Gives the allocator's free memory back to the OS (glibc's `malloc_trim`; nothing on other
 /// C libraries). glibc keeps what its per-thread arenas freed, so a burst of connections would
 /// otherwise leave its peak resident for good.

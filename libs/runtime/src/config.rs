@@ -143,8 +143,21 @@ fn merge(base: &mut Table, over: Table) {
     }
 }
 
-/// Replaces the values of keys that look secret (`token`, `password`, `secret`, `key` in the
-/// name, or a `postgres://user:pass@` URL) so `--print-config` can show the rest.
+/// Prints `text` and a newline on stdout for `--print-config`; a reader that went away
+/// (`| head`) is not an error, the rest is simply not wanted.
+pub fn print(text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+/// Replaces the values of keys that look secret (`token`, `password`, `secret` or `credential`
+/// in the name, paths to such files included) and the password of a `scheme://user:pass@`
+/// URL, so `--print-config` can show the rest. Key files (`tls.key_file`) are paths and are
+/// shown.
 pub fn redacted<T: serde::Serialize>(config: &T) -> String {
     let mut v = serde_json::to_value(config).unwrap_or(serde_json::Value::Null);
     redact_value(&mut v, false);

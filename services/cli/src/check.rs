@@ -49,8 +49,13 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<Policy> {
     }
 }
 
-/// Classifies one call and prints the decision. Usage and policy errors are the only
-/// non-zero exits: a `deny` is an answer, not a failure.
+/// Exit status of `toolgate check` for an `ask`.
+pub const EXIT_ASK: u8 = 2;
+/// Exit status of `toolgate check` for a `deny`.
+pub const EXIT_DENY: u8 = 3;
+
+/// Classifies one call and prints the decision. The exit status is the answer, for scripts
+/// and CI: 0 auto, 2 ask, 3 deny; 1 is a usage or policy error (nothing was classified).
 pub fn check(args: CheckArgs) -> anyhow::Result<()> {
     let policy = load(args.policy.as_deref())?;
     let tool: ToolKind = args.tool.parse().map_err(|e: String| anyhow::anyhow!(e))?;
@@ -87,7 +92,11 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
             toolgate_policy_engine::to_text(&decision, Some(&digest))
         );
     }
-    Ok(())
+    match decision.tier {
+        toolgate_core::Tier::Auto => Ok(()),
+        toolgate_core::Tier::Ask => Err(crate::client::Exit(EXIT_ASK).into()),
+        toolgate_core::Tier::Deny => Err(crate::client::Exit(EXIT_DENY).into()),
+    }
 }
 
 /// `toolgate policy validate FILE`.

@@ -2,7 +2,8 @@
 //!
 //! Exit status: 0 on success, 1 on any error (printed to stderr with the gRPC code, the
 //! ErrorInfo reason and its metadata), except `run`, which exits with the child's status
-//! (see `toolgate run --help`), and `ledger verify`, which exits 1 on a broken chain.
+//! (see `toolgate run --help`), `check`, which exits 0 / 2 / 3 for auto / ask / deny, and
+//! `ledger verify`, which exits 1 on a broken chain.
 
 mod approvals;
 mod check;
@@ -18,7 +19,7 @@ mod up;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// toolgate: safe tool calls for AI agents.
 #[derive(Debug, Parser)]
@@ -46,8 +47,17 @@ enum Command {
     /// What this machine can enforce for runs, and the sandbox escape self-test; exits 1 if
     /// runs would not be confined.
     Doctor(doctor::Args),
-    /// Classify a call against a policy, with no server needed.
+    /// Classify a call against a policy, with no server needed. Exits 0 for auto, 2 for ask,
+    /// 3 for deny (1: the call could not be classified).
     Check(check::CheckArgs),
+    /// Print a completion script: `toolgate completions bash >
+    /// ~/.local/share/bash-completion/completions/toolgate`, `toolgate completions zsh >
+    /// "${fpath[1]}/_toolgate"`, `toolgate completions fish >
+    /// ~/.config/fish/completions/toolgate.fish`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Policy document tools.
     Policy {
         #[command(subcommand)]
@@ -67,6 +77,11 @@ enum PolicyCommand {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Commands that print and exit end quietly when their reader goes away (`| head`); the
+    // two that serve keep running and treat a closed pipe as an error.
+    if !matches!(cli.command, Command::Up(_) | Command::Mcp(_)) {
+        toolgate_process::exit_quietly_on_broken_pipe();
+    }
     let result = match cli.command {
         Command::Fs(args) => fs::run(args).await,
         Command::Run(args) => run::run(args).await,
@@ -75,6 +90,15 @@ async fn main() -> ExitCode {
         Command::Mcp(args) => mcp::run(args).await,
         Command::Up(args) => up::run(args).await,
         Command::Check(args) => check::check(args),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "toolgate",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
         Command::Doctor(args) => doctor::run(&args),
         Command::Policy {
             command: PolicyCommand::Validate { file },
@@ -85,9 +109,49 @@ async fn main() -> ExitCode {
         Err(e) => match e.downcast_ref::<client::Exit>() {
             Some(client::Exit(code)) => ExitCode::from(*code),
             None => {
-                eprintln!("toolgate: {e:#}");
+                eprintln!("toolgate: {}", said_once(&e));
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+/// The error and its causes joined with `: `, each said once: a cause whose text its wrapper
+/// already printed (hyper's "tcp connect error" inside tonic's, a parse error repeating its
+/// own source) is left out.
+fn said_once(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.ends_with(&text) || out.contains(&format!("{text}: ")) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_chain_says_each_thing_once() {
+        #[derive(Debug)]
+        struct Leaf;
+        impl std::fmt::Display for Leaf {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("tcp connect error")
+            }
+        }
+        impl std::error::Error for Leaf {}
+        let e = anyhow::Error::new(Leaf)
+            .context("tcp connect error")
+            .context("cannot reach the executor at http://127.0.0.1:1");
+        assert_eq!(
+            super::said_once(&e),
+            "cannot reach the executor at http://127.0.0.1:1: tcp connect error"
+        );
     }
 }

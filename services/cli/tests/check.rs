@@ -9,18 +9,34 @@ fn toolgate(args: &[&str]) -> Output {
         .expect("run toolgate")
 }
 
+/// The exit status `toolgate check` gives each decision.
+fn exit_code(decision: &str) -> i32 {
+    match decision {
+        "auto" => 0,
+        "ask" => 2,
+        "deny" => 3,
+        other => panic!("not a decision: {other}"),
+    }
+}
+
 fn decision(script: &str) -> String {
     let out = toolgate(&["check", "--json", "--", script]);
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    v["decision"]
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{script}: one JSON object ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let decision = v["decision"]
         .as_str()
         .expect("top-level decision")
-        .to_owned()
+        .to_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(exit_code(&decision)),
+        "{script}: the exit status is the answer"
+    );
+    decision
 }
 
 #[test]
@@ -54,17 +70,25 @@ fn filesystem_calls_and_exit_codes() {
         "--path",
         ".git/hooks/pre-commit",
     ]);
-    assert!(out.status.success(), "a deny is an answer, not a failure");
+    assert_eq!(out.status.code(), Some(3), "a deny exits 3");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["decision"], "deny");
+    let read = toolgate(&["check", "--tool", "fs.read", "--path", "src/main.rs"]);
+    assert_eq!(read.status.code(), Some(0), "an auto exits 0");
+    let ask = toolgate(&["check", "--", "rm -rf build"]);
+    assert_eq!(ask.status.code(), Some(2), "an ask exits 2");
     assert!(v["digest"].as_str().is_some_and(|d| d.len() == 64));
 
-    // Usage errors exit non-zero.
-    assert!(!toolgate(&["check", "--tool", "fs.write"]).status.success());
-    assert!(
-        !toolgate(&["check", "--tool", "fs.delete", "--path", "x"])
+    // Usage errors exit 1: distinct from every answer.
+    assert_eq!(
+        toolgate(&["check", "--tool", "fs.write"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(
+        toolgate(&["check", "--tool", "fs.delete", "--path", "x"])
             .status
-            .success()
+            .code(),
+        Some(1)
     );
 
     // A broken policy exits non-zero and says where.
@@ -72,7 +96,7 @@ fn filesystem_calls_and_exit_codes() {
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "[[rule]]\nid = \"x\"\ndecision = \"maybe\"\n").unwrap();
     let out = toolgate(&["check", "--policy", bad.to_str().unwrap(), "--", "ls"]);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     let out = toolgate(&["policy", "validate", bad.to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(
@@ -156,4 +180,76 @@ fn issue_13_examples_get_the_stated_answer() {
             .contains("the program name is computed at run time from `$(curl -s x)`"),
         "{v}"
     );
+}
+
+/// `toolgate check ... | head -0`: a reader that went away ends the command quietly (no
+/// panic, no error message), as for any Unix command.
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    for args in [
+        &["check", "--json", "--", "ls"][..],
+        &[
+            "policy",
+            "validate",
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../libs/policy-engine/default-policy.toml"
+            ),
+        ][..],
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: {stderr}");
+        use std::os::unix::process::ExitStatusExt;
+        assert!(
+            out.status.success() || out.status.signal() == Some(13),
+            "{args:?}: ends as `cat` does on a closed pipe: {:?}",
+            out.status
+        );
+    }
+}
+
+/// `toolgate completions <shell>` prints a script the shell accepts, naming the subcommands.
+#[test]
+fn completions_generate_for_bash_zsh_and_fish() {
+    for (shell, check) in [("bash", "bash"), ("zsh", "zsh"), ("fish", "fish")] {
+        let out = toolgate(&["completions", shell]);
+        assert!(
+            out.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let script = String::from_utf8(out.stdout).unwrap();
+        for word in ["toolgate", "approvals", "mcp", "check"] {
+            assert!(script.contains(word), "{shell} completion names {word}");
+        }
+        // The shell itself parses it, when it is installed.
+        let syntax = match check {
+            "bash" => Some(vec!["-n"]),
+            "zsh" => Some(vec!["-n"]),
+            "fish" => Some(vec!["--no-execute"]),
+            _ => None,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("completion");
+        std::fs::write(&file, &script).unwrap();
+        if let Some(flags) = syntax
+            && let Ok(o) = Command::new(check).args(&flags).arg(&file).output()
+        {
+            assert!(
+                o.status.success(),
+                "{shell} rejects it: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+    assert!(!toolgate(&["completions", "tcsh"]).status.success());
 }

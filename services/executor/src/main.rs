@@ -61,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
         overrides,
     })?;
     if args.print_config {
-        println!("{}", config::redacted(&cfg));
+        config::print(&config::redacted(&cfg))?;
         return Ok(());
     }
     if let Err(field) = cfg.validate() {
