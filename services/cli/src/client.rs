@@ -86,8 +86,19 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 /// A channel whose calls carry the bearer token.
 pub type AuthChannel = InterceptedService<Channel, Bearer>;
 
+/// `url` with `http://` in front when it names no scheme (`127.0.0.1:7070`, as `up` prints
+/// addresses).
+pub fn with_scheme(url: &str) -> String {
+    if url.contains("://") {
+        url.to_owned()
+    } else {
+        format!("http://{url}")
+    }
+}
+
 /// Connects to `url` (the `what` service, for messages) and attaches the token.
 pub async fn connect(what: &str, url: &str, token: &TokenArgs) -> anyhow::Result<AuthChannel> {
+    let url = &with_scheme(url);
     let bearer = match token.resolve()? {
         Some(t) => Bearer::new(&t).map_err(|e| anyhow::anyhow!("the token cannot be sent: {e}"))?,
         None => Bearer::none(),
@@ -153,6 +164,10 @@ impl fmt::Display for CallError {
         }
         write!(f, ": {}", self.status.message())?;
         for (k, v) in &self.metadata {
+            // Said once: the status message already carries the policy's or approver's words.
+            if k == "message" && self.status.message().contains(v.as_str()) {
+                continue;
+            }
             write!(f, "\n  {k}: {v}")?;
         }
         if self.status.code() == tonic::Code::Unauthenticated {

@@ -22,7 +22,11 @@ pub struct Args {
 #[derive(Debug, Subcommand)]
 enum Op {
     /// Recompute the audit hash chain and check every row against it; exit 1 when broken.
-    Verify,
+    Verify {
+        /// Print one JSON object (`ledger`, `events`, `head`, `ok`, `broken_at`, `problem`).
+        #[arg(long)]
+        json: bool,
+    },
     /// Apply the embedded schema migrations and print the schema version.
     Migrate,
 }
@@ -41,11 +45,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             println!("ledger {shown}: schema version {version}");
             Ok(())
         }
-        Op::Verify => verify(&url, &shown).await,
+        Op::Verify { json } => verify(&url, &shown, json).await,
     }
 }
 
-async fn verify(url: &str, shown: &str) -> anyhow::Result<()> {
+async fn verify(url: &str, shown: &str, json: bool) -> anyhow::Result<()> {
     // Opening a SQLite url creates a missing file; verifying nothing is an error instead.
     if let Some(path) = sqlite_path(url) {
         anyhow::ensure!(Path::new(path).exists(), "no ledger database at {path}");
@@ -60,6 +64,22 @@ async fn verify(url: &str, shown: &str) -> anyhow::Result<()> {
     let report = ledger.verify().await;
     ledger.close().await;
     let report = report.with_context(|| format!("cannot read the ledger {shown}"))?;
+    if json {
+        let v = serde_json::json!({
+            "ledger": shown,
+            "events": report.events,
+            "head": report.head,
+            "ok": report.broken.is_none(),
+            "broken_at": report.broken.as_ref().and_then(|b| b.seq),
+            "problem": report.broken.as_ref().map(|b| b.problem.clone()),
+        });
+        println!("{v}");
+        return if report.broken.is_none() {
+            Ok(())
+        } else {
+            Err(Exit(1).into())
+        };
+    }
     println!("ledger  {shown}");
     println!("events  {}", report.events);
     println!("head    {}", report.head.as_deref().unwrap_or("(empty)"));

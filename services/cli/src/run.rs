@@ -75,6 +75,11 @@ pub struct Args {
     /// Print start and exit details to stderr.
     #[arg(short, long)]
     verbose: bool,
+    /// Print every event as one JSON line on stdout (`awaiting_approval`, `started`,
+    /// `output` with `data` as UTF-8 or `data_base64`, `exited`, or `refused`) instead of the
+    /// child's raw output; the exit status is the same.
+    #[arg(long)]
+    json: bool,
     /// Run this bash script instead of an argv.
     #[arg(long, conflicts_with = "argv")]
     script: Option<String>,
@@ -135,9 +140,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let mut client = ProcessServiceClient::new(channel);
-    let code = match client.run(request).await {
-        Ok(stream) => follow(stream.into_inner(), args.verbose).await,
-        Err(status) => refused(status),
+    let code = match (client.run(request).await, args.json) {
+        (Ok(stream), false) => follow(stream.into_inner(), args.verbose).await,
+        (Ok(stream), true) => follow_json(stream.into_inner()).await,
+        (Err(status), false) => refused(status),
+        (Err(status), true) => refused_json(status),
     };
     Err(Exit(code).into())
 }
@@ -188,6 +195,100 @@ async fn follow(mut stream: tonic::Streaming<pb::RunResponse>, verbose: bool) ->
             return EXIT_TOOLGATE;
         }
     }
+}
+
+/// [`follow`] for `--json`: one JSON line per event on stdout.
+async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
+    use pb::run_response::Event;
+    loop {
+        let (line, code) = match stream.message().await {
+            Ok(Some(m)) => match m.event {
+                Some(Event::AwaitingApproval(a)) => (
+                    serde_json::json!({"event": "awaiting_approval", "approval_id": a.approval_id,
+                        "message": a.message, "wait_deadline": a.wait_deadline.map(|t| t.to_string())}),
+                    None,
+                ),
+                Some(Event::Started(s)) => (
+                    serde_json::json!({"event": "started", "pid": s.pid, "decision_id": s.decision_id,
+                        "decision": s.decision, "approval_id": s.approval_id, "rule_id": s.rule_id,
+                        "sandbox_profile": s.isolation.map(|i| i.sandbox_profile)}),
+                    None,
+                ),
+                Some(Event::Output(c)) => {
+                    let stream = if c.stream == pb::Stream::Stderr as i32 {
+                        "stderr"
+                    } else {
+                        "stdout"
+                    };
+                    let mut v = serde_json::json!({"event": "output", "stream": stream, "offset": c.offset});
+                    put_data(&mut v, "data", &c.data);
+                    (v, None)
+                }
+                Some(Event::Exited(e)) => {
+                    let mut v = serde_json::json!({"event": "exited",
+                        "status": crate::render::exit_status(e.status.as_ref())});
+                    if let Some(Status::Exited(c)) =
+                        e.status.as_ref().and_then(|s| s.status.as_ref())
+                    {
+                        v["exit_code"] = (*c).into();
+                    }
+                    for (name, summary) in [("stdout", &e.stdout), ("stderr", &e.stderr)] {
+                        let Some(s) = summary else { continue };
+                        let stats = s.stats.unwrap_or_default();
+                        let mut o = serde_json::json!({"total_bytes": stats.total_bytes,
+                            "dropped_bytes": stats.dropped_bytes, "truncated": stats.truncated});
+                        if !s.tail.is_empty() {
+                            put_data(&mut o, "tail", &s.tail);
+                        }
+                        v[name] = o;
+                    }
+                    (v, Some(exit_code(e.status.as_ref())))
+                }
+                None => continue,
+            },
+            Ok(None) => {
+                eprintln!("toolgate: the run ended without an exit status");
+                return EXIT_TOOLGATE;
+            }
+            Err(status) => return refused_json(status),
+        };
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = writeln!(out, "{line}").and_then(|()| out.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return 128 + 13;
+            }
+            eprintln!("toolgate: cannot write output: {e}");
+            return EXIT_TOOLGATE;
+        }
+        if let Some(code) = code {
+            return code;
+        }
+    }
+}
+
+/// `bytes` under `key` as text when it is UTF-8, else under `<key>_base64`.
+fn put_data(v: &mut serde_json::Value, key: &str, bytes: &[u8]) {
+    match std::str::from_utf8(bytes) {
+        Ok(t) => v[key] = t.into(),
+        Err(_) => {
+            use base64::Engine as _;
+            v[format!("{key}_base64")] = base64::engine::general_purpose::STANDARD
+                .encode(bytes)
+                .into();
+        }
+    }
+}
+
+/// [`refused`] for `--json`: the refusal as a JSON line too.
+fn refused_json(status: tonic::Status) -> u8 {
+    let err = CallError::new(status);
+    let v = serde_json::json!({"event": "refused", "code": format!("{:?}", err.status.code()),
+        "reason": err.reason, "message": err.status.message(),
+        "metadata": err.metadata.iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))
+            .collect::<serde_json::Map<_, _>>()});
+    println!("{v}");
+    refused(err.status)
 }
 
 fn write_chunk(stream: i32, data: &[u8]) -> std::io::Result<()> {

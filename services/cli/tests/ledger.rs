@@ -52,6 +52,11 @@ async fn migrate_verify_and_detect_an_edit(url: &str) {
     // DATABASE_URL is the fallback for the flag.
     let ok = toolgate(&["ledger", "verify"], &[("DATABASE_URL", url)]);
     assert!(ok.status.success(), "{}", text(&ok));
+    let json = toolgate(&["ledger", "verify", "--json"], &[("DATABASE_URL", url)]);
+    assert!(json.status.success(), "{}", text(&json));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["ok"], true, "{v}");
+    assert_eq!(v["head"].as_str().map(str::len), Some(64), "{v}");
     let out = String::from_utf8_lossy(&ok.stdout);
     assert!(out.contains("chain   ok"), "{out}");
     let events: u64 = out
@@ -75,6 +80,13 @@ async fn migrate_verify_and_detect_an_edit(url: &str) {
     assert_eq!(broken.status.code(), Some(1), "{}", text(&broken));
     let out = String::from_utf8_lossy(&broken.stdout);
     assert!(out.contains("chain   BROKEN"), "{out}");
+    // The same verdict for programs: one JSON object, the same exit status.
+    let json = toolgate(&["ledger", "verify", "--json", "--database-url", url], &[]);
+    assert_eq!(json.status.code(), Some(1), "{}", text(&json));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert!(v["events"].as_u64().unwrap() >= 3);
+    assert!(v["problem"].as_str().is_some_and(|p| !p.is_empty()), "{v}");
 }
 
 #[tokio::test]

@@ -134,3 +134,58 @@ fn a_waiting_run_prints_the_approval_and_exits_126_when_denied() {
     assert!(rest.contains("use cargo clean instead"), "{rest}");
     assert!(ws.path().join("build").exists());
 }
+
+/// `run --json`: every event a JSON line on stdout, the exit status unchanged.
+#[test]
+fn json_prints_one_line_per_event() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+    let o = up.run(
+        "agent",
+        &[
+            "run",
+            "--json",
+            "--script",
+            "echo out; printf '\\377' >&2; exit 3",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o));
+    let events: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"started"), "{events:?}");
+    assert_eq!(kinds.last(), Some(&"exited"), "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["stream"] == "stdout" && e["data"] == "out\n")
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["stream"] == "stderr" && e["data_base64"] == "/w=="),
+        "bytes that are not UTF-8 travel as base64: {events:?}"
+    );
+    assert_eq!(events.last().unwrap()["exit_code"], 3);
+    assert!(
+        events[0]["decision_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("dec_")
+    );
+
+    // A refusal is a JSON line too, with the usual status.
+    let o = up.run("agent", &["run", "--json", "--", "shutdown", "-h", "now"]);
+    assert_eq!(o.status.code(), Some(126), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["event"], "refused");
+    assert_eq!(v["reason"], "POLICY_DENIED");
+    assert_eq!(v["metadata"]["rule_id"], "no-shutdown");
+}
