@@ -836,3 +836,118 @@ fn an_ask_is_a_task_that_survives_a_restart_and_runs_once_approved() {
     );
     other.stop();
 }
+
+/// `up --json` prints exactly one line, whatever the embedded services would announce.
+#[test]
+fn up_json_prints_exactly_one_line() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
+        .args([
+            "--policy-listen",
+            "127.0.0.1:0",
+            "--mcp-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--workspace")
+        .arg(ws.path())
+        .arg("--data-dir")
+        .arg(state.path().join("d"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["service"], "toolgate");
+    assert!(v["mcp"].as_str().unwrap().ends_with("/mcp"), "{v}");
+    // Serving: a call answers. Then stop it and read stdout to its end.
+    let o = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .args(["fs", "ls", "--executor", v["executor"].as_str().unwrap()])
+        .env("TOOLGATE_TOKEN", v["tokens"]["agent"].as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(rest, Vec::<String>::new(), "nothing after the one line");
+}
+
+/// `fs edit`, `fs mkdir`, read ranges, search options and `--json`, as a person types them;
+/// an address without a scheme works, and an unreachable one is said once.
+#[test]
+fn fs_edit_mkdir_ranges_and_json() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("d"));
+    std::fs::write(ws.path().join("a.txt"), "one\ntwo\nthree\n").unwrap();
+
+    let o = up.run("agent", &["fs", "mkdir", "-p", "x/y"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(ws.path().join("x/y").is_dir());
+    let o = up.run("agent", &["fs", "--json", "mkdir", "-p", "x/y"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["created"], false);
+
+    let o = up.run("agent", &["fs", "edit", "a.txt", "two", "deux"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("+deux"));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "one\ndeux\nthree\n"
+    );
+    let o = up.run("agent", &["fs", "edit", "a.txt", "nowhere", "x"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("EDIT_MISMATCH"),
+        "{}",
+        text(&o)
+    );
+
+    let o = up.run("agent", &["fs", "read", "a.txt", "--lines", "2:1"]);
+    assert_eq!(o.stdout, b"deux\n", "{}", text(&o));
+    let o = up.run(
+        "agent",
+        &["fs", "--json", "read", "a.txt", "--bytes", "4:4"],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["content"], "deux");
+    assert_eq!(v["total_size"], 15);
+
+    let o = up.run("agent", &["fs", "search", "-i", "-C", "1", "DEUX"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("a.txt:2:deux") && out.contains("a.txt-1-one"),
+        "{out}"
+    );
+    let o = up.run("agent", &["fs", "--json", "search", "-F", "e."]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["matches"].as_array().unwrap().len(),
+        0,
+        "literal: no regex dot"
+    );
+    let o = up.run("agent", &["fs", "--json", "ls"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        v["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["path"] == "a.txt")
+    );
+
+    // `up` prints addresses without a scheme; they work as given.
+    let bare = up.info["executor"].as_str().unwrap();
+    let o = up.run("agent", &["fs", "--executor", bare, "stat", "a.txt"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // An error is said once.
+    let o = up.run("agent", &["fs", "--executor", "127.0.0.1:1", "ls"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert_eq!(err.matches("tcp connect error").count(), 1, "{err}");
+}

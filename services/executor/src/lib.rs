@@ -79,6 +79,9 @@ pub struct ServeOptions {
     /// shares one between both services). `None`: the executor registers its own set and
     /// serves it on `metrics_listen` when that is set.
     pub metrics: Option<ExecutorMetrics>,
+    /// Do not print the listening line: the embedding process (`toolgate up`) prints its own,
+    /// and promises exactly one.
+    pub quiet: bool,
 }
 
 /// Who this executor is: configured id, else host name and pid, plus the Kubernetes
@@ -148,6 +151,7 @@ pub async fn serve_with_options(
     authorizer: Arc<dyn Authorizer>,
     options: ServeOptions,
 ) -> Result<(), Error> {
+    let options_quiet = options.quiet;
     let (metrics, metrics_endpoint) = match options.metrics {
         Some(metrics) => {
             if let Some(addr) = &config.metrics_listen {
@@ -240,7 +244,9 @@ pub async fn serve_with_options(
         }
         None => None,
     };
-    println!("{line}");
+    if !options_quiet {
+        println!("{line}");
+    }
     tracing::info!(%addr, root = %workspace.real_root().display(), "executor listening");
 
     let max_request = config.max_request_bytes;

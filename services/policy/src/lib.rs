@@ -93,6 +93,9 @@ pub struct ServeOptions {
     /// `None`: no metrics endpoint (an embedding process such as `toolgate up` serves its
     /// own registry).
     pub metrics_registry: Option<Arc<Registry>>,
+    /// Do not print the listening line: the embedding process (`toolgate up`) prints its own,
+    /// and promises exactly one.
+    pub quiet: bool,
 }
 
 /// Loads the policy named by the configuration (or the shipped default) and, for a file,
@@ -140,6 +143,7 @@ pub async fn serve(
     let core = PolicyCore::open_with(&config, PolicyMetrics::register(&mut registry)).await?;
     let options = ServeOptions {
         metrics_registry: Some(Arc::new(registry)),
+        quiet: false,
     };
     serve_with_options(config, core, listener, shutdown, options).await
 }
@@ -167,6 +171,7 @@ pub async fn serve_with_options(
     shutdown: shutdown::Shutdown,
     options: ServeOptions,
 ) -> Result<(), Error> {
+    let options_quiet = options.quiet;
     let metrics_listener = match (&config.metrics_listen, options.metrics_registry) {
         (Some(addr), Some(registry)) => {
             let listener = TcpListener::bind(addr)
@@ -227,7 +232,9 @@ pub async fn serve_with_options(
         }));
     }
     let _tasks = Tasks(tasks);
-    println!("{line}");
+    if !options_quiet {
+        println!("{line}");
+    }
     tracing::info!(%addr, policy_version = %core.policy().version(), ledger_up = up, "policy service listening");
 
     let policy = PolicyServiceServer::with_interceptor(

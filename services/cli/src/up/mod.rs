@@ -161,10 +161,15 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let policy_listener = TcpListener::bind(&args.policy_listen)
         .await
-        .with_context(|| format!("cannot listen on {}", args.policy_listen))?;
+        .with_context(|| format!("--policy-listen: cannot listen on {}", args.policy_listen))?;
     let executor_listener = TcpListener::bind(&args.executor_listen)
         .await
-        .with_context(|| format!("cannot listen on {}", args.executor_listen))?;
+        .with_context(|| {
+            format!(
+                "--executor-listen: cannot listen on {}",
+                args.executor_listen
+            )
+        })?;
     let policy_addr = policy_listener.local_addr()?.to_string();
     let executor_addr = executor_listener.local_addr()?.to_string();
     let mcp_listener = if args.mcp_listen == "off" {
@@ -272,7 +277,17 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let policy_task = {
         let (stop, trigger) = (stop.clone(), trigger.clone());
         tokio::spawn(async move {
-            let r = toolgate_policy::serve_with(policy_cfg, core, policy_listener, stop).await;
+            let r = toolgate_policy::serve_with_options(
+                policy_cfg,
+                core,
+                policy_listener,
+                stop,
+                toolgate_policy::ServeOptions {
+                    quiet: true,
+                    ..Default::default()
+                },
+            )
+            .await;
             trigger.trigger();
             r
         })
@@ -287,6 +302,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 authorizer,
                 toolgate_executor::ServeOptions {
                     metrics: Some(executor_metrics),
+                    quiet: true,
                 },
             )
             .await;
