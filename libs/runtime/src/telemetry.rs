@@ -264,7 +264,9 @@ fn instance_id() -> String {
 /// runtime: the OTLP exporter's connection lives there.
 pub fn init_with(config: &TelemetryConfig) -> Result<Telemetry, Error> {
     let log_filter = EnvFilter::try_new(&config.filter).unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(crate::logging::colour())
+        .with_writer(std::io::stderr);
     let fmt = match config.format {
         Format::Text => fmt.boxed(),
         Format::Json => fmt.json().flatten_event(true).boxed(),
