@@ -24,4 +24,5 @@ tests/mcp_inspector.sh "${CARGO_TARGET_DIR:-target}/debug"
 
 # Two executor processes over one workspace directory, as two pods over one ReadWriteMany
 # volume (deploy/kubernetes/README.md): no torn file, no lost conditional update.
-PYTHONPATH=tests/python/gen target/python-venv/bin/python deploy/workspace/two_executors.py target/debug
+PYTHONPATH=tests/python/gen target/python-venv/bin/python deploy/workspace/two_executors.py \
+  "${CARGO_TARGET_DIR:-target}/debug"

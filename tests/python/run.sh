@@ -17,6 +17,7 @@ rm -rf "$gen" && mkdir -p "$gen"
   --python_out="$gen" --grpc_python_out="$gen" \
   $(cd "$repo/proto" && find toolgate -name '*.proto' | sort)
 
-export TOOLGATE_TEST_BIN_DIR="${TOOLGATE_TEST_BIN_DIR:-$repo/target/debug}"
+# The binaries cargo built: under CARGO_TARGET_DIR when it is set.
+export TOOLGATE_TEST_BIN_DIR="${TOOLGATE_TEST_BIN_DIR:-${CARGO_TARGET_DIR:-$repo/target}/debug}"
 cd "$here"
 PYTHONPATH="$gen:$here" "$venv/bin/python" -m pytest -q "$here"
