@@ -174,6 +174,7 @@ pub fn task_store(dir: Option<PathBuf>) -> anyhow::Result<Option<Arc<toolgate_mc
 
 /// A lazily connected channel to the executor (TLS for `https://`).
 pub fn channel(url: &str, token: &TokenArgs) -> anyhow::Result<tonic::transport::Channel> {
+    let url = &crate::client::with_scheme(url);
     let tls = if url.starts_with("https://") {
         Some(
             ClientTls::load(&ClientTlsConfig {
