@@ -392,7 +392,7 @@ mod tests {
     }
 
     #[test]
-    fn proto_enum_lists_every_reason() {
+    fn proto_enum_and_reason_list_are_the_same_set() {
         use crate::common::v1::ErrorReason;
         for reason in Reason::ALL {
             let name = format!("ERROR_REASON_{}", reason.as_str());
@@ -401,5 +401,20 @@ mod tests {
                 "{name} missing from common.proto"
             );
         }
+        // And back: every value the proto declares (but the unused zero) is a Reason.
+        let mut declared = 0;
+        for n in 1..=i32::from(u8::MAX) {
+            let Ok(value) = ErrorReason::try_from(n) else {
+                continue;
+            };
+            declared += 1;
+            let name = value.as_str_name();
+            let bare = name.strip_prefix("ERROR_REASON_").unwrap_or(name);
+            assert!(
+                Reason::ALL.iter().any(|r| r.as_str() == bare),
+                "{name} is in common.proto but not in toolgate_core::Reason"
+            );
+        }
+        assert_eq!(declared, Reason::ALL.len());
     }
 }
