@@ -1,0 +1,207 @@
+//! Verification of the hash chain, the head, counts and health.
+
+use super::*;
+
+impl Core {
+    pub(crate) async fn verify(&self) -> Result<VerifyReport> {
+        let mut prev = canon::GENESIS.to_vec();
+        let mut expected: u64 = 1;
+        let mut latest: HashMap<String, (u64, String, Vec<u8>)> = HashMap::new();
+        let broken =
+            |seq: Option<u64>, problem: String, events: u64, head: Option<String>| VerifyReport {
+                events,
+                head,
+                broken: Some(BrokenLink { seq, problem }),
+            };
+        loop {
+            let rows = self
+                .retry(|| {
+                    self.pool.fetch_all(
+                        "SELECT seq, kind, subject, payload, prev_hash, hash FROM tg_audit \
+                         WHERE seq >= $1 ORDER BY seq LIMIT 1000",
+                        args![expected as i64],
+                    )
+                })
+                .await?;
+            if rows.is_empty() {
+                break;
+            }
+            for r in &rows {
+                let seq = r.get::<i64>(0)? as u64;
+                let kind: String = r.get(1)?;
+                let subject: String = r.get(2)?;
+                let payload: Vec<u8> = r.get(3)?;
+                let prev_hash: Vec<u8> = r.get(4)?;
+                let hash: Vec<u8> = r.get(5)?;
+                let head = Some(hex::encode(&prev));
+                if seq != expected {
+                    return Ok(broken(
+                        Some(expected),
+                        format!("event {expected} is missing (next is {seq})"),
+                        expected - 1,
+                        head,
+                    ));
+                }
+                if prev_hash != prev {
+                    return Ok(broken(
+                        Some(seq),
+                        "prev_hash does not match the previous event's hash".into(),
+                        seq - 1,
+                        head,
+                    ));
+                }
+                if hash.as_slice() != canon::link(&prev, seq, &payload) {
+                    return Ok(broken(
+                        Some(seq),
+                        "hash does not match sha256(prev_hash || seq || payload)".into(),
+                        seq - 1,
+                        head,
+                    ));
+                }
+                if !payload.starts_with(&canon::encode(&kind, &subject, &[])) {
+                    return Ok(broken(
+                        Some(seq),
+                        "kind or subject column differs from the hashed payload".into(),
+                        seq - 1,
+                        head,
+                    ));
+                }
+                latest.insert(subject, (seq, kind, payload));
+                prev = hash;
+                expected += 1;
+            }
+        }
+        let events = expected - 1;
+        let head_hex = (events > 0).then(|| hex::encode(&prev));
+        let head_row = self
+            .pool
+            .fetch_opt("SELECT seq, hash FROM tg_audit_head WHERE id = 1", vec![])
+            .await?;
+        if let Some(h) = head_row {
+            let (hs, hh): (i64, Vec<u8>) = (h.get(0)?, h.get(1)?);
+            if hs as u64 != events || hh != prev {
+                return Ok(broken(
+                    Some(events + 1),
+                    format!(
+                        "chain head is at event {hs} but the chain ends at event {events}; events were removed"
+                    ),
+                    events,
+                    head_hex,
+                ));
+            }
+        }
+
+        // Every business row must equal the state its latest event hashed.
+        let mut rows_seen = HashSet::new();
+        let mut problems: Vec<(u64, String)> = Vec::new();
+        let mut check =
+            |id: String, canonical: &dyn Fn(&str) -> Vec<u8>, table: &str| match latest.get(&id) {
+                None => problems.push((u64::MAX, format!("{table} row {id} has no audit event"))),
+                Some((seq, kind, payload)) => {
+                    if canonical(kind) != *payload {
+                        problems.push((
+                            *seq,
+                            format!("{table} row {id} differs from its audited state"),
+                        ));
+                    }
+                    rows_seen.insert(id);
+                }
+            };
+        for r in self
+            .pool
+            .fetch_all(&format!("SELECT {D_COLS} FROM tg_decisions"), vec![])
+            .await?
+        {
+            let d = decision_from(&r, 0)?;
+            check(
+                d.id.as_str().to_owned(),
+                &|k| canon::decision(k, &d),
+                "decision",
+            );
+        }
+        for r in self
+            .pool
+            .fetch_all(&format!("SELECT {A_COLS} FROM tg_approvals"), vec![])
+            .await?
+        {
+            let a = approval_from(&r, 0)?;
+            check(
+                a.id.as_str().to_owned(),
+                &|k| canon::approval(k, &a),
+                "approval",
+            );
+        }
+        for r in self
+            .pool
+            .fetch_all(&format!("SELECT {O_COLS} FROM tg_outcomes"), vec![])
+            .await?
+        {
+            let o = outcome_from(&r, 0)?;
+            check(
+                canon::outcome_subject(&o),
+                &|k| canon::outcome(k, &o),
+                "outcome",
+            );
+        }
+        for (subject, (seq, _, _)) in &latest {
+            if !rows_seen.contains(subject) {
+                problems.push((
+                    *seq,
+                    format!("row {subject} described by event {seq} was deleted"),
+                ));
+            }
+        }
+        problems.sort();
+        Ok(VerifyReport {
+            events,
+            head: head_hex,
+            broken: problems
+                .into_iter()
+                .next()
+                .map(|(seq, problem)| BrokenLink {
+                    seq: (seq != u64::MAX).then_some(seq),
+                    problem,
+                }),
+        })
+    }
+
+    pub(crate) async fn head(&self) -> Result<Cursor> {
+        self.retry(|| async {
+            let row = self
+                .pool
+                .fetch_opt("SELECT coalesce(max(seq), 0) FROM tg_audit", vec![])
+                .await?;
+            let seq: i64 = expect_row(row, "reading the newest event")?.get(0)?;
+            Ok(Cursor(u64::try_from(seq).unwrap_or_default()))
+        })
+        .await
+    }
+
+    pub(crate) async fn count_pending(&self) -> Result<u64> {
+        self.retry(|| async {
+            let row = self
+                .pool
+                .fetch_opt(
+                    "SELECT count(*) FROM tg_approvals WHERE state = 'pending'",
+                    vec![],
+                )
+                .await?;
+            let n: i64 = expect_row(row, "counting pending approvals")?.get(0)?;
+            Ok(u64::try_from(n).unwrap_or_default())
+        })
+        .await
+    }
+
+    pub(crate) async fn health(&self) -> Result<()> {
+        match tokio::time::timeout(
+            Duration::from_secs(2),
+            self.pool.fetch_opt("SELECT 1", vec![]),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(Error::Unavailable(e.to_string())),
+            Err(_) => Err(Error::Unavailable("health check timed out after 2s".into())),
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Watching and waiting: changes after a cursor, and waits for a decision.
+
+use super::*;
+
+impl Core {
+    pub(crate) async fn changes(
+        &self,
+        after: Cursor,
+        filter: &ApprovalFilter,
+        limit: u32,
+        wait: Duration,
+    ) -> Result<(Vec<Change>, Cursor)> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let limit = limit.clamp(1, 1000);
+        let sql = format!(
+            "SELECT e.seq, e.kind, {} FROM tg_audit e JOIN tg_approvals a ON a.id = e.subject \
+             WHERE e.seq > $1 AND e.kind LIKE 'approval.%' ORDER BY e.seq LIMIT $2",
+            prefixed("a.", A_COLS)
+        );
+        loop {
+            // Subscribe before reading so a change committed in between still wakes us.
+            let mut rx = self.hub.changes();
+            rx.borrow_and_update();
+            let rows = self
+                .retry(|| {
+                    self.pool.fetch_all(
+                        &sql,
+                        args![i64::try_from(after.0).unwrap_or(i64::MAX), i64::from(limit)],
+                    )
+                })
+                .await?;
+            let mut cursor = after;
+            let mut out = Vec::new();
+            for r in &rows {
+                let seq: i64 = r.get(0)?;
+                cursor = Cursor(seq as u64);
+                let approval = approval_from(r, 2)?;
+                if filter.matches(&approval) {
+                    out.push(Change {
+                        cursor,
+                        kind: r.get(1)?,
+                        approval,
+                    });
+                }
+            }
+            if !rows.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok((out, cursor));
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return Ok((out, cursor));
+            }
+        }
+    }
+
+    pub(crate) async fn wait_for_decision(
+        &self,
+        id: &ApprovalId,
+        timeout: Duration,
+    ) -> Result<Approval> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let guard = self.hub.register(id.as_str());
+            let notified = guard.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the read: a decision committed after it wakes this waiter.
+            notified.as_mut().enable();
+            let a = self.get(id).await?;
+            if a.state != ApprovalState::Pending || a.expires_at <= self.clock.now() {
+                return Ok(a);
+            }
+            let parked = self.hub.park();
+            let woke = tokio::time::timeout_at(deadline, notified).await.is_ok();
+            drop(parked);
+            if !woke {
+                return Ok(a);
+            }
+        }
+    }
+}
