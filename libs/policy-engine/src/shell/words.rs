@@ -1,0 +1,285 @@
+//! Words: bash quote removal and expansion of what the script alone decides, and the paths
+//! they name.
+
+use super::*;
+
+impl Analyzer {
+    pub(super) fn path_of(&self, e: &Expanded, access: Access, ctx: &Ctx) -> ShellPath {
+        path_for(&e.text, e.is_static(), access, ctx.cwd.as_deref())
+    }
+
+    pub(super) fn word(&mut self, raw: &str, ctx: &mut Ctx, depth: usize) -> Expanded {
+        let options = brush_parser::ParserOptions::default();
+        let mut e = Expanded::default();
+        match brush_parser::word::parse(raw, &options) {
+            Ok(pieces) => {
+                if let Some(WordPieceWithSource {
+                    piece: WordPiece::TildeExpansion(_),
+                    ..
+                }) = pieces.first()
+                {
+                    e.tilde = true;
+                }
+                self.pieces(&pieces, false, ctx, depth, &mut e);
+            }
+            Err(_) => {
+                e.text = raw.to_owned();
+                e.risky = Some("a word could not be parsed");
+            }
+        }
+        if !e.is_static() {
+            e.raw = Some(raw.to_owned());
+        }
+        e
+    }
+
+    pub(super) fn pieces(
+        &mut self,
+        pieces: &[WordPieceWithSource],
+        in_dq: bool,
+        ctx: &mut Ctx,
+        depth: usize,
+        e: &mut Expanded,
+    ) {
+        for p in pieces {
+            match &p.piece {
+                WordPiece::Text(t) => {
+                    if !in_dq {
+                        if t.contains(['*', '?', '[']) {
+                            e.glob = true;
+                        }
+                        if t.contains('{') && (t.contains(',') || t.contains("..")) {
+                            e.dynamic = true;
+                            e.risky.get_or_insert("brace expansion");
+                        }
+                        if t.starts_with('~') && e.text.is_empty() {
+                            e.tilde = true;
+                        }
+                    }
+                    e.text.push_str(t);
+                }
+                WordPiece::SingleQuotedText(t) => e.text.push_str(t),
+                WordPiece::AnsiCQuotedText(t) => e.text.push_str(&ansi_c(t)),
+                WordPiece::EscapeSequence(s) => {
+                    let c = s.strip_prefix('\\').unwrap_or(s);
+                    if in_dq && !(c.starts_with(['$', '`', '"', '\\', '\n'])) {
+                        e.text.push('\\');
+                    }
+                    if c != "\n" {
+                        e.text.push_str(c);
+                    }
+                }
+                WordPiece::DoubleQuotedSequence(inner)
+                | WordPiece::GettextDoubleQuotedSequence(inner) => {
+                    self.pieces(inner, true, ctx, depth, e);
+                }
+                WordPiece::TildeExpansion(t) => {
+                    e.tilde = true;
+                    e.text.push_str(&format!("~{}", tilde_suffix(t)));
+                }
+                WordPiece::ParameterExpansion(expr) => {
+                    e.dynamic = true;
+                    self.parameter(expr, ctx, depth, e);
+                    e.text.push_str(&parameter_text(p));
+                }
+                WordPiece::CommandSubstitution(body) => {
+                    e.dynamic = true;
+                    e.fetch |= self.substitution_script(body, ctx, depth);
+                    e.text.push_str(&format!("$({body})"));
+                }
+                WordPiece::BackquotedCommandSubstitution(body) => {
+                    e.dynamic = true;
+                    let body = unescape_backquoted(body);
+                    e.fetch |= self.substitution_script(&body, ctx, depth);
+                    e.text.push_str(&format!("$({body})"));
+                }
+                WordPiece::ArithmeticExpression(a) => {
+                    e.dynamic = true;
+                    self.arithmetic(&a.value, ctx, depth);
+                    e.text.push_str(&format!("$(({}))", a.value));
+                }
+            }
+        }
+    }
+
+    pub(super) fn parameter(
+        &mut self,
+        expr: &ParameterExpr,
+        ctx: &mut Ctx,
+        depth: usize,
+        e: &mut Expanded,
+    ) {
+        let nested: Option<&String> = match expr {
+            ParameterExpr::Parameter { indirect, .. } => {
+                if *indirect {
+                    e.risky = Some("indirect expansion ${!name}");
+                }
+                None
+            }
+            ParameterExpr::UseDefaultValues {
+                default_value: v,
+                indirect,
+                ..
+            }
+            | ParameterExpr::AssignDefaultValues {
+                default_value: v,
+                indirect,
+                ..
+            } => {
+                if *indirect {
+                    e.risky = Some("indirect expansion ${!name}");
+                }
+                v.as_ref()
+            }
+            ParameterExpr::UseAlternativeValue {
+                alternative_value: v,
+                ..
+            } => v.as_ref(),
+            ParameterExpr::IndicateErrorIfNullOrUnset {
+                error_message: v, ..
+            } => v.as_ref(),
+            ParameterExpr::Transform { op, .. } => {
+                if matches!(
+                    op,
+                    ParameterTransformOp::PromptExpand
+                        | ParameterTransformOp::ExpandEscapeSequences
+                ) {
+                    e.risky = Some("prompt or escape expansion ${name@P} can run commands");
+                }
+                None
+            }
+            other => {
+                let dbg = format!("{other:?}");
+                if dbg.contains("$(") || dbg.contains('`') {
+                    e.risky = Some("command substitution inside a parameter expansion");
+                }
+                None
+            }
+        };
+        if let Some(v) = nested {
+            let inner = self.word(v, ctx, depth);
+            e.fetch |= inner.fetch;
+            if inner.risky.is_some() {
+                e.risky = inner.risky;
+            }
+        }
+    }
+}
+
+pub(super) fn path_for(text: &str, known: bool, access: Access, cwd: Option<&str>) -> ShellPath {
+    match (known, paths::resolve(cwd, text)) {
+        (true, Some(path)) => ShellPath {
+            path,
+            access,
+            known: true,
+        },
+        _ => ShellPath {
+            path: format!("?{text}"),
+            access,
+            known: false,
+        },
+    }
+}
+
+/// How a parameter expansion is shown in an explanation's argv (its value is unknown).
+pub(super) fn parameter_text(p: &WordPieceWithSource) -> String {
+    match &p.piece {
+        // `Parameter`'s Display already spells `${name}`.
+        WordPiece::ParameterExpansion(ParameterExpr::Parameter {
+            parameter,
+            indirect: false,
+        }) => parameter.to_string(),
+        _ => "${...}".to_owned(),
+    }
+}
+
+pub(super) fn tilde_suffix(t: &brush_parser::word::TildeExpr) -> String {
+    use brush_parser::word::TildeExpr;
+    match t {
+        TildeExpr::Home => String::new(),
+        TildeExpr::UserHome(u) => u.clone(),
+        TildeExpr::WorkingDir => "+".to_owned(),
+        TildeExpr::OldWorkingDir => "-".to_owned(),
+        TildeExpr::NthDirFromTopOfDirStack { n, plus_used } => {
+            format!("{}{n}", if *plus_used { "+" } else { "" })
+        }
+        TildeExpr::NthDirFromBottomOfDirStack { n } => format!("-{n}"),
+    }
+}
+
+pub(crate) fn unescape_backquoted(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek().is_some_and(|n| matches!(n, '$' | '`' | '\\')) {
+            out.extend(chars.next());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Decodes the body of a `$'...'` word the way bash does.
+pub(crate) fn ansi_c(s: &str) -> String {
+    let mut out = String::new();
+    let b: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    let num = |b: &[char], i: &mut usize, radix: u32, max: usize| -> Option<u32> {
+        let start = *i;
+        while *i < b.len() && *i - start < max && b[*i].is_digit(radix) {
+            *i += 1;
+        }
+        (start != *i).then(|| {
+            u32::from_str_radix(&b[start..*i].iter().collect::<String>(), radix).unwrap_or(0)
+        })
+    };
+    while i < b.len() {
+        if b[i] != '\\' || i + 1 >= b.len() {
+            out.push(b[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        let c = b[i];
+        i += 1;
+        match c {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'a' => out.push('\x07'),
+            'b' => out.push('\x08'),
+            'e' | 'E' => out.push('\x1b'),
+            'f' => out.push('\x0c'),
+            'v' => out.push('\x0b'),
+            '\\' | '\'' | '"' | '?' => out.push(c),
+            '0'..='7' => {
+                i -= 1;
+                let v = num(&b, &mut i, 8, 3).unwrap_or(0);
+                out.push(char::from_u32(v & 0xff).unwrap_or('\u{fffd}'));
+            }
+            'x' => match num(&b, &mut i, 16, 2) {
+                Some(v) => out.push(char::from_u32(v).unwrap_or('\u{fffd}')),
+                None => out.push_str("\\x"),
+            },
+            'u' | 'U' => match num(&b, &mut i, 16, if c == 'u' { 4 } else { 8 }) {
+                Some(v) => out.push(char::from_u32(v).unwrap_or('\u{fffd}')),
+                None => {
+                    out.push('\\');
+                    out.push(c);
+                }
+            },
+            'c' => {
+                if let Some(&n) = b.get(i) {
+                    out.push(char::from_u32((n as u32) & 0x1f).unwrap_or('\u{fffd}'));
+                    i += 1;
+                }
+            }
+            other => {
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+    out
+}
