@@ -1,0 +1,446 @@
+//! Spawning: the child each run gets (environment, sandbox plan, pipes) and the thread that
+//! clones it.
+
+use super::*;
+
+/// What a child's standard stream is connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Io {
+    /// `/dev/null`.
+    Null,
+    /// A fresh pipe; the executor keeps the other end.
+    Pipe,
+}
+
+/// A child ready to be spawned: what it executes and what it does to itself first.
+pub(super) struct Prepared {
+    pub(super) exec: sys::Exec,
+    pub(super) setup: ChildSetup,
+    /// A sandboxed child keeps the host's network namespace (its profile allows egress).
+    pub(super) share_network: bool,
+}
+
+/// A spawned child: its pid and the executor's ends of its pipes.
+pub(super) struct Spawned {
+    pub(super) pid: i32,
+    pub(super) stdin: Option<OwnedFd>,
+    pub(super) stdout: Option<OwnedFd>,
+    pub(super) stderr: Option<OwnedFd>,
+}
+
+impl Inner {
+    /// The child for `program` and `args`: a cleared environment with the allowlist and `env`
+    /// added (an addition replaces a fixed entry of the same name), and its setup.
+    // One argument per part of a child; bundling them would only move the list elsewhere.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn prepare(
+        &self,
+        program: &str,
+        args: &[&str],
+        env: &[(String, String)],
+        home: &Path,
+        cwd: OwnedFd,
+        cgroup: Option<&RunCgroup>,
+        sandbox: Option<(SandboxSetup, bool)>,
+    ) -> io::Result<Prepared> {
+        let home = home
+            .to_str()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "HOME is not UTF-8"))?;
+        let fixed = [
+            ("PATH", self.config.path.as_str()),
+            ("HOME", home),
+            ("LANG", "C.UTF-8"),
+            ("TERM", "dumb"),
+            ("PAGER", "cat"),
+            ("GIT_PAGER", "cat"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+            ("EDITOR", "true"),
+            ("CI", "1"),
+            // git may read configuration only from the repository it is pointed at: no system
+            // or global file, and discovery stops above the workspace.
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ];
+        let ceiling = self
+            .sandboxes
+            .config
+            .workspace
+            .as_deref()
+            .and_then(Path::parent)
+            .and_then(Path::to_str)
+            .map(|p| ("GIT_CEILING_DIRECTORIES", p));
+        let exec = sys::Exec::new(
+            program,
+            args,
+            fixed
+                .into_iter()
+                .chain(ceiling)
+                .chain(
+                    self.config
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str())),
+                )
+                .chain(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        )?;
+        let rl = &self.config.rlimits;
+        let mut rlimits = vec![(Resource::Core, 0)];
+        for (resource, value) in [
+            (Resource::Nofile, rl.nofile),
+            (Resource::Fsize, rl.fsize),
+            (Resource::Cpu, rl.cpu_seconds),
+            (Resource::As, rl.address_space),
+            (Resource::Nproc, rl.nproc),
+        ] {
+            if let Some(v) = value {
+                rlimits.push((resource, v));
+            }
+        }
+        let sandboxed = sandbox.is_some();
+        let pid_ns = sandboxed || self.plan.mechanism == KillMechanism::PidNamespace;
+        let pid_limit = if sandboxed {
+            self.sandbox_pid_limit
+        } else {
+            self.plan.pid_limit
+        };
+        let share_network = sandbox.as_ref().is_some_and(|(_, network)| *network);
+        let setup = ChildSetup {
+            cwd,
+            mount_proc: pid_ns,
+            pid_max: pid_limit
+                .filter(|_| pid_ns)
+                .map(|n| n.to_string().into_bytes()),
+            rlimits,
+            home_tmpfs: self
+                .home_mount
+                .as_ref()
+                .filter(|_| pid_ns && self.plan.home_tmpfs)
+                .and_then(|dir| {
+                    let target = CString::new(dir.clone().into_os_string().into_vec()).ok()?;
+                    let options = CString::new(format!(
+                        "size={},nr_inodes=65536,mode=0700",
+                        self.config.home_tmpfs_bytes
+                    ))
+                    .ok()?;
+                    Some((target, options))
+                }),
+            join_cgroup: cgroup
+                .and_then(|c| CString::new(c.procs_file().into_os_string().into_vec()).ok()),
+            sandbox: sandbox.map(|(setup, _)| setup),
+        };
+        Ok(Prepared {
+            exec,
+            setup,
+            share_network,
+        })
+    }
+
+    /// A per-run HOME directory on disk, unless runs get a tmpfs HOME.
+    pub(super) fn private_home(&self) -> Result<Option<tempfile::TempDir>, Error> {
+        if self.plan.mechanism == KillMechanism::PidNamespace && self.plan.home_tmpfs {
+            return Ok(None);
+        }
+        let mut builder = tempfile::Builder::new();
+        builder
+            .prefix("toolgate-home-")
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700));
+        match &self.config.home_parent {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        }
+        .map(Some)
+        .map_err(setup_err("create the private HOME"))
+    }
+
+    /// A fresh cgroup for one run when the cgroup mechanism is in force.
+    pub(super) fn run_cgroup(&self) -> Result<Option<RunCgroup>, Error> {
+        match (&self.plan.mechanism, &self.plan.cgroup_parent) {
+            (KillMechanism::Cgroup, Some(parent)) => RunCgroup::create(parent)
+                .map(Some)
+                .map_err(setup_err("create the run's cgroup")),
+            _ => Ok(None),
+        }
+    }
+
+    /// Spawns `prepared` with its standard streams connected as `io` (stdin, stdout, stderr).
+    /// A sandboxed child is cloned on the runner's spawner thread (see [`Spawner`]).
+    pub(super) fn spawn(&self, prepared: Prepared, io: [Io; 3]) -> io::Result<Spawned> {
+        let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
+        let mut theirs: [Option<OwnedFd>; 3] = [None, None, None];
+        for (i, mode) in io.into_iter().enumerate() {
+            if mode == Io::Pipe {
+                let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+                let (mine, child) = if i == 0 { (write, read) } else { (read, write) };
+                ours[i] = Some(mine);
+                theirs[i] = Some(child);
+            }
+        }
+        let sandboxed = prepared.setup.sandbox.is_some();
+        let dev_null = Arc::clone(&self.dev_null);
+        let new_pid_namespace = self.plan.mechanism == KillMechanism::PidNamespace;
+        let clone = move || {
+            let fds =
+                [0, 1, 2].map(|i| theirs[i].as_ref().map_or(dev_null.as_fd(), |fd| fd.as_fd()));
+            sys::spawn(
+                &prepared.exec,
+                fds,
+                &prepared.setup,
+                new_pid_namespace,
+                prepared.share_network,
+            )
+        };
+        let pid = if sandboxed {
+            self.spawner.call(clone)??
+        } else {
+            clone()?
+        };
+        let [stdin, stdout, stderr] = ours;
+        Ok(Spawned {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// Spawns `true` with the current plan and checks it exits 0.
+    pub(super) fn probe_spawn(&self) -> bool {
+        let Some(program) = find_on_path(&self.config.path, "true") else {
+            return false;
+        };
+        let Ok(cwd) = File::open("/") else {
+            return false;
+        };
+        let program = program.to_string_lossy().into_owned();
+        let home = self.home_mount.clone().unwrap_or_else(std::env::temp_dir);
+        let Ok(cgroup) = self.run_cgroup() else {
+            return false;
+        };
+        self.prepare(&program, &[], &[], &home, cwd.into(), cgroup.as_ref(), None)
+            .and_then(|p| self.spawn(p, [Io::Null; 3]))
+            .and_then(|child| sys::wait4(child.pid, true))
+            .is_ok_and(|r| r.and_then(|r| r.exit_code()) == Some(0))
+    }
+
+    /// What a run gets: under `built`'s sandbox, or unconfined (the operator's choice).
+    pub(super) fn isolation(&self, built: Option<&Built>, profile: &str) -> Isolation {
+        if let Some(b) = built {
+            let mut namespaces = vec!["user", "pid", "mount", "ipc", "uts"];
+            if !b.profile.network {
+                namespaces.push("net");
+            }
+            return Isolation {
+                kill_mechanism: KillMechanism::PidNamespace,
+                own_process_group: true,
+                no_new_privs: true,
+                landlock_abi: b.landlock_abi,
+                seccomp: true,
+                namespaces,
+                pid_limit: self.sandbox_pid_limit,
+                sandbox_profile: profile.to_owned(),
+                sandboxed: true,
+                network: b.profile.network,
+            };
+        }
+        let pid_ns = self.plan.mechanism == KillMechanism::PidNamespace;
+        Isolation {
+            kill_mechanism: self.plan.mechanism,
+            own_process_group: true,
+            no_new_privs: true,
+            landlock_abi: 0,
+            seccomp: false,
+            namespaces: if pid_ns {
+                vec!["pid", "mount"]
+            } else {
+                Vec::new()
+            },
+            pid_limit: self.plan.pid_limit,
+            sandbox_profile: profile.to_owned(),
+            sandboxed: false,
+            network: true,
+        }
+    }
+
+    /// The child's sandbox plan for a run starting in `cwd`.
+    pub(super) fn sandbox_setup(
+        &self,
+        built: &Built,
+        cwd: &OwnedFd,
+        masks: &Masks,
+        workspace: Option<&Path>,
+    ) -> Result<SandboxSetup, Error> {
+        // The directory the executor opened (confined by openat2), by its real path: the view
+        // has the workspace at the same path, so this names the same directory inside.
+        let cwd_path = std::fs::read_link(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(cwd)
+        ))
+        .map_err(setup_err("read the working directory's path"))?;
+        let workspace = workspace
+            .or(self.sandboxes.config.workspace.as_deref())
+            .map_or_else(|| cwd_path.clone(), Path::to_path_buf);
+        if !cwd_path.starts_with(&workspace) {
+            return Err(Error::Setup {
+                what: "place the working directory",
+                source: io::Error::other(format!(
+                    "{} is not inside the workspace {}",
+                    cwd_path.display(),
+                    workspace.display()
+                )),
+            });
+        }
+        self.sandboxes
+            .setup(built, &workspace, &cwd_path, masks)
+            .map_err(setup_err("plan the sandbox"))
+    }
+
+    /// Runs `exit 0` under every confined profile once, then the escapes; a profile whose
+    /// self-test fails is marked unavailable with the error, so runs asking for it are refused
+    /// (fail closed).
+    pub(super) fn self_test_sandboxes(&mut self) {
+        let Ok(dir) = tempfile::Builder::new()
+            .prefix("toolgate-selftest-")
+            .tempdir()
+        else {
+            return;
+        };
+        let names: Vec<String> = self.sandboxes.config.profiles.keys().cloned().collect();
+        for name in names {
+            let Ok(Resolved::Confined(built)) = self.sandboxes.resolve(&name) else {
+                continue;
+            };
+            let built = built.clone();
+            let mut last_err = None;
+            // Most isolation first: a capped pid_max needs Linux 6.14.
+            for pid_limit in [Some(self.config.pid_limit), None] {
+                self.sandbox_pid_limit = pid_limit;
+                let attempt = self
+                    .probe_script(&built, dir.path(), "exit 0", &Masks::default())
+                    .map(|(code, _)| code == Some(0));
+                match attempt {
+                    Ok(true) => {
+                        last_err = None;
+                        break;
+                    }
+                    Ok(false) => last_err = Some("a sandboxed `exit 0` did not exit 0".to_owned()),
+                    Err(e) => last_err = Some(e),
+                }
+            }
+            if let Some(e) = last_err {
+                self.sandbox_pid_limit = None;
+                self.sandboxes
+                    .mark_broken(&name, format!("a working sandbox (self-test: {e})"));
+                continue;
+            }
+            match self.escape_checks(&built) {
+                Ok(checks) => {
+                    if let Some(c) = checks.iter().find(|c| c.escaped.is_some()) {
+                        self.sandboxes.mark_broken(
+                            &name,
+                            format!(
+                                "a sandbox that holds (escape self-test: {}: {})",
+                                c.name,
+                                c.escaped.as_deref().unwrap_or_default()
+                            ),
+                        );
+                    }
+                    self.escapes.extend(checks);
+                }
+                Err(e) => self
+                    .sandboxes
+                    .mark_broken(&name, format!("a working sandbox (escape self-test: {e})")),
+            }
+        }
+    }
+}
+
+/// The thread every sandboxed child is cloned from.
+///
+/// A run's PID 1 gets `PR_SET_PDEATHSIG`, so it dies with the executor. The kernel sends that
+/// signal when the *thread* that cloned it exits, not the process, and a Tokio worker thread can
+/// retire while the executor lives (after `block_in_place` its core moves to a new thread). So
+/// the clone happens on one plain thread that lives as long as the runner or any of its runs;
+/// a call costs two thread hand-offs.
+#[derive(Debug)]
+pub(super) struct Spawner {
+    pub(super) jobs: std::sync::mpsc::Sender<Box<dyn FnOnce() + Send>>,
+}
+
+impl Spawner {
+    pub(super) fn start() -> io::Result<Arc<Spawner>> {
+        let (jobs, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        std::thread::Builder::new()
+            .name("toolgate-spawn".into())
+            .spawn(move || {
+                for job in rx {
+                    job();
+                }
+            })?;
+        Ok(Arc::new(Spawner { jobs }))
+    }
+
+    /// Runs `f` on the spawner thread and returns its result.
+    pub(super) fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> io::Result<T> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let gone = || io::Error::other("the spawner thread is gone");
+        self.jobs
+            .send(Box::new(move || {
+                let _ = tx.send(f());
+            }))
+            .map_err(|_| gone())?;
+        rx.recv().map_err(|_| gone())
+    }
+}
+
+/// Removes the empty `toolgate-homes-<pid>-*` mount points that executors which no longer run
+/// left behind (a SIGKILL skips their clean-up). They are only ever mounted on inside the
+/// runs' own mount namespaces, so they are empty; a live executor's is left alone.
+pub(super) fn remove_stale_homes(parent: Option<&Path>) {
+    let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
+    let Ok(entries) = std::fs::read_dir(&parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("toolgate-homes-"))
+        else {
+            continue;
+        };
+        let owner = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if owner.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
+pub(super) fn take_reader(
+    out: Option<impl Into<OwnedFd>>,
+    pipe_size: usize,
+) -> io::Result<pipe::Receiver> {
+    let fd: OwnedFd = out
+        .ok_or_else(|| io::Error::other("pipe was not created"))?
+        .into();
+    if pipe_size > 0 {
+        // Best effort: a bigger pipe lets the child keep writing while a chunk is being forwarded.
+        // The kernel may refuse (pipe-max-size, per-user pipe quota); the default still works.
+        let _ = rustix::pipe::fcntl_setpipe_size(&fd, pipe_size);
+    }
+    pipe::Receiver::from_owned_fd(fd)
+}
+
+pub(super) fn spawn_failed(program: &str, err: &io::Error) -> Status {
+    let reason = match err.kind() {
+        io::ErrorKind::NotFound => format!("program not found: {program}"),
+        io::ErrorKind::PermissionDenied => format!("permission denied executing {program}"),
+        _ => format!("cannot start {program}: {err}"),
+    };
+    Status::SpawnFailed {
+        reason,
+        errno: err.raw_os_error().unwrap_or(0),
+    }
+}

@@ -1,0 +1,285 @@
+//! Supervising a spawned run: streaming its output, its timeout, cancellation and shutdown,
+//! killing every descendant and reaping it, and reporting how it ended.
+
+use super::*;
+
+/// Kills and reaps the child if supervision is abandoned (runtime dropped mid-run), so no process
+/// or zombie outlives its run.
+pub(super) struct ReapGuard {
+    pub(super) pid: i32,
+    pub(super) reaped: bool,
+}
+
+impl Drop for ReapGuard {
+    fn drop(&mut self) {
+        if !self.reaped {
+            signal_all(self.pid, Signal::KILL);
+            let _ = sys::wait4(self.pid, true);
+        }
+    }
+}
+
+/// Signals the child's process group and the child itself. With a PID namespace, SIGKILL to the
+/// child (its init) takes the whole namespace down; while the child is unreaped its pid (and so
+/// its group id) cannot be reused.
+pub(super) fn signal_all(pid: i32, signal: Signal) {
+    if let Some(p) = Pid::from_raw(pid) {
+        let _ = rustix::process::kill_process_group(p, signal);
+        let _ = rustix::process::kill_process(p, signal);
+    }
+}
+
+/// Whether `pid` has a handler installed for `signal` (the `SigCgt` mask of its status).
+pub(super) fn catches_signal(pid: i32, signal: Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (signal.as_raw() - 1)) != 0)
+}
+
+/// Resolves once `pid` has no children left. For a namespace init this means every other
+/// process of the namespace is gone, because orphans are reparented to it.
+pub(super) async fn no_children(pid: i32) {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    loop {
+        match std::fs::read_to_string(&path) {
+            // The frozen init cannot reap, so terminated children linger as zombies.
+            Ok(c) if c.split_whitespace().all(is_zombie) => return,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            // Unreadable (already reaped or no CONFIG_PROC_CHILDREN): leave it to the grace period.
+            Err(_) => pending::<()>().await,
+        }
+    }
+}
+
+/// Whether the process `pid` has exited and only waits to be reaped.
+pub(super) fn is_zombie(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // The state follows the parenthesised command name, which may itself contain `)`.
+        stat.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+pub(super) async fn flag(mut rx: watch::Receiver<bool>) {
+    if rx.wait_for(|set| *set).await.is_err() {
+        // The sender is gone, so the flag can never be raised.
+        pending::<()>().await;
+    }
+}
+
+pub(super) enum Ending {
+    Timeout,
+    Cancel(CancelCause),
+}
+
+pub(super) struct Supervisor {
+    /// Kept while the run lives: the run's parent-death signal follows the spawner thread.
+    pub(super) _spawner: Arc<Spawner>,
+    pub(super) pid: i32,
+    pub(super) pidfd: AsyncFd<OwnedFd>,
+    pub(super) guard: ReapGuard,
+    pub(super) mechanism: KillMechanism,
+    pub(super) cgroup: Option<RunCgroup>,
+    pub(super) tx: mpsc::Sender<Event>,
+    pub(super) cancel: watch::Receiver<bool>,
+    pub(super) shutdown: watch::Receiver<bool>,
+    pub(super) timeout: Duration,
+    pub(super) grace: Duration,
+    pub(super) drain: Duration,
+    pub(super) final_send_timeout: Duration,
+    pub(super) kill_on_cap: bool,
+    pub(super) limits: [StreamLimits; 2],
+    pub(super) started: Instant,
+}
+
+impl Supervisor {
+    pub(super) async fn run(
+        mut self,
+        stdout: pipe::Receiver,
+        stderr: pipe::Receiver,
+        stdin: Option<(pipe::Sender, Bytes)>,
+    ) {
+        let cap_hit = Notify::new();
+        let (reaped_tx, reaped_rx) = watch::channel(false);
+        let drain = self.drain;
+        let stop = || {
+            let mut rx = reaped_rx.clone();
+            async move {
+                let _ = rx.wait_for(|r| *r).await;
+                tokio::time::sleep(drain).await;
+            }
+        };
+        let out = pump(
+            Stream::Stdout,
+            stdout,
+            self.limits[0],
+            self.tx.clone(),
+            &cap_hit,
+            stop(),
+        );
+        let err = pump(
+            Stream::Stderr,
+            stderr,
+            self.limits[1],
+            self.tx.clone(),
+            &cap_hit,
+            stop(),
+        );
+        let feed = async {
+            if let Some((mut sender, bytes)) = stdin {
+                let mut reaped = reaped_rx.clone();
+                tokio::select! {
+                    // EPIPE just means the child stopped reading; that is its business.
+                    _ = sender.write_all(&bytes) => {}
+                    _ = reaped.wait_for(|r| *r) => {}
+                }
+            }
+        };
+        let life = async {
+            let outcome = self.lifecycle(&cap_hit).await;
+            reaped_tx.send_replace(true);
+            outcome
+        };
+        let ((ending, killed, reaped), stdout, stderr, ()) = tokio::join!(life, out, err, feed);
+
+        let status = match ending {
+            Some(Ending::Timeout) => Status::TimedOut {
+                timeout: self.timeout,
+                killed,
+            },
+            Some(Ending::Cancel(cause)) => Status::Cancelled(cause),
+            None => match (reaped.exit_code(), reaped.signal()) {
+                (Some(code), _) => Status::Exited(code),
+                (None, Some((signal, core_dumped))) => Status::Signaled {
+                    signal,
+                    core_dumped,
+                },
+                (None, None) => Status::Exited(-1),
+            },
+        };
+        let exited = Event::Exited(Exited {
+            status,
+            stdout,
+            stderr,
+            usage: Usage {
+                wall_time: self.started.elapsed(),
+                user_cpu: reaped.user,
+                system_cpu: reaped.system,
+                peak_rss_bytes: reaped.max_rss,
+            },
+            finished_at: SystemTime::now(),
+        });
+        // A stalled consumer must not hold the run (and its admission slot) forever; during a
+        // shutdown it gets only the kill grace period.
+        let grace = self.grace;
+        let shutdown = flag(self.shutdown.clone());
+        tokio::select! {
+            biased;
+            _ = self.tx.send(exited) => {}
+            () = tokio::time::sleep(self.final_send_timeout) => {}
+            () = async { shutdown.await; tokio::time::sleep(grace).await } => {}
+        }
+        if let Some(cgroup) = self.cgroup.take() {
+            cgroup.remove().await;
+        }
+    }
+
+    /// Waits for the child to exit, enforcing timeout and cancellation, and reaps it.
+    pub(super) async fn lifecycle(&mut self, cap_hit: &Notify) -> (Option<Ending>, bool, Reaped) {
+        let deadline = tokio::time::Instant::from_std(self.started + self.timeout);
+        let ending = tokio::select! {
+            biased;
+            () = exited(&self.pidfd) => None,
+            () = tokio::time::sleep_until(deadline) => Some(Ending::Timeout),
+            () = cap_hit.notified(), if self.kill_on_cap => Some(Ending::Cancel(CancelCause::OutputCap)),
+            () = flag(self.cancel.clone()) => Some(Ending::Cancel(CancelCause::ClientCancelled)),
+            () = flag(self.shutdown.clone()) => Some(Ending::Cancel(CancelCause::Shutdown)),
+            () = self.tx.closed() => Some(Ending::Cancel(CancelCause::ClientDisconnected)),
+        };
+        let mut killed = false;
+        if let Some(ending) = &ending {
+            if matches!(ending, Ending::Cancel(CancelCause::OutputCap)) {
+                // The point of kill_on_cap is to stop the flood now, not after a grace period.
+                self.kill_everything();
+                killed = true;
+            } else {
+                // A namespace init only receives the signals it catches: one that does not
+                // catch TERM would ignore it and carry on (a script would start its next
+                // command after its current one was terminated). Freeze such an init so nothing
+                // new starts, TERM the rest of the tree, and kill the init once its descendants
+                // are gone or the grace period is over.
+                let frozen = self.mechanism == KillMechanism::PidNamespace
+                    && !catches_signal(self.pid, Signal::TERM);
+                if frozen && let Some(p) = Pid::from_raw(self.pid) {
+                    let _ = rustix::process::kill_process(p, Signal::STOP);
+                }
+                signal_all(self.pid, Signal::TERM);
+                if let Some(cgroup) = &self.cgroup {
+                    cgroup.signal_all(Signal::TERM);
+                }
+                let pid = self.pid;
+                tokio::select! {
+                    biased;
+                    () = exited(&self.pidfd) => {}
+                    () = no_children(pid), if frozen => {
+                        self.kill_everything();
+                        killed = true;
+                    }
+                    () = tokio::time::sleep(self.grace) => {
+                        self.kill_everything();
+                        killed = true;
+                    }
+                }
+            }
+            exited(&self.pidfd).await;
+        }
+        if self.mechanism != KillMechanism::PidNamespace {
+            // Background descendants would hold the pipes and outlive the run. The pid is still
+            // unreaped, so the group id cannot have been reused.
+            if let Some(p) = Pid::from_raw(self.pid) {
+                let _ = rustix::process::kill_process_group(p, Signal::KILL);
+            }
+            if let Some(cgroup) = &self.cgroup {
+                cgroup.kill();
+            }
+        }
+        let reaped = loop {
+            match sys::wait4(self.pid, true) {
+                Ok(Some(r)) => break r,
+                Ok(None) => continue,
+                Err(_) => {
+                    // Only ECHILD is possible here, which means someone else reaped it.
+                    break Reaped {
+                        status: 0,
+                        user: Duration::ZERO,
+                        system: Duration::ZERO,
+                        max_rss: 0,
+                    };
+                }
+            }
+        };
+        self.guard.reaped = true;
+        (ending, killed, reaped)
+    }
+}
+
+impl Supervisor {
+    pub(super) fn kill_everything(&self) {
+        signal_all(self.pid, Signal::KILL);
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
+    }
+}
+
+/// Resolves once the child has exited (its pidfd turns readable); it stays readable until reaped.
+pub(super) async fn exited(pidfd: &AsyncFd<OwnedFd>) {
+    if pidfd.readable().await.is_err() {
+        pending::<()>().await;
+    }
+}
