@@ -1,7 +1,7 @@
 //! `toolgate approvals` against `toolgate up`: list, show, approve, deny, cancel and a
 //! resumable watch, with the roles enforced.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

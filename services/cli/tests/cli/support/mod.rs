@@ -1,5 +1,4 @@
 //! Shared test helpers: the real `toolgate` binary, fresh Postgres databases, raw SQL.
-#![allow(dead_code)]
 
 use std::process::{Command, Output};
 
@@ -108,8 +107,6 @@ pub struct Up {
     _stdout: std::io::BufReader<std::process::ChildStdout>,
     /// What `up --json` printed.
     pub info: serde_json::Value,
-    /// The workspace.
-    pub workspace: std::path::PathBuf,
     /// The data directory.
     pub data_dir: std::path::PathBuf,
 }
@@ -179,7 +176,6 @@ impl Up {
             child,
             _stdout: stdout,
             info,
-            workspace: workspace.to_owned(),
             data_dir: data_dir.to_owned(),
         }
     }

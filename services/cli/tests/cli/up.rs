@@ -1,7 +1,7 @@
 //! `toolgate up` as a person starts it: tokens printed and kept, both services serving, the
 //! ledger verifiable after a restart.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -1,7 +1,7 @@
 //! `toolgate run` against `toolgate up`: output streamed live as bytes, the child's exit status
 //! as ours, and distinct codes for a timeout, a refusal, a pending approval and a failed start.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

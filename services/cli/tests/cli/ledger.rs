@@ -1,6 +1,6 @@
 //! `toolgate ledger migrate` and `verify` against real SQLite and Postgres ledgers.
 
-mod support;
+use crate::support;
 
 use sha2::{Digest, Sha256};
 use support::{PgDb, raw, text, toolgate};
