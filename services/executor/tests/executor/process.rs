@@ -1,6 +1,6 @@
 //! End-to-end: `ProcessService.Run` and `ExecutorService.GetCapabilities` on the real binary.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The executor's Prometheus endpoint, scraped over real HTTP after real calls through the
 //! real policy service: counters carry the labels dashboards group by.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 

@@ -1,8 +1,7 @@
 //! End-to-end enforcement: the real executor asking the real policy service (SQLite ledger)
 //! before every call, over gRPC with bearer credentials.
 
-mod support;
-mod transport;
+use crate::support;
 
 use std::time::Duration;
 
@@ -486,7 +485,7 @@ fn startup_without_a_policy_service_or_credentials_fails_naming_the_field() {
 // Issue 13 §3: what the policy denies never appears in a result.
 
 /// The policy toolgate ships (its `secrets` rule denies `**/.env`, `**/*.pem`, ...).
-const DEFAULT_POLICY: &str = include_str!("../../../libs/policy-engine/default-policy.toml");
+const DEFAULT_POLICY: &str = include_str!("../../../../libs/policy-engine/default-policy.toml");
 
 /// A workspace with secrets the default policy denies, next to an ordinary file.
 fn secrets_workspace(sb: &Sandbox) {

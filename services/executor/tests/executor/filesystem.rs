@@ -1,6 +1,6 @@
 //! End-to-end: the real executor binary serving FilesystemService over loopback gRPC.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::symlink;
 

@@ -1,6 +1,5 @@
 //! Starts the real `toolgate-executor` and `toolgate-policy` binaries on port 0 and talks
 //! gRPC to them.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -135,7 +134,8 @@ async fn connect(addr: &str, token: Option<&str>) -> AuthChannel {
 /// A running `toolgate-policy` with a SQLite ledger in a temp directory, killed on drop.
 pub struct Policy {
     child: Child,
-    dir: tempfile::TempDir,
+    /// Holds the ledger and configuration until the service is gone.
+    _dir: tempfile::TempDir,
     /// `ip:port` it listens on.
     pub addr: String,
     /// The credentials it accepts.
@@ -183,7 +183,7 @@ impl Policy {
         let addr = read_listening(&mut child, "toolgate-policy");
         Policy {
             child,
-            dir,
+            _dir: dir,
             addr,
             creds,
         }

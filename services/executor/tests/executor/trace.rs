@@ -2,7 +2,7 @@
 //! `toolgate-policy` and `toolgate-executor` binaries exporting to it, one call carrying a
 //! known `traceparent`, and the child process printing the `TRACEPARENT` it got.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::sync::Arc;

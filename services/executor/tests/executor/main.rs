@@ -1,0 +1,13 @@
+//! The executor binary end to end: real policy service, real children, real filesystem, real OTLP receiver.
+//!
+//! One test binary for the crate (each links the world; fewer binaries build faster): the
+//! modules below were separate binaries before.
+
+mod support;
+mod transport;
+
+mod enforcement;
+mod filesystem;
+mod metrics;
+mod process;
+mod trace;
