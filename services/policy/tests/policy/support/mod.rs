@@ -1,7 +1,6 @@
 //! Test harness: the real `toolgate-policy` binary on port 0 over a fresh database
 //! (a Postgres database created for the test, or a SQLite file), with a fixed set of
 //! credentials, and gRPC clients that present them.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

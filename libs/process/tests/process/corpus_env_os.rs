@@ -4,7 +4,7 @@
 //! The canary tests re-run this test binary as a child with `CANARY_SECRET` in *its* environment
 //! (the suite never mutates its own), and the inner test does the actual checking.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -18,8 +18,13 @@ const INNER_FLAG: &str = "TOOLGATE_PROCESS_CANARY_CHILD";
 /// Runs `test_name` of this binary in a child whose environment holds the canary.
 fn rerun_with_canary(test_name: &str) {
     let exe = std::env::current_exe().unwrap();
+    // libtest names a test by its module path below the crate.
+    let test_name = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{test_name}"),
+        None => test_name.to_owned(),
+    };
     let out = std::process::Command::new(exe)
-        .args(["--exact", test_name, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test_name, "--nocapture", "--test-threads=1"])
         .env("CANARY_SECRET", CANARY)
         .env(INNER_FLAG, "1")
         .output()

@@ -2,7 +2,7 @@
 //! nothing is lost, pending approvals stay approvable, and the unreported call becomes
 //! `unknown` after its lease and never runs again (AP-12, AP-14).
 
-mod support;
+use crate::support;
 
 use support::*;
 use tokio_stream::StreamExt;

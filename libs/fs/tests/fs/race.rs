@@ -2,7 +2,7 @@
 //! to the outside while thousands of operations run. The fixture asserts on drop that
 //! `$OUT` is byte-identical; every response is checked for outside content.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,9 +1,7 @@
 //! Test harness: a fresh Postgres database or SQLite file per test, dropped afterwards.
-#![allow(dead_code)]
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::time::Duration;
 
 use futures::FutureExt;
 use sha2::{Digest, Sha256};
@@ -224,5 +222,3 @@ pub fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
         error: None,
     }
 }
-
-pub const MINUTE: Duration = Duration::from_secs(60);

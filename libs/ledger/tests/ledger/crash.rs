@@ -4,7 +4,7 @@
 //!
 //! The machine's shared Postgres is never touched.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

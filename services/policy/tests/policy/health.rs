@@ -1,7 +1,7 @@
 //! The health endpoint follows the database: NOT_SERVING while Postgres is down, SERVING
 //! again once it returns, without a restart. Runs on a private Postgres cluster.
 
-mod support;
+use crate::support;
 
 use support::*;
 use tokio_stream::StreamExt;

@@ -1,6 +1,6 @@
 //! Behaviour of each operation inside the workspace: what a caller sees and what lands on disk.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;

@@ -1,5 +1,4 @@
 //! Test fixture: a workspace root `$WS` next to an outside sentinel tree `$OUT`.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -16,7 +15,8 @@ pub const SENTINEL: &str = "OUTSIDE-SENTINEL";
 type Snapshot = BTreeMap<PathBuf, (String, Vec<u8>, u32, i64, i64)>;
 
 pub struct Fixture {
-    pub tmp: tempfile::TempDir,
+    /// Holds the trees until the fixture is gone.
+    _tmp: tempfile::TempDir,
     pub root: PathBuf,
     pub out: PathBuf,
     pub ws: Workspace,
@@ -55,7 +55,7 @@ impl Fixture {
         let ws = Workspace::open(config).unwrap();
         let snapshot = snapshot(&out);
         Fixture {
-            tmp,
+            _tmp: tmp,
             root,
             out,
             ws,

@@ -1,7 +1,7 @@
 //! General run behaviour: request errors, spawn failures, stdin, bytes, tails, admission,
 //! cancellation, disconnect, shutdown and the capability report.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

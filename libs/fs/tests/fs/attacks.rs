@@ -1,7 +1,7 @@
 //! Every filesystem case of `attacks.yaml`, named after its id, plus more spellings of
 //! each class. Each fixture checks on drop that `$OUT` is byte-identical.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, Instant};

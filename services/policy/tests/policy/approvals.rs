@@ -1,7 +1,7 @@
 //! End-to-end: the real `toolgate-policy` binary deciding, parking and resuming calls in a
 //! real ledger, with approvers deciding over `ApprovalService`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

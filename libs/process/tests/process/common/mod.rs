@@ -1,6 +1,5 @@
 //! Shared helpers: a runner with test-friendly limits, a workspace directory and an event
 //! collector that checks the stream invariants of every run it reads.
-#![allow(dead_code)]
 
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! Authorize and approval calls: decisions by tool, tier and rule; approvals pending and
 //! decided; latencies as histograms.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

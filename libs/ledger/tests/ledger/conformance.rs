@@ -1,6 +1,6 @@
 //! One conformance suite, instantiated for Postgres and for SQLite.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

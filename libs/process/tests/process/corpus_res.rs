@@ -2,7 +2,7 @@
 //! TERM-ignoring children, stdin and file-size limits. Every run must end, and nothing it
 //! started may survive it.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! End-to-end: the real `toolgate-policy` binary answering Classify and GetPolicy over gRPC.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,0 +1,11 @@
+//! The policy engine: the attack corpus, argument tables checked against real programs, differential and property tests, reload.
+//!
+//! One test binary for the crate (each links the world; fewer binaries build faster): the
+//! modules below were separate binaries before.
+
+mod argv_opens;
+mod corpus;
+mod differential;
+mod fuzz;
+mod properties;
+mod reload;
