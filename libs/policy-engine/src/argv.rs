@@ -11,7 +11,7 @@
 //! mistake would hide a real operand, so every entry was taken from the program's `getopt`
 //! option string or `--help`, programs with their own ad hoc parsers (such as `xxd`, which
 //! takes any word starting with `-p` for `-postscript`) have no table, and
-//! `tests/argv_opens.rs` runs the real programs, with every abbreviated and clustered spelling
+//! `tests/engine/argv_opens.rs` runs the real programs, with every abbreviated and clustered spelling
 //! of every option that takes a value, to check that no file they open is missed.
 
 /// How one program's options take values.
