@@ -7,6 +7,26 @@ use std::fmt;
 
 pub mod backoff;
 
+/// What replaces a secret wherever toolgate shows or stores text: stored ledger rows,
+/// `--print-config`, URLs in messages and logs, credentials in debug output.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// `scheme://user:password@host/db` with the password replaced by [`REDACTED`]; anything
+/// else as given.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:{REDACTED}@{host}{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
 /// The `google.rpc.ErrorInfo.domain` every toolgate error carries.
 pub const ERROR_DOMAIN: &str = "toolgate.dev";
 

@@ -195,20 +195,7 @@ impl std::fmt::Debug for LedgerConfig {
     }
 }
 
-/// `scheme://user:password@host/db` with the password replaced.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) if userinfo.contains(':') => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:{REDACTED}@{host}{tail}")
-        }
-        _ => url.to_owned(),
-    }
-}
+pub use toolgate_core::redact_url;
 
 enum Target {
     Pg(PgConnectOptions),

@@ -4,8 +4,8 @@ use regex::Regex;
 
 use crate::error::{Error, Result};
 
-/// What replaces a secret in stored text.
-pub const REDACTED: &str = "[REDACTED]";
+/// What replaces a secret in stored text (the marker every toolgate redaction uses).
+pub use toolgate_core::REDACTED;
 
 /// Which secrets to scrub.
 #[derive(Clone)]

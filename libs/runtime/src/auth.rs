@@ -86,7 +86,10 @@ impl fmt::Debug for TokenEntry {
         f.debug_struct("TokenEntry")
             .field("principal", &self.principal)
             .field("role", &self.role)
-            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "token",
+                &self.token.as_ref().map(|_| toolgate_core::REDACTED),
+            )
             .field("token_file", &self.token_file)
             .finish()
     }
@@ -368,7 +371,7 @@ impl Bearer {
 impl fmt::Debug for Bearer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(if self.0.is_some() {
-            "Bearer(<redacted>)"
+            "Bearer([REDACTED])"
         } else {
             "Bearer(none)"
         })
@@ -537,7 +540,7 @@ mod tests {
             request.metadata().get("authorization").unwrap(),
             "Bearer alice-token-0123456789"
         );
-        assert_eq!(format!("{with:?}"), "Bearer(<redacted>)");
+        assert_eq!(format!("{with:?}"), "Bearer([REDACTED])");
         let request = Bearer::none().call(Request::new(())).unwrap();
         assert!(request.metadata().get("authorization").is_none());
         assert!(Bearer::new("bad\ntoken").is_err());

@@ -49,6 +49,55 @@ pub struct Sources<'a> {
     pub overrides: Vec<(String, Value)>,
 }
 
+/// The flags both service binaries take (`toolgate-executor`, `toolgate-policy`); the rest of
+/// their configuration comes from the layers: defaults, the `--config` file, `TOOLGATE_*`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServiceFlags {
+    /// A TOML config file.
+    #[arg(long, env = "TOOLGATE_CONFIG", global = true)]
+    pub config: Option<std::path::PathBuf>,
+    /// gRPC listen address, `ip:port`; port 0 picks a free one (overrides `listen`).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Prometheus `/metrics` listen address, `ip:port` (overrides `metrics_listen`).
+    #[arg(long)]
+    pub metrics_listen: Option<String>,
+    /// Serve without TLS on an address other than loopback, when something else (a service
+    /// mesh) encrypts the traffic (sets `transport.insecure_plaintext`).
+    #[arg(long)]
+    pub insecure_plaintext: bool,
+    /// Print the effective configuration with secrets redacted, then exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+impl ServiceFlags {
+    /// Loads the configuration from the layers, with these flags and the binary's own
+    /// `overrides` (dotted key, typed value) on top.
+    pub fn load<T>(&self, mut overrides: Vec<(String, Value)>) -> Result<T, Error>
+    where
+        T: DeserializeOwned + serde::Serialize + Default,
+    {
+        if let Some(l) = &self.listen {
+            overrides.push(("listen".to_owned(), Value::String(l.clone())));
+        }
+        if let Some(m) = &self.metrics_listen {
+            overrides.push(("metrics_listen".to_owned(), Value::String(m.clone())));
+        }
+        if self.insecure_plaintext {
+            overrides.push((
+                "transport.insecure_plaintext".to_owned(),
+                Value::Boolean(true),
+            ));
+        }
+        load(&Sources {
+            file: self.config.as_deref(),
+            env: std::env::vars().collect(),
+            overrides,
+        })
+    }
+}
+
 /// The environment prefix.
 pub const ENV_PREFIX: &str = "TOOLGATE_";
 
@@ -177,16 +226,10 @@ fn redact_value(v: &mut serde_json::Value, secret: bool) {
             }
         }
         serde_json::Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, secret)),
-        serde_json::Value::String(s) if secret && !s.is_empty() => *s = "<redacted>".into(),
-        serde_json::Value::String(s) => {
-            if let Some((scheme, rest)) = s.split_once("://")
-                && let Some((creds, host)) = rest.split_once('@')
-                && creds.contains(':')
-            {
-                let user = creds.split(':').next().unwrap_or_default();
-                *s = format!("{scheme}://{user}:<redacted>@{host}");
-            }
+        serde_json::Value::String(s) if secret && !s.is_empty() => {
+            *s = toolgate_core::REDACTED.into();
         }
+        serde_json::Value::String(s) => *s = toolgate_core::redact_url(s),
         _ => {}
     }
 }
@@ -269,5 +312,11 @@ mod tests {
         };
         let out = redacted(&cfg);
         assert!(!out.contains("abc") && !out.contains("pw@"), "{out}");
+        // One marker everywhere, the ledger's too.
+        assert!(out.contains("postgres://u:[REDACTED]@h/db"), "{out}");
+        assert!(
+            out.contains(&format!("\"token\": \"{}\"", toolgate_core::REDACTED)),
+            "{out}"
+        );
     }
 }

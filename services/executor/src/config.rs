@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use toolgate_runtime::auth::AuthConfig;
-use toolgate_runtime::logging;
 use toolgate_runtime::transport::{ClientTlsConfig, TransportConfig};
 
 /// The whole executor configuration.
@@ -136,24 +135,8 @@ impl Default for Config {
     }
 }
 
-/// Log settings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LogConfig {
-    /// `text` or `json`.
-    pub format: logging::Format,
-    /// A `RUST_LOG`-style filter.
-    pub filter: String,
-}
-
-impl Default for LogConfig {
-    fn default() -> Self {
-        LogConfig {
-            format: logging::Format::Text,
-            filter: "info".into(),
-        }
-    }
-}
+/// Log settings (`[log]`), shared by both services.
+pub use toolgate_runtime::logging::LogConfig;
 
 /// The workspace.
 #[derive(Debug, Clone, Serialize, Deserialize)]
