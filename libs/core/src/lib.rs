@@ -33,17 +33,29 @@ pub const ERROR_DOMAIN: &str = "toolgate.dev";
 /// The gRPC status codes toolgate uses, without depending on tonic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Code {
+    /// A request field is malformed.
     InvalidArgument,
+    /// Nothing exists where the request points.
     NotFound,
+    /// Something exists where the request wanted to create, or the call already ran.
     AlreadyExists,
+    /// Refused: by the workspace, the policy or a human.
     PermissionDenied,
+    /// A limit is reached (space, concurrency).
     ResourceExhausted,
+    /// The system is not in the state the call needs (a pending approval, a mismatch).
     FailedPrecondition,
+    /// A concurrent change won (a stale sha256, a call in flight).
     Aborted,
+    /// A feature this executor cannot provide.
     Unimplemented,
+    /// A failure inside toolgate.
     Internal,
+    /// A dependency (the policy service, the ledger) cannot be reached; retryable.
     Unavailable,
+    /// The time budget ran out.
     DeadlineExceeded,
+    /// No credential, or an unknown one.
     Unauthenticated,
 }
 
@@ -176,14 +188,23 @@ pub trait ReasonedError: std::error::Error {
 /// The kind of tool call, as policies and the ledger name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ToolKind {
+    /// `fs.read`: read a file.
     FsRead,
+    /// `fs.write`: create or replace a file.
     FsWrite,
+    /// `fs.edit`: replace text in a file.
     FsEdit,
+    /// `fs.list`: list a directory.
     FsList,
+    /// `fs.search`: search file contents.
     FsSearch,
+    /// `fs.find`: find paths by glob.
     FsFind,
+    /// `fs.mkdir`: create a directory.
     FsMkdir,
+    /// `fs.stat`: describe a path.
     FsStat,
+    /// `process.run`: run a command.
     ProcessRun,
 }
 
@@ -252,8 +273,11 @@ impl fmt::Display for ToolKind {
 /// A policy decision tier, ordered so that `max` is "the worst of".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Tier {
+    /// Runs without a human.
     Auto,
+    /// Waits for a human approval.
     Ask,
+    /// Refused; never approvable.
     Deny,
 }
 

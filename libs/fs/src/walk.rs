@@ -93,12 +93,12 @@ pub(crate) struct Item<'a> {
 
 impl Item<'_> {
     /// Workspace-relative canonical path; built on demand, most files never need it.
-    pub fn canon(&self) -> PathBuf {
+    pub(crate) fn canon(&self) -> PathBuf {
         self.dir_canon.join(self.name)
     }
 
     /// Path relative to the walk's base.
-    pub fn rel(&self) -> PathBuf {
+    pub(crate) fn rel(&self) -> PathBuf {
         self.dir_rel.join(self.name)
     }
 }

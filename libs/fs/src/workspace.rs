@@ -262,7 +262,7 @@ pub(crate) struct Request<'a> {
 
 impl Request<'_> {
     /// The relative path in the form handed to openat2 (`.` for the root).
-    pub fn kernel_path(&self) -> PathBuf {
+    pub(crate) fn kernel_path(&self) -> PathBuf {
         let mut p = if self.rel.as_os_str().is_empty() {
             PathBuf::from(".")
         } else {

@@ -23,11 +23,11 @@ use crate::tools::*;
 
 /// Bytes of each run stream returned live (the head) to the model by default; a model's
 /// context has no room for more, and MCP clients cap a message (the Python SDK at 1 MiB).
-pub const RUN_HEAD_BYTES: u64 = 48 << 10;
+pub(crate) const RUN_HEAD_BYTES: u64 = 48 << 10;
 /// Bytes of each run stream's end kept after the head.
-pub const RUN_TAIL_BYTES: u64 = 16 << 10;
+pub(crate) const RUN_TAIL_BYTES: u64 = 16 << 10;
 /// Bytes of a file `read_file` returns unless `max_bytes` says otherwise.
-pub const READ_BYTES: u64 = 256 << 10;
+pub(crate) const READ_BYTES: u64 = 256 << 10;
 
 /// What a call came to, before it becomes a `CallToolResult`.
 #[derive(Debug, Default)]

@@ -186,7 +186,7 @@ impl CommandPattern {
     }
 
     /// Whether `name args...` is matched.
-    pub fn matches(&self, name: &str, args: &[String]) -> bool {
+    pub(crate) fn matches(&self, name: &str, args: &[String]) -> bool {
         let program_ok = match &self.program {
             ProgramMatch::Exact(p) => p == name,
             ProgramMatch::Glob(_, g) => g.is_match(name),
@@ -228,12 +228,12 @@ pub(crate) struct Rule {
 
 impl Rule {
     /// Whether the rule applies to tool kind `k`.
-    pub fn applies_to(&self, k: ToolKind) -> bool {
+    pub(crate) fn applies_to(&self, k: ToolKind) -> bool {
         self.tools.as_ref().is_none_or(|t| t.contains(&k))
     }
 
     /// Whether the session, principal and label selectors accept `ctx`.
-    pub fn context_matches(&self, ctx: &crate::CallContext) -> bool {
+    pub(crate) fn context_matches(&self, ctx: &crate::CallContext) -> bool {
         self.sessions
             .as_ref()
             .is_none_or(|s| s.contains(&ctx.session_id))
@@ -248,7 +248,7 @@ impl Rule {
     }
 
     /// Whether one command layer matches the command selectors (not the path selector).
-    pub fn command_matches(&self, name: &str, args: &[String]) -> bool {
+    pub(crate) fn command_matches(&self, name: &str, args: &[String]) -> bool {
         self.commands.iter().any(|p| p.matches(name, args))
             && !self.except.iter().any(|p| p.matches(name, args))
             && (self.flags.is_empty() || self.flags.iter().any(|f| has_flag(args, f)))

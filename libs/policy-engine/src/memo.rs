@@ -20,7 +20,7 @@ use crate::shell::Analysis;
 /// Entries per generation.
 const GENERATION: usize = 2048;
 /// Longer scripts are analysed every time: they are rare and would dominate the memory bound.
-pub const MAX_SCRIPT: usize = 4096;
+pub(crate) const MAX_SCRIPT: usize = 4096;
 
 #[derive(Default)]
 struct Generations {

@@ -13,7 +13,7 @@ use crate::render;
 
 /// Arguments of `toolgate approvals`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The policy service endpoint.
     #[arg(
         long,
@@ -165,7 +165,7 @@ enum Op {
 }
 
 /// Runs one `toolgate approvals` command.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let channel = client::connect("policy service", &args.policy, &args.token).await?;
     let mut client = ApprovalServiceClient::new(channel);
     match args.op {

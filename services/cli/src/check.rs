@@ -8,7 +8,7 @@ use toolgate_policy_engine::{CallContext, Policy, ToolCall, request_digest};
 
 /// Arguments of `toolgate check`.
 #[derive(Debug, clap::Args)]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// A policy document; the shipped default policy when omitted.
     #[arg(long)]
     policy: Option<PathBuf>,
@@ -50,13 +50,13 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<Policy> {
 }
 
 /// Exit status of `toolgate check` for an `ask`.
-pub const EXIT_ASK: u8 = 2;
+pub(crate) const EXIT_ASK: u8 = 2;
 /// Exit status of `toolgate check` for a `deny`.
-pub const EXIT_DENY: u8 = 3;
+pub(crate) const EXIT_DENY: u8 = 3;
 
 /// Classifies one call and prints the decision. The exit status is the answer, for scripts
 /// and CI: 0 auto, 2 ask, 3 deny; 1 is a usage or policy error (nothing was classified).
-pub fn check(args: CheckArgs) -> anyhow::Result<()> {
+pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
     let policy = load(args.policy.as_deref())?;
     let tool: ToolKind = args.tool.parse().map_err(|e: String| anyhow::anyhow!(e))?;
     let call = match tool {
@@ -100,7 +100,7 @@ pub fn check(args: CheckArgs) -> anyhow::Result<()> {
 }
 
 /// `toolgate policy validate FILE`.
-pub fn validate(path: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) fn validate(path: &std::path::Path) -> anyhow::Result<()> {
     let report = toolgate_policy_engine::validate(path)
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     println!("{report}");

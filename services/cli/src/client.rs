@@ -15,13 +15,13 @@ use toolgate_runtime::auth::Bearer;
 use toolgate_runtime::transport::{ClientTls, ClientTlsConfig, Dial};
 
 /// Default policy service endpoint (`toolgate up` listens there).
-pub const DEFAULT_POLICY: &str = "http://127.0.0.1:7071";
+pub(crate) const DEFAULT_POLICY: &str = "http://127.0.0.1:7071";
 /// Default executor endpoint (`toolgate up` listens there).
-pub const DEFAULT_EXECUTOR: &str = "http://127.0.0.1:7070";
+pub(crate) const DEFAULT_EXECUTOR: &str = "http://127.0.0.1:7070";
 
 /// The credential flag shared by every client command group.
 #[derive(Debug, Clone, clap::Args)]
-pub struct TokenArgs {
+pub(crate) struct TokenArgs {
     /// A file holding the bearer token (default: `TOOLGATE_TOKEN`, then the file named by
     /// `TOOLGATE_TOKEN_FILE`).
     #[arg(long, global = true, value_name = "FILE")]
@@ -52,7 +52,7 @@ pub struct TokenArgs {
 
 impl TokenArgs {
     /// The token to send, if any, following the documented precedence.
-    pub fn resolve(&self) -> anyhow::Result<Option<String>> {
+    pub(crate) fn resolve(&self) -> anyhow::Result<Option<String>> {
         if let Some(path) = &self.token_file {
             return read_token(path).map(Some);
         }
@@ -84,11 +84,11 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 }
 
 /// A channel whose calls carry the bearer token.
-pub type AuthChannel = InterceptedService<Channel, Bearer>;
+pub(crate) type AuthChannel = InterceptedService<Channel, Bearer>;
 
 /// `url` with `http://` in front when it names no scheme (`127.0.0.1:7070`, as `up` prints
 /// addresses).
-pub fn with_scheme(url: &str) -> String {
+pub(crate) fn with_scheme(url: &str) -> String {
     if url.contains("://") {
         url.to_owned()
     } else {
@@ -97,7 +97,11 @@ pub fn with_scheme(url: &str) -> String {
 }
 
 /// Connects to `url` (the `what` service, for messages) and attaches the token.
-pub async fn connect(what: &str, url: &str, token: &TokenArgs) -> anyhow::Result<AuthChannel> {
+pub(crate) async fn connect(
+    what: &str,
+    url: &str,
+    token: &TokenArgs,
+) -> anyhow::Result<AuthChannel> {
     let url = &with_scheme(url);
     let bearer = match token.resolve()? {
         Some(t) => Bearer::new(&t).map_err(|e| anyhow::anyhow!("the token cannot be sent: {e}"))?,
@@ -125,7 +129,7 @@ pub async fn connect(what: &str, url: &str, token: &TokenArgs) -> anyhow::Result
 
 /// A failed call, printed as `CODE REASON: message` followed by the ErrorInfo metadata.
 #[derive(Debug)]
-pub struct CallError {
+pub(crate) struct CallError {
     /// The status the server answered.
     pub status: tonic::Status,
     /// The ErrorInfo reason, empty when the status carries none.
@@ -136,7 +140,7 @@ pub struct CallError {
 
 impl CallError {
     /// Unpacks the status's ErrorInfo.
-    pub fn new(status: tonic::Status) -> Self {
+    pub(crate) fn new(status: tonic::Status) -> Self {
         let (reason, md) = toolgate_contracts::status::error_info(&status).unwrap_or_default();
         let mut metadata: Vec<_> = md.into_iter().collect();
         metadata.sort();
@@ -148,7 +152,7 @@ impl CallError {
     }
 
     /// One metadata value.
-    pub fn get(&self, key: &str) -> Option<&str> {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
         self.metadata
             .iter()
             .find(|(k, _)| k == key)
@@ -184,13 +188,13 @@ impl fmt::Display for CallError {
 impl std::error::Error for CallError {}
 
 /// Turns a status into an error for `?`.
-pub fn call_error(status: tonic::Status) -> anyhow::Error {
+pub(crate) fn call_error(status: tonic::Status) -> anyhow::Error {
     CallError::new(status).into()
 }
 
 /// Exit with this code; whatever needed saying was already printed.
 #[derive(Debug)]
-pub struct Exit(pub u8);
+pub(crate) struct Exit(pub u8);
 
 impl fmt::Display for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

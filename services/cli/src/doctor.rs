@@ -9,7 +9,7 @@ use crate::up::SandboxArgs;
 
 /// Arguments of `toolgate doctor`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The workspace runs would be confined to (only its path is used).
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
@@ -26,7 +26,7 @@ pub struct Args {
 /// Probes the kernel, starts a runner (which runs the escape self-test under every confined
 /// profile in a throwaway workspace) and reports. Exits 1 if the default profile cannot be
 /// enforced or any escape succeeded.
-pub fn run(args: &Args) -> anyhow::Result<()> {
+pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut cfg: toolgate_executor::Config = match &args.config {
         Some(file) => toolgate_runtime::config::load(&toolgate_runtime::config::Sources {
             file: Some(file),

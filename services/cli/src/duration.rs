@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// Parses a duration flag.
-pub fn parse(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s
         .find(|c: char| !c.is_ascii_digit() && c != '.')
@@ -28,7 +28,7 @@ pub fn parse(s: &str) -> Result<Duration, String> {
 }
 
 /// The wire form.
-pub fn to_proto(d: Duration) -> prost_types::Duration {
+pub(crate) fn to_proto(d: Duration) -> prost_types::Duration {
     prost_types::Duration::try_from(d).unwrap_or(prost_types::Duration {
         seconds: i64::MAX,
         nanos: 0,

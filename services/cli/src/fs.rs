@@ -11,7 +11,7 @@ use crate::client::call_error;
 
 /// Arguments of `toolgate fs`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The executor endpoint.
     #[arg(
         long,
@@ -142,7 +142,7 @@ fn kind(raw: i32) -> &'static str {
 }
 
 /// Runs one `toolgate fs` command.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let channel = crate::client::connect("executor", &args.executor, &args.token).await?;
     let mut client = FilesystemServiceClient::new(channel);
     let ctx = || {

@@ -11,7 +11,7 @@ use crate::client::Exit;
 
 /// Arguments of `toolgate ledger`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The ledger database: `postgres://…` or `sqlite:PATH`.
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
     database_url: Option<String>,
@@ -32,7 +32,7 @@ enum Op {
 }
 
 /// Runs one `toolgate ledger` command.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let url = args
         .database_url
         .context("give --database-url (or set DATABASE_URL): postgres://… or sqlite:PATH")?;

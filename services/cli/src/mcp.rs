@@ -19,7 +19,7 @@ use crate::client::TokenArgs;
 
 /// Arguments of `toolgate mcp`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The executor every tool call goes to.
     #[arg(
         long,
@@ -67,7 +67,7 @@ pub struct Args {
 }
 
 /// Runs the server until stdin closes (stdio) or a signal arrives (HTTP).
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let telemetry =
         toolgate_runtime::telemetry::init("toolgate-mcp", logging::Format::Text, &args.log)
             .context("cannot set up logging and tracing")?;
@@ -145,7 +145,9 @@ async fn serve_http(
 
 /// The task store in `dir` (default under `$XDG_STATE_HOME`); `None` for `off`, or when
 /// there is no home to put it in.
-pub fn task_store(dir: Option<PathBuf>) -> anyhow::Result<Option<Arc<toolgate_mcp::TaskStore>>> {
+pub(crate) fn task_store(
+    dir: Option<PathBuf>,
+) -> anyhow::Result<Option<Arc<toolgate_mcp::TaskStore>>> {
     let dir = match dir {
         Some(d) if d.as_os_str() == "off" => return Ok(None),
         Some(d) => d,
@@ -173,7 +175,7 @@ pub fn task_store(dir: Option<PathBuf>) -> anyhow::Result<Option<Arc<toolgate_mc
 }
 
 /// A lazily connected channel to the executor (TLS for `https://`).
-pub fn channel(url: &str, token: &TokenArgs) -> anyhow::Result<tonic::transport::Channel> {
+pub(crate) fn channel(url: &str, token: &TokenArgs) -> anyhow::Result<tonic::transport::Channel> {
     let url = &crate::client::with_scheme(url);
     let tls = if url.starts_with("https://") {
         Some(
@@ -195,7 +197,10 @@ pub fn channel(url: &str, token: &TokenArgs) -> anyhow::Result<tonic::transport:
 /// Whether runs reach the network under the executor's default sandbox profile, which
 /// makes `run_command` open-world. Unknown (no token yet, executor down) counts as yes:
 /// the hint errs towards caution.
-pub async fn runs_reach_network(channel: &tonic::transport::Channel, token: Option<&str>) -> bool {
+pub(crate) async fn runs_reach_network(
+    channel: &tonic::transport::Channel,
+    token: Option<&str>,
+) -> bool {
     let mut request = tonic::Request::new(GetCapabilitiesRequest {});
     if let Some(v) = token.and_then(|t| format!("Bearer {t}").parse().ok()) {
         request.metadata_mut().insert("authorization", v);
@@ -218,7 +223,10 @@ pub async fn runs_reach_network(channel: &tonic::transport::Channel, token: Opti
 }
 
 /// The address part of `toolgate up --mcp-listen`, validated like the other listeners.
-pub fn up_transport(addr: SocketAddr, insecure_plaintext: bool) -> anyhow::Result<Transport> {
+pub(crate) fn up_transport(
+    addr: SocketAddr,
+    insecure_plaintext: bool,
+) -> anyhow::Result<Transport> {
     let config = TransportConfig {
         insecure_plaintext,
         ..Default::default()

@@ -8,7 +8,7 @@ use toolgate_contracts::convert::{tier_from_wire, tool_from_wire};
 use toolgate_contracts::policy::v1 as pb;
 
 /// `pending`, `approved`, ...
-pub fn state(v: i32) -> String {
+pub(crate) fn state(v: i32) -> String {
     pb::ApprovalState::try_from(v).map_or_else(
         |_| format!("state({v})"),
         |s| {
@@ -20,7 +20,7 @@ pub fn state(v: i32) -> String {
 }
 
 /// `once` or `session`.
-pub fn scope(v: i32) -> String {
+pub(crate) fn scope(v: i32) -> String {
     match pb::ApprovalScope::try_from(v) {
         Ok(pb::ApprovalScope::Session) => "session".into(),
         _ => "once".into(),
@@ -28,7 +28,7 @@ pub fn scope(v: i32) -> String {
 }
 
 /// `created`, `updated`, `snapshot`.
-pub fn event_kind(v: i32) -> String {
+pub(crate) fn event_kind(v: i32) -> String {
     pb::ApprovalEventKind::try_from(v).map_or_else(
         |_| format!("kind({v})"),
         |s| {
@@ -40,12 +40,12 @@ pub fn event_kind(v: i32) -> String {
 }
 
 /// `auto`, `ask`, `deny`.
-pub fn tier(v: i32) -> String {
+pub(crate) fn tier(v: i32) -> String {
     tier_from_wire(v).map_or_else(|| "unspecified".into(), |t| t.as_str().to_owned())
 }
 
 /// `fs.write`, `process.run`, ...
-pub fn tool(v: i32) -> String {
+pub(crate) fn tool(v: i32) -> String {
     tool_from_wire(v).map_or_else(|| "unspecified".into(), |t| t.as_str().to_owned())
 }
 
@@ -67,7 +67,7 @@ fn access(v: i32) -> &'static str {
 }
 
 /// RFC 3339, or empty when unset.
-pub fn time(t: Option<&prost_types::Timestamp>) -> String {
+pub(crate) fn time(t: Option<&prost_types::Timestamp>) -> String {
     t.map(ToString::to_string).unwrap_or_default()
 }
 
@@ -84,7 +84,7 @@ fn shell_word(w: &str) -> String {
 }
 
 /// What the call does, in one line: the script, the argv, or the path.
-pub fn summary(call: Option<&pb::ToolCall>) -> String {
+pub(crate) fn summary(call: Option<&pb::ToolCall>) -> String {
     let Some(c) = call else {
         return String::new();
     };
@@ -113,7 +113,7 @@ fn clip(s: &str, max: usize) -> String {
 }
 
 /// The `approvals list` table.
-pub fn table(approvals: &[pb::Approval]) -> String {
+pub(crate) fn table(approvals: &[pb::Approval]) -> String {
     let mut out = format!(
         "{:<36}  {:<9}  {:<20}  {:<16}  {:<16}  {}\n",
         "ID", "STATE", "CREATED", "SESSION", "PRINCIPAL", "CALL"
@@ -135,7 +135,7 @@ pub fn table(approvals: &[pb::Approval]) -> String {
 }
 
 /// One `approvals watch` line: cursor, kind, id, state, session, principal and the call.
-pub fn watch_line(ev: &pb::WatchApprovalsResponse) -> String {
+pub(crate) fn watch_line(ev: &pb::WatchApprovalsResponse) -> String {
     let (id, st, session, principal, call) =
         ev.approval.as_ref().map_or_else(Default::default, |a| {
             (
@@ -154,7 +154,7 @@ pub fn watch_line(ev: &pb::WatchApprovalsResponse) -> String {
 }
 
 /// The full explanation an approver reads before deciding.
-pub fn show(a: &pb::Approval) -> String {
+pub(crate) fn show(a: &pb::Approval) -> String {
     let mut o = String::new();
     let mut field = |k: &str, v: &str| {
         if !v.is_empty() {
@@ -333,7 +333,7 @@ fn explanation_json(e: &pb::Explanation) -> Value {
 }
 
 /// An approval as one JSON object (enums as lowercase names, times as RFC 3339).
-pub fn approval_json(a: &pb::Approval) -> Value {
+pub(crate) fn approval_json(a: &pb::Approval) -> Value {
     json!({
         "approval_id": a.approval_id,
         "state": state(a.state),
@@ -360,7 +360,7 @@ pub fn approval_json(a: &pb::Approval) -> Value {
 }
 
 /// A run's exit status in words, for messages.
-pub fn exit_status(s: Option<&common::ExitStatus>) -> String {
+pub(crate) fn exit_status(s: Option<&common::ExitStatus>) -> String {
     use common::exit_status::Status;
     match s.and_then(|s| s.status.as_ref()) {
         Some(Status::Exited(c)) => format!("exited with {c}"),

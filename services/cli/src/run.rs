@@ -14,17 +14,17 @@ use toolgate_core::Reason;
 use crate::client::{self, CallError, Exit};
 
 /// Exit code when the run hit its timeout (as `timeout(1)`).
-pub const EXIT_TIMEOUT: u8 = 124;
+pub(crate) const EXIT_TIMEOUT: u8 = 124;
 /// Exit code when toolgate itself failed: unreachable service, bad request, no credential,
 /// executor busy, run cancelled, call id already used.
-pub const EXIT_TOOLGATE: u8 = 125;
+pub(crate) const EXIT_TOOLGATE: u8 = 125;
 /// Exit code when the call was refused: a policy deny, or an approver denied it.
-pub const EXIT_REFUSED: u8 = 126;
+pub(crate) const EXIT_REFUSED: u8 = 126;
 /// Exit code when the program could not be started.
-pub const EXIT_SPAWN_FAILED: u8 = 127;
+pub(crate) const EXIT_SPAWN_FAILED: u8 = 127;
 /// Exit code when the call needs an approval that is still pending (or expired): approve it,
 /// then repeat the same command (EX_TEMPFAIL).
-pub const EXIT_APPROVAL_PENDING: u8 = 75;
+pub(crate) const EXIT_APPROVAL_PENDING: u8 = 75;
 
 const EXIT_CODES: &str = "\
 EXIT STATUS:
@@ -41,7 +41,7 @@ EXIT STATUS:
 /// Arguments of `toolgate run`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = EXIT_CODES)]
-pub struct Args {
+pub(crate) struct Args {
     /// The executor endpoint.
     #[arg(long, env = "TOOLGATE_EXECUTOR", default_value = client::DEFAULT_EXECUTOR)]
     executor: String,
@@ -95,7 +95,7 @@ fn parse_env(s: &str) -> Result<(String, String), String> {
 }
 
 /// Runs the command and exits with its status.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let command = match (&args.script, args.argv.is_empty()) {
         (Some(s), true) => pb::run_request::Command::Script(s.clone()),
         (None, false) => pb::run_request::Command::Argv(pb::Argv {
@@ -341,7 +341,7 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
 }
 
 /// The exit code for a run's final status.
-pub fn exit_code(status: Option<&common::ExitStatus>) -> u8 {
+pub(crate) fn exit_code(status: Option<&common::ExitStatus>) -> u8 {
     match status.and_then(|s| s.status.as_ref()) {
         Some(Status::Exited(c)) => u8::try_from(*c).unwrap_or(EXIT_TOOLGATE),
         Some(Status::Signaled(s)) => u8::try_from(128 + s.signal.clamp(0, 127)).unwrap_or(255),

@@ -179,7 +179,7 @@ impl Observed {
 /// The response headers of a successful filesystem call: the tier that let it run (`auto`,
 /// or `ask` for an approved call), the recorded decision, the consumed approval (when
 /// any) and the deciding rule. `Run` carries the same in its `Started` event.
-pub const RECEIPT_HEADERS: [&str; 4] = [
+pub(crate) const RECEIPT_HEADERS: [&str; 4] = [
     "toolgate-decision",
     "toolgate-decision-id",
     "toolgate-approval-id",

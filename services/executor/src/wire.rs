@@ -18,7 +18,7 @@ const MAX_ID_LEN: usize = 128;
 
 /// A validated call context.
 #[derive(Debug, Clone)]
-pub struct CallContext {
+pub(crate) struct CallContext {
     /// The orchestrator's idempotency key.
     pub call_id: String,
     /// The agent session.
@@ -62,7 +62,7 @@ impl TryFrom<Option<common::CallContext>> for CallContext {
 
 impl CallContext {
     /// The wire form, as forwarded to the policy service.
-    pub fn to_wire(&self) -> common::CallContext {
+    pub(crate) fn to_wire(&self) -> common::CallContext {
         common::CallContext {
             call_id: self.call_id.clone(),
             session_id: self.session_id.clone(),
@@ -86,7 +86,7 @@ fn id(field: &'static str, v: String) -> Result<String, Status> {
 }
 
 /// A non-negative wire duration.
-pub fn duration(field: &'static str, d: prost_types::Duration) -> Result<Duration, Status> {
+pub(crate) fn duration(field: &'static str, d: prost_types::Duration) -> Result<Duration, Status> {
     if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
         return Err(status::invalid(
             field,
@@ -97,14 +97,14 @@ pub fn duration(field: &'static str, d: prost_types::Duration) -> Result<Duratio
 }
 
 /// Zero means "use the default", anything else is a requested cap.
-pub fn cap<T: Default + PartialEq>(v: T) -> Option<T> {
+pub(crate) fn cap<T: Default + PartialEq>(v: T) -> Option<T> {
     if v == T::default() { None } else { Some(v) }
 }
 
 /// The authenticated caller of an executor method (agent or admin) and its trace context:
 /// the RPC span's when exporting, else the caller's own `traceparent` as the telemetry
 /// layer passed it on (see `toolgate_runtime::telemetry`).
-pub fn caller<T>(
+pub(crate) fn caller<T>(
     request: &Request<T>,
     method: &str,
 ) -> Result<(Principal, Option<String>), Status> {

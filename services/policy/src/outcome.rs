@@ -21,7 +21,7 @@ fn micros(t: &prost_types::Timestamp) -> toolgate_ledger::Timestamp {
 }
 
 /// The ledger outcome for a wire report.
-pub fn from_wire(
+pub(crate) fn from_wire(
     decision_id: DecisionId,
     lease_token: Option<LeaseToken>,
     executor_principal: toolgate_ledger::Principal,
@@ -141,7 +141,7 @@ fn non_empty(s: String) -> Option<String> {
 }
 
 /// The wire form of a recorded outcome (what `AlreadyExecuted` carries).
-pub fn to_wire(o: &Outcome) -> pb::Outcome {
+pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
     let error = o.error.clone().unwrap_or_default();
     let (status, result_code, result_reason) = match o.exit {
         ExitStatus::Exited(c) => (Some(Exit::Exited(c)), String::new(), String::new()),

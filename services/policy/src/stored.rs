@@ -14,7 +14,7 @@ use toolgate_core::{Tier, ToolKind};
 use toolgate_policy_engine::{Decision, render};
 
 /// The explanation JSON stored with an approval.
-pub fn explanation_json(decision: &Decision, description: &str) -> String {
+pub(crate) fn explanation_json(decision: &Decision, description: &str) -> String {
     let mut v = render::to_json(decision, None);
     if let Some(obj) = v.as_object_mut()
         && !description.is_empty()
@@ -73,7 +73,7 @@ fn list<'a>(v: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
 /// Decodes a stored explanation into the wire form and the agent's description.
 ///
 /// `None` when the text is not an explanation object (a row written by something else).
-pub fn explanation_from_json(json: &str) -> Option<(pb::Explanation, String)> {
+pub(crate) fn explanation_from_json(json: &str) -> Option<(pb::Explanation, String)> {
     let v: Value = serde_json::from_str(json).ok()?;
     v.as_object()?;
     let explanation = pb::Explanation {
@@ -115,7 +115,7 @@ pub fn explanation_from_json(json: &str) -> Option<(pb::Explanation, String)> {
 /// Decodes a stored canonical request into the wire `ToolCall` (secrets already redacted).
 ///
 /// `None` when the text is not a canonical request.
-pub fn tool_call_from_json(json: &str) -> Option<pb::ToolCall> {
+pub(crate) fn tool_call_from_json(json: &str) -> Option<pb::ToolCall> {
     let v: Value = serde_json::from_str(json).ok()?;
     let tool: ToolKind = v.get("tool")?.as_str()?.parse().ok()?;
     let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);

@@ -7,7 +7,7 @@ use toolgate_contracts::status;
 use toolgate_policy_engine::{Access, Decision, RuleSource, ToolCall};
 
 /// Parses a wire `ToolCall` into the engine's; unknown tool kinds die here.
-pub fn tool_call(call: Option<pb::ToolCall>) -> Result<ToolCall, Status> {
+pub(crate) fn tool_call(call: Option<pb::ToolCall>) -> Result<ToolCall, Status> {
     let c = call.ok_or_else(|| status::invalid("call", "call is required"))?;
     let tool = tool_from_wire(c.tool).ok_or_else(|| {
         status::invalid(
@@ -53,7 +53,7 @@ pub fn tool_call(call: Option<pb::ToolCall>) -> Result<ToolCall, Status> {
 }
 
 /// The wire rule source.
-pub fn source(s: RuleSource) -> pb::RuleSource {
+pub(crate) fn source(s: RuleSource) -> pb::RuleSource {
     match s {
         RuleSource::Baseline => pb::RuleSource::Baseline,
         RuleSource::User => pb::RuleSource::User,
@@ -62,12 +62,12 @@ pub fn source(s: RuleSource) -> pb::RuleSource {
 }
 
 /// The wire explanation of a decision.
-pub fn explanation(d: &Decision) -> pb::Explanation {
+pub(crate) fn explanation(d: &Decision) -> pb::Explanation {
     into_explanation(d.clone())
 }
 
 /// [`explanation`] for a decision no longer needed: its strings move instead of being copied.
-pub fn into_explanation(d: Decision) -> pb::Explanation {
+pub(crate) fn into_explanation(d: Decision) -> pb::Explanation {
     pb::Explanation {
         tier: tier_to_wire(d.tier) as i32,
         matches: d

@@ -1,5 +1,7 @@
 //! The server side of propagation: a tower layer giving every RPC a span parented by the
 //! caller's `traceparent`.
+// pin_project_lite's generated projection enum (`TracedFutureProj`) cannot carry docs.
+#![allow(missing_docs)]
 
 use std::future::Future;
 use std::pin::Pin;

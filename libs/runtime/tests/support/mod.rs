@@ -20,7 +20,7 @@ use toolgate_runtime::telemetry;
 
 /// What a handler saw: `traceparent()` / `trace_id()` in the handler and in a task it spawned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub(crate) struct Seen {
     pub traceparent: Option<String>,
     pub trace_id: Option<String>,
     pub spawned_traceparent: Option<String>,
@@ -72,7 +72,7 @@ where
 }
 
 /// A running health server with the trace layer.
-pub struct Server {
+pub(crate) struct Server {
     pub addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
     trigger: Trigger,
@@ -81,7 +81,7 @@ pub struct Server {
 
 impl Server {
     /// Serves on `127.0.0.1:0`.
-    pub async fn start() -> Server {
+    pub(crate) async fn start() -> Server {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -111,7 +111,7 @@ impl Server {
     }
 
     /// A health client connected to the server.
-    pub async fn client(&self) -> HealthClient<Channel> {
+    pub(crate) async fn client(&self) -> HealthClient<Channel> {
         let channel = Channel::from_shared(format!("http://{}", self.addr))
             .expect("uri")
             .connect()
@@ -121,19 +121,22 @@ impl Server {
     }
 
     /// What the handler saw, one entry per call, in call order.
-    pub fn seen(&self) -> Vec<Seen> {
+    pub(crate) fn seen(&self) -> Vec<Seen> {
         self.seen.lock().expect("probe lock").clone()
     }
 
     /// Stops the server and waits until every connection is closed, so every RPC span has ended.
-    pub async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.trigger.trigger();
         self.task.await.expect("server task").expect("server");
     }
 }
 
 /// A health check request for `service` carrying `traceparent`, if any.
-pub fn check(service: &str, traceparent: Option<&str>) -> tonic::Request<HealthCheckRequest> {
+pub(crate) fn check(
+    service: &str,
+    traceparent: Option<&str>,
+) -> tonic::Request<HealthCheckRequest> {
     let mut request = tonic::Request::new(HealthCheckRequest {
         service: service.to_owned(),
     });

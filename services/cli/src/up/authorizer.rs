@@ -8,14 +8,14 @@ use toolgate_policy::PolicyCore;
 use toolgate_runtime::auth::Principal;
 
 /// Calls the policy core in process, as the embedded executor's principal.
-pub struct InProcess {
+pub(super) struct InProcess {
     core: PolicyCore,
     executor: Principal,
 }
 
 impl InProcess {
     /// Authorizes as `executor` (role `executor`, so it may act for any agent principal).
-    pub fn new(core: PolicyCore, executor: Principal) -> Self {
+    pub(super) fn new(core: PolicyCore, executor: Principal) -> Self {
         InProcess { core, executor }
     }
 }

@@ -11,8 +11,8 @@
 //! `$XDG_STATE_HOME/toolgate` (`~/.local/state/toolgate`).
 
 mod authorizer;
-pub mod tokens;
-pub mod toolchains;
+pub(crate) mod tokens;
+pub(crate) mod toolchains;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ use tokens::Tokens;
 
 /// Arguments of `toolgate up`.
 #[derive(Debug, clap::Args)]
-pub struct Args {
+pub(crate) struct Args {
     /// The workspace the executor confines every call to.
     #[arg(long, default_value = ".")]
     workspace: PathBuf,
@@ -74,7 +74,7 @@ pub struct Args {
 
 /// How `up` and `doctor` set up the run sandbox.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SandboxArgs {
+pub(crate) struct SandboxArgs {
     /// Do not expose the toolchains of the user who starts toolgate (CARGO_HOME, RUSTUP_HOME,
     /// an active virtualenv, a node prefix) read-only inside runs.
     #[arg(long)]
@@ -90,7 +90,7 @@ pub struct SandboxArgs {
 
 impl SandboxArgs {
     /// Applies these choices to an executor configuration.
-    pub fn apply(&self, cfg: &mut toolgate_executor::Config) {
+    pub(crate) fn apply(&self, cfg: &mut toolgate_executor::Config) {
         if !self.no_toolchains {
             let t = toolchains::Toolchains::detect();
             cfg.process.sandbox.read_only_paths.extend(t.read_only);
@@ -121,7 +121,7 @@ struct Started<'a> {
 }
 
 /// Runs both services until SIGINT/SIGTERM.
-pub async fn run(args: Args) -> anyhow::Result<()> {
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     // Logs, plus OTLP trace export when the standard OTEL_* variables ask for it, as the
     // production binaries do: both services' spans go out under the service name `toolgate`.
     let telemetry = toolgate_runtime::telemetry::init("toolgate", logging::Format::Text, &args.log)

@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use toolgate_runtime::auth::{AuthConfig, Role, TokenEntry, generate_token};
 
 /// The file name inside the data directory.
-pub const FILE: &str = "tokens.toml";
+pub(crate) const FILE: &str = "tokens.toml";
 
 /// One credential per role `up` needs, in the order they are printed.
-pub const ROLES: [Role; 4] = [Role::Agent, Role::Approver, Role::Admin, Role::Executor];
+pub(crate) const ROLES: [Role; 4] = [Role::Agent, Role::Approver, Role::Admin, Role::Executor];
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,7 +33,7 @@ struct Entry {
 
 /// The credentials of one `up` installation.
 #[derive(Clone)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     entries: Vec<Entry>,
     /// Where they are stored.
     pub path: PathBuf,
@@ -53,7 +53,7 @@ impl std::fmt::Debug for Tokens {
 impl Tokens {
     /// Loads `<data_dir>/tokens.toml`, generating the credentials it lacks (all of them on
     /// first start) and tightening its mode to 0600.
-    pub fn load_or_generate(data_dir: &Path) -> anyhow::Result<Tokens> {
+    pub(crate) fn load_or_generate(data_dir: &Path) -> anyhow::Result<Tokens> {
         let path = data_dir.join(FILE);
         let mut entries = match std::fs::read_to_string(&path) {
             Ok(text) => {
@@ -97,7 +97,7 @@ impl Tokens {
     }
 
     /// The first credential with `role`.
-    pub fn get(&self, role: Role) -> Option<(&str, &str)> {
+    pub(crate) fn get(&self, role: Role) -> Option<(&str, &str)> {
         self.entries
             .iter()
             .find(|e| e.role == role)
@@ -105,7 +105,7 @@ impl Tokens {
     }
 
     /// The `[auth]` section both embedded services use.
-    pub fn auth_config(&self) -> AuthConfig {
+    pub(crate) fn auth_config(&self) -> AuthConfig {
         AuthConfig {
             tokens: self
                 .entries

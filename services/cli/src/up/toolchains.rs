@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 /// What runs see of the starting user's toolchains.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Toolchains {
+pub(crate) struct Toolchains {
     /// Directories bound read-only at the same path.
     pub read_only: Vec<PathBuf>,
     /// Variables every run gets (`CARGO_HOME`, `RUSTUP_HOME`, `VIRTUAL_ENV`).
@@ -19,7 +19,7 @@ impl Toolchains {
     /// Finds the toolchains in this process's environment: `CARGO_HOME` / `RUSTUP_HOME` or
     /// their defaults under `HOME`, an active virtualenv, and a node installed outside the
     /// system directories (nvm, a prefix under `HOME`).
-    pub fn detect() -> Toolchains {
+    pub(crate) fn detect() -> Toolchains {
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let var_or = |name: &str, default: &str| {
             std::env::var_os(name)

@@ -9,12 +9,12 @@ use toolgate_core::{Reason, ReasonedError};
 use toolgate_fs::{Workspace, WorkspaceConfig, WorkspacePath};
 
 /// The content every file outside the workspace holds.
-pub const SENTINEL: &str = "OUTSIDE-SENTINEL";
+pub(crate) const SENTINEL: &str = "OUTSIDE-SENTINEL";
 
 /// Content, mode, mtime of every entry under `$OUT`.
 type Snapshot = BTreeMap<PathBuf, (String, Vec<u8>, u32, i64, i64)>;
 
-pub struct Fixture {
+pub(crate) struct Fixture {
     /// Holds the trees until the fixture is gone.
     _tmp: tempfile::TempDir,
     pub root: PathBuf,
@@ -24,17 +24,17 @@ pub struct Fixture {
 }
 
 impl Fixture {
-    pub fn new() -> Fixture {
+    pub(crate) fn new() -> Fixture {
         Fixture::with(|_| {})
     }
 
     /// Builds the sentinel tree, runs `setup` on `$WS` (as a shell `setup:` would), then
     /// opens the workspace with `configure` applied.
-    pub fn with(configure: impl FnOnce(&mut WorkspaceConfig)) -> Fixture {
+    pub(crate) fn with(configure: impl FnOnce(&mut WorkspaceConfig)) -> Fixture {
         Fixture::setup(|_, _| {}, configure)
     }
 
-    pub fn setup(
+    pub(crate) fn setup(
         setup: impl FnOnce(&Path, &Path),
         configure: impl FnOnce(&mut WorkspaceConfig),
     ) -> Fixture {
@@ -64,11 +64,11 @@ impl Fixture {
     }
 
     /// `$WS` as a string, as a caller would spell it in an absolute path.
-    pub fn ws_str(&self) -> String {
+    pub(crate) fn ws_str(&self) -> String {
         self.root.to_str().unwrap().to_owned()
     }
 
-    pub fn write(&self, rel: &str, content: &str) {
+    pub(crate) fn write(&self, rel: &str, content: &str) {
         let p = self.root.join(rel);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent).unwrap();
@@ -76,12 +76,12 @@ impl Fixture {
         std::fs::write(p, content).unwrap();
     }
 
-    pub fn symlink(&self, target: impl AsRef<Path>, rel: &str) {
+    pub(crate) fn symlink(&self, target: impl AsRef<Path>, rel: &str) {
         std::os::unix::fs::symlink(target, self.root.join(rel)).unwrap();
     }
 
     /// `$OUT` is byte-identical to how it was after setup.
-    pub fn assert_out_intact(&self) {
+    pub(crate) fn assert_out_intact(&self) {
         assert_eq!(
             snapshot(&self.out),
             self.snapshot,
@@ -129,13 +129,13 @@ fn snapshot(dir: &Path) -> Snapshot {
     out
 }
 
-pub fn wp(s: &str) -> WorkspacePath {
+pub(crate) fn wp(s: &str) -> WorkspacePath {
     WorkspacePath::try_from(s).unwrap()
 }
 
 /// Asserts the error's reason, and that nothing outside leaked into it.
 #[track_caller]
-pub fn assert_reason<T: Debug>(
+pub(crate) fn assert_reason<T: Debug>(
     r: Result<T, toolgate_fs::Error>,
     reason: Reason,
 ) -> toolgate_fs::Error {
@@ -150,12 +150,12 @@ pub fn assert_reason<T: Debug>(
 }
 
 #[track_caller]
-pub fn assert_no_leak(s: &str) {
+pub(crate) fn assert_no_leak(s: &str) {
     assert!(!s.contains(SENTINEL), "outside content leaked: {s}");
 }
 
 #[track_caller]
-pub fn assert_no_leak_bytes(b: &[u8]) {
+pub(crate) fn assert_no_leak_bytes(b: &[u8]) {
     assert!(
         !b.windows(SENTINEL.len()).any(|w| w == SENTINEL.as_bytes()),
         "outside content leaked"

@@ -9,9 +9,9 @@ use sqlx::{AssertSqlSafe, Connection};
 use toolgate_core::{Tier, ToolKind};
 use toolgate_ledger::*;
 
-pub const CANARY: &str = "CANARY-7f3a9c1e-secret";
+pub(crate) const CANARY: &str = "CANARY-7f3a9c1e-secret";
 
-pub fn admin_url() -> String {
+pub(crate) fn admin_url() -> String {
     std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
@@ -28,7 +28,7 @@ fn unique_name() -> String {
 }
 
 /// One test's database.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub url: String,
     pub clock: Clock,
     pub time: ManualClock,
@@ -36,7 +36,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn config(&self) -> LedgerConfig {
+    pub(crate) fn config(&self) -> LedgerConfig {
         let mut c = LedgerConfig::new(self.url.clone());
         c.clock = self.clock.clone();
         c.redaction.secrets = vec![CANARY.to_owned()];
@@ -44,14 +44,14 @@ impl Ctx {
         c
     }
 
-    pub async fn ledger(&self) -> SqlLedger {
+    pub(crate) async fn ledger(&self) -> SqlLedger {
         SqlLedger::connect(self.config())
             .await
             .expect("ledger opens")
     }
 
     /// Runs raw SQL as an attacker with database access would.
-    pub async fn raw(&self, sql: &str) {
+    pub(crate) async fn raw(&self, sql: &str) {
         if self.pg {
             let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
             sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
@@ -68,7 +68,7 @@ impl Ctx {
     }
 
     /// Every stored byte, as text, for leak checks.
-    pub async fn dump(&self) -> String {
+    pub(crate) async fn dump(&self) -> String {
         if self.pg {
             let mut c = sqlx::PgConnection::connect(&self.url).await.unwrap();
             let mut out = String::new();
@@ -94,7 +94,7 @@ impl Ctx {
 }
 
 /// Runs `body` against a fresh Postgres database, dropping it afterwards even on failure.
-pub async fn on_postgres<F, Fut>(body: F)
+pub(crate) async fn on_postgres<F, Fut>(body: F)
 where
     F: FnOnce(Ctx) -> Fut,
     Fut: Future<Output = ()>,
@@ -128,7 +128,7 @@ where
 }
 
 /// Runs `body` against a fresh SQLite file in a temporary directory.
-pub async fn on_sqlite<F, Fut>(body: F)
+pub(crate) async fn on_sqlite<F, Fut>(body: F)
 where
     F: FnOnce(Ctx) -> Fut,
     Fut: Future<Output = ()>,
@@ -144,11 +144,11 @@ where
     body(ctx).await;
 }
 
-pub fn digest(s: &str) -> RequestDigest {
+pub(crate) fn digest(s: &str) -> RequestDigest {
     RequestDigest::from_bytes(Sha256::digest(s.as_bytes()).into())
 }
 
-pub fn new_decision(call: &str, session: &str, request: &str, tier: Tier) -> NewDecision {
+pub(crate) fn new_decision(call: &str, session: &str, request: &str, tier: Tier) -> NewDecision {
     NewDecision {
         call_id: CallId::try_from(call).unwrap(),
         session_id: SessionId::try_from(session).unwrap(),
@@ -166,7 +166,7 @@ pub fn new_decision(call: &str, session: &str, request: &str, tier: Tier) -> New
     }
 }
 
-pub fn ask(call: &str, session: &str, request: &str) -> AskRequest {
+pub(crate) fn ask(call: &str, session: &str, request: &str) -> AskRequest {
     AskRequest {
         decision: new_decision(call, session, request, Tier::Ask),
         explanation_json: format!(r#"{{"commands":[{request:?}]}}"#),
@@ -174,11 +174,11 @@ pub fn ask(call: &str, session: &str, request: &str) -> AskRequest {
     }
 }
 
-pub fn approver(name: &str) -> Principal {
+pub(crate) fn approver(name: &str) -> Principal {
     Principal::try_from(format!("approver:{name}")).unwrap()
 }
 
-pub fn approve(name: &str) -> Decide {
+pub(crate) fn approve(name: &str) -> Decide {
     Decide {
         approver: approver(name),
         verdict: Verdict::Approve {
@@ -190,7 +190,7 @@ pub fn approve(name: &str) -> Decide {
     }
 }
 
-pub fn deny(name: &str, message: &str) -> Decide {
+pub(crate) fn deny(name: &str, message: &str) -> Decide {
     Decide {
         approver: approver(name),
         verdict: Verdict::Deny,
@@ -200,7 +200,7 @@ pub fn deny(name: &str, message: &str) -> Decide {
     }
 }
 
-pub fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
+pub(crate) fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
     NewOutcome {
         isolation: None,
         decision_id: d.id.clone(),

@@ -5,7 +5,7 @@ use std::process::{Command, Output};
 use sqlx::{AssertSqlSafe, Connection};
 
 /// Runs `toolgate` with `args` and extra environment, and waits for it.
-pub fn toolgate(args: &[&str], env: &[(&str, &str)]) -> Output {
+pub(crate) fn toolgate(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
     cmd.args(args)
         .env_remove("DATABASE_URL")
@@ -21,7 +21,7 @@ pub fn toolgate(args: &[&str], env: &[(&str, &str)]) -> Output {
 }
 
 /// stdout and stderr as text, for assertion messages.
-pub fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!(
         "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
         o.status.code(),
@@ -31,13 +31,13 @@ pub fn text(o: &Output) -> String {
 }
 
 /// The machine's Postgres server (trust auth).
-pub fn admin_url() -> String {
+pub(crate) fn admin_url() -> String {
     std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
 /// A fresh Postgres database, dropped with the value.
-pub struct PgDb {
+pub(crate) struct PgDb {
     /// Its url.
     pub url: String,
     name: String,
@@ -45,7 +45,7 @@ pub struct PgDb {
 
 impl PgDb {
     /// Creates `toolgate_test_<uuid>`.
-    pub async fn create() -> PgDb {
+    pub(crate) async fn create() -> PgDb {
         let name = format!("toolgate_test_{}", uuid::Uuid::new_v4().simple());
         let admin = admin_url();
         let mut c = sqlx::PgConnection::connect(&admin)
@@ -84,7 +84,7 @@ impl Drop for PgDb {
 }
 
 /// Runs raw SQL against a Postgres or SQLite url, as someone with database access would.
-pub async fn raw(url: &str, sql: &str) {
+pub(crate) async fn raw(url: &str, sql: &str) {
     if url.starts_with("postgres") {
         let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
         sqlx::raw_sql(AssertSqlSafe(sql.to_owned()))
@@ -101,7 +101,7 @@ pub async fn raw(url: &str, sql: &str) {
 }
 
 /// A running `toolgate up`, stopped (SIGTERM) on drop.
-pub struct Up {
+pub(crate) struct Up {
     child: std::process::Child,
     // Kept open: `up` must never write into a closed pipe.
     _stdout: std::io::BufReader<std::process::ChildStdout>,
@@ -112,18 +112,18 @@ pub struct Up {
 }
 
 /// The test policy shipped next to these tests.
-pub fn test_policy() -> std::path::PathBuf {
+pub(crate) fn test_policy() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/policy.toml")
 }
 
 impl Up {
     /// Starts `toolgate up --json` on free ports with the test policy.
-    pub fn start(workspace: &std::path::Path, data_dir: &std::path::Path) -> Up {
+    pub(crate) fn start(workspace: &std::path::Path, data_dir: &std::path::Path) -> Up {
         Up::start_with(workspace, data_dir, &[])
     }
 
     /// [`Up::start`] with more arguments for `up`.
-    pub fn start_with(
+    pub(crate) fn start_with(
         workspace: &std::path::Path,
         data_dir: &std::path::Path,
         extra: &[&str],
@@ -132,7 +132,7 @@ impl Up {
     }
 
     /// [`Up::start_with`] with more environment for `up`.
-    pub fn start_env(
+    pub(crate) fn start_env(
         workspace: &std::path::Path,
         data_dir: &std::path::Path,
         extra: &[&str],
@@ -181,7 +181,7 @@ impl Up {
     }
 
     /// A token by role.
-    pub fn token(&self, role: &str) -> String {
+    pub(crate) fn token(&self, role: &str) -> String {
         self.info["tokens"][role]
             .as_str()
             .expect("token for role")
@@ -189,17 +189,17 @@ impl Up {
     }
 
     /// The executor url.
-    pub fn executor(&self) -> String {
+    pub(crate) fn executor(&self) -> String {
         format!("http://{}", self.info["executor"].as_str().unwrap())
     }
 
     /// The policy service url.
-    pub fn policy(&self) -> String {
+    pub(crate) fn policy(&self) -> String {
         format!("http://{}", self.info["policy"].as_str().unwrap())
     }
 
     /// The environment a client of this `up` needs, as `role`.
-    pub fn env(&self, role: &str) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self, role: &str) -> Vec<(&'static str, String)> {
         vec![
             ("TOOLGATE_EXECUTOR", self.executor()),
             ("TOOLGATE_POLICY", self.policy()),
@@ -209,7 +209,7 @@ impl Up {
     }
 
     /// A `toolgate` command preconfigured for this `up` as `role`.
-    pub fn command(&self, role: &str, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, role: &str, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
         cmd.args(args)
             .env_remove("TOOLGATE_TOKEN_FILE")
@@ -221,12 +221,12 @@ impl Up {
     }
 
     /// Runs `toolgate` as `role` and waits.
-    pub fn run(&self, role: &str, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, role: &str, args: &[&str]) -> Output {
         self.command(role, args).output().expect("run toolgate")
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    pub fn stop(mut self) -> std::process::ExitStatus {
+    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
         self.terminate()
     }
 
@@ -246,13 +246,13 @@ impl Drop for Up {
 }
 
 /// The approval id `toolgate run` printed as `toolgate: awaiting approval ID`.
-pub fn awaited_approval(o: &Output) -> String {
+pub(crate) fn awaited_approval(o: &Output) -> String {
     approval_in(&String::from_utf8_lossy(&o.stderr))
         .unwrap_or_else(|| panic!("no awaited approval in\n{}", text(o)))
 }
 
 /// The id in a `toolgate: awaiting approval ID` line.
-pub fn approval_in(stderr: &str) -> Option<String> {
+pub(crate) fn approval_in(stderr: &str) -> Option<String> {
     stderr
         .lines()
         .find_map(|l| l.strip_prefix("toolgate: awaiting approval "))

@@ -11,13 +11,13 @@ use tonic::transport::Channel;
 use toolgate_contracts::common::v1::CallContext;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
-pub use toolgate_runtime::auth::Bearer;
+pub(crate) use toolgate_runtime::auth::Bearer;
 
 /// A policy that allows everything the built-in baseline does not ask about or deny.
-pub const PERMISSIVE: &str = "default = \"auto\"\n";
+pub(crate) const PERMISSIVE: &str = "default = \"auto\"\n";
 
 /// Asks a human about everything under `deploy/`, denies `terraform`, allows the rest.
-pub const GUARDED: &str = r#"
+pub(crate) const GUARDED: &str = r#"
 default = "auto"
 
 [[rule]]
@@ -34,10 +34,10 @@ commands = ["terraform"]
 "#;
 
 /// A channel carrying a credential.
-pub type AuthChannel = InterceptedService<Channel, Bearer>;
+pub(crate) type AuthChannel = InterceptedService<Channel, Bearer>;
 
 /// The credentials of one test: one per role, in a tokens file both services read.
-pub struct Credentials {
+pub(crate) struct Credentials {
     dir: tempfile::TempDir,
     /// The agent `agent-1`.
     pub agent: String,
@@ -49,7 +49,7 @@ pub struct Credentials {
 
 impl Credentials {
     /// Fresh random tokens, written to `tokens.toml` and `executor.token`.
-    pub fn new() -> Credentials {
+    pub(crate) fn new() -> Credentials {
         let dir = tempfile::tempdir().unwrap();
         let c = Credentials {
             agent: toolgate_runtime::auth::generate_token(),
@@ -72,17 +72,17 @@ impl Credentials {
     }
 
     /// The TOML list of every credential.
-    pub fn tokens_file(&self) -> PathBuf {
+    pub(crate) fn tokens_file(&self) -> PathBuf {
         self.dir.path().join("tokens.toml")
     }
 
     /// The executor's own token, as a file.
-    pub fn executor_token_file(&self) -> PathBuf {
+    pub(crate) fn executor_token_file(&self) -> PathBuf {
         self.dir.path().join("executor.token")
     }
 
     /// Lets any user read the credential files (for an executor started as another user).
-    pub fn share(&self) {
+    pub(crate) fn share(&self) {
         use std::os::unix::fs::PermissionsExt;
         let perm = |p: &Path, mode| std::fs::set_permissions(p, PermissionsExt::from_mode(mode));
         perm(self.dir.path(), 0o755).unwrap();
@@ -92,7 +92,7 @@ impl Credentials {
 }
 
 /// A binary next to the executor binary cargo built for these tests.
-pub fn sibling_binary(name: &str) -> PathBuf {
+pub(crate) fn sibling_binary(name: &str) -> PathBuf {
     let exe = Path::new(env!("CARGO_BIN_EXE_toolgate-executor"));
     let path = exe.with_file_name(name);
     assert!(
@@ -132,7 +132,7 @@ async fn connect(addr: &str, token: Option<&str>) -> AuthChannel {
 }
 
 /// A running `toolgate-policy` with a SQLite ledger in a temp directory, killed on drop.
-pub struct Policy {
+pub(crate) struct Policy {
     child: Child,
     /// Holds the ledger and configuration until the service is gone.
     _dir: tempfile::TempDir,
@@ -144,17 +144,17 @@ pub struct Policy {
 
 impl Policy {
     /// Starts the policy service with `policy` as its policy document.
-    pub fn start(policy: &str) -> Policy {
+    pub(crate) fn start(policy: &str) -> Policy {
         Self::start_with(policy, std::sync::Arc::new(Credentials::new()))
     }
 
     /// Starts the policy service with `policy` and the given credentials.
-    pub fn start_with(policy: &str, creds: std::sync::Arc<Credentials>) -> Policy {
+    pub(crate) fn start_with(policy: &str, creds: std::sync::Arc<Credentials>) -> Policy {
         Self::start_env(policy, creds, &[])
     }
 
     /// Starts the policy service with `policy`, the given credentials and extra environment.
-    pub fn start_env(
+    pub(crate) fn start_env(
         policy: &str,
         creds: std::sync::Arc<Credentials>,
         env: &[(&str, &str)],
@@ -190,22 +190,22 @@ impl Policy {
     }
 
     /// The policy service's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The URL executors use.
-    pub fn endpoint(&self) -> String {
+    pub(crate) fn endpoint(&self) -> String {
         format!("http://{}", self.addr)
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    pub fn terminate(mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
         sigterm(&mut self.child)
     }
 
     /// An `ApprovalService` client with the approver's credential.
-    pub async fn approvals(&self) -> ApprovalServiceClient<AuthChannel> {
+    pub(crate) async fn approvals(&self) -> ApprovalServiceClient<AuthChannel> {
         ApprovalServiceClient::new(connect(&self.addr, Some(&self.creds.approver)).await)
     }
 }
@@ -218,7 +218,7 @@ impl Drop for Policy {
 }
 
 /// A running executor process, killed on drop.
-pub struct Executor {
+pub(crate) struct Executor {
     child: Child,
     /// `ip:port` it listens on.
     pub addr: String,
@@ -233,7 +233,7 @@ pub struct Executor {
 impl Executor {
     /// Starts the executor on `root` with extra arguments and environment, behind a
     /// permissive policy service of its own.
-    pub fn start(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Executor {
+    pub(crate) fn start(root: &Path, args: &[&str], env: &[(&str, &str)]) -> Executor {
         let policy = Policy::start(PERMISSIVE);
         let mut exe = Self::start_with(&policy, root, args, env);
         exe.own_policy = Some(policy);
@@ -241,7 +241,7 @@ impl Executor {
     }
 
     /// Starts the executor on `root`, authorizing with `policy`.
-    pub fn start_with(
+    pub(crate) fn start_with(
         policy: &Policy,
         root: &Path,
         args: &[&str],
@@ -251,7 +251,7 @@ impl Executor {
     }
 
     /// Starts the executor on `root`, authorizing with the policy service at `endpoint`.
-    pub fn start_at(
+    pub(crate) fn start_at(
         endpoint: &str,
         creds: &Credentials,
         root: &Path,
@@ -263,7 +263,7 @@ impl Executor {
 
     /// [`Executor::start_at`] as the user and group `uid` (with no supplementary groups),
     /// through `setpriv`, as production executors run: not as root.
-    pub fn start_as(
+    pub(crate) fn start_as(
         endpoint: &str,
         creds: &Credentials,
         root: &Path,
@@ -313,45 +313,45 @@ impl Executor {
     }
 
     /// The executor's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Kills the executor with SIGKILL (no shutdown of any kind) and reaps it.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// The policy service [`Executor::start`] started for this executor.
-    pub fn policy(&self) -> &Policy {
+    pub(crate) fn policy(&self) -> &Policy {
         self.own_policy
             .as_ref()
             .expect("started with Executor::start")
     }
 
     /// A channel to the executor with the agent's credential.
-    pub async fn channel(&self) -> AuthChannel {
+    pub(crate) async fn channel(&self) -> AuthChannel {
         connect(&self.addr, Some(&self.agent_token)).await
     }
 
     /// A channel to the executor with someone else's credential.
-    pub async fn channel_as(&self, token: &str) -> AuthChannel {
+    pub(crate) async fn channel_as(&self, token: &str) -> AuthChannel {
         connect(&self.addr, Some(token)).await
     }
 
     /// A channel to the executor without any credential.
-    pub async fn anonymous_channel(&self) -> AuthChannel {
+    pub(crate) async fn anonymous_channel(&self) -> AuthChannel {
         connect(&self.addr, None).await
     }
 
     /// A filesystem client.
-    pub async fn fs(&self) -> FilesystemServiceClient<AuthChannel> {
+    pub(crate) async fn fs(&self) -> FilesystemServiceClient<AuthChannel> {
         FilesystemServiceClient::new(self.channel().await)
     }
 
     /// Sends SIGTERM and waits for the exit status.
-    pub fn terminate(mut self) -> std::process::ExitStatus {
+    pub(crate) fn terminate(mut self) -> std::process::ExitStatus {
         sigterm(&mut self.child)
     }
 }
@@ -372,7 +372,7 @@ fn sigterm(child: &mut Child) -> std::process::ExitStatus {
 
 /// A human who approves every pending approval of `policy` until the handle is aborted,
 /// through the real `ApprovalService` (watch, then decide) with the approver's credential.
-pub async fn approve_everything(policy: &Policy) -> AbortOnDrop {
+pub(crate) async fn approve_everything(policy: &Policy) -> AbortOnDrop {
     use toolgate_contracts::policy::v1 as ppb;
     let mut approvals = policy.approvals().await;
     let mut watch = approvals
@@ -402,7 +402,7 @@ pub async fn approve_everything(policy: &Policy) -> AbortOnDrop {
 }
 
 /// Aborts a background task when dropped.
-pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
@@ -411,7 +411,7 @@ impl Drop for AbortOnDrop {
 }
 
 /// A call context that waits up to `secs` seconds for a human.
-pub fn ctx_waiting(secs: i64) -> Option<CallContext> {
+pub(crate) fn ctx_waiting(secs: i64) -> Option<CallContext> {
     let mut c = ctx();
     if let Some(c) = c.as_mut() {
         c.approval_wait = Some(prost_types::Duration {
@@ -423,7 +423,7 @@ pub fn ctx_waiting(secs: i64) -> Option<CallContext> {
 }
 
 /// A fresh call context with a unique call id.
-pub fn ctx() -> Option<CallContext> {
+pub(crate) fn ctx() -> Option<CallContext> {
     static N: AtomicU64 = AtomicU64::new(0);
     Some(CallContext {
         call_id: format!(
@@ -438,7 +438,7 @@ pub fn ctx() -> Option<CallContext> {
 }
 
 /// The `ErrorInfo.reason` of a status.
-pub fn reason(s: &tonic::Status) -> String {
+pub(crate) fn reason(s: &tonic::Status) -> String {
     match toolgate_contracts::status::error_info(s) {
         Some((r, _)) => r,
         None => panic!("status without ErrorInfo: {s:?}"),
@@ -446,7 +446,7 @@ pub fn reason(s: &tonic::Status) -> String {
 }
 
 /// A workspace directory plus a sibling `OUTSIDE` directory holding sentinels.
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     _dir: tempfile::TempDir,
     /// The workspace root.
     pub ws: PathBuf,
@@ -455,11 +455,11 @@ pub struct Sandbox {
 }
 
 /// The sentinel text that must never reach a client.
-pub const SENTINEL: &str = "OUTSIDE-SENTINEL";
+pub(crate) const SENTINEL: &str = "OUTSIDE-SENTINEL";
 
 impl Sandbox {
     /// Creates `ws/` and `out/secret` (content: the sentinel).
-    pub fn new() -> Sandbox {
+    pub(crate) fn new() -> Sandbox {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         let out = dir.path().join("out");
@@ -470,7 +470,7 @@ impl Sandbox {
     }
 
     /// The outside tree's contents, for before/after comparison.
-    pub fn outside_snapshot(&self) -> Vec<(String, Vec<u8>, u32)> {
+    pub(crate) fn outside_snapshot(&self) -> Vec<(String, Vec<u8>, u32)> {
         use std::os::unix::fs::PermissionsExt;
         let mut v: Vec<_> = std::fs::read_dir(&self.out)
             .unwrap()

@@ -417,9 +417,9 @@ async fn healthy_within_a_second(addr: &str) {
 
 /// HTTP/2 frames written by hand, so the client can break the rules a real client keeps.
 mod raw {
-    pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    pub(super) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-    pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    pub(super) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
         let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
         let mut f = vec![len[1], len[2], len[3], kind, flags];
         f.extend_from_slice(&stream.to_be_bytes());
@@ -428,12 +428,12 @@ mod raw {
     }
 
     /// An empty SETTINGS frame.
-    pub fn settings() -> Vec<u8> {
+    pub(super) fn settings() -> Vec<u8> {
         frame(0x4, 0, 0, &[])
     }
 
     /// HEADERS for a health check, END_HEADERS but no END_STREAM: the stream stays open.
-    pub fn open_health_stream(stream: u32) -> Vec<u8> {
+    pub(super) fn open_health_stream(stream: u32) -> Vec<u8> {
         let lit = |out: &mut Vec<u8>, s: &str| {
             out.push(u8::try_from(s.len()).unwrap());
             out.extend_from_slice(s.as_bytes());

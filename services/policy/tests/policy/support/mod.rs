@@ -18,21 +18,21 @@ use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
 use toolgate_runtime::auth::Bearer;
 
 /// A credential of the test configuration: principal, role, token.
-pub type Cred = (&'static str, &'static str, &'static str);
+pub(crate) type Cred = (&'static str, &'static str, &'static str);
 
-pub const AGENT: Cred = ("agent-1", "agent", "agent-1-token-0123456789");
-pub const AGENT2: Cred = ("agent-2", "agent", "agent-2-token-0123456789");
-pub const EXEC: Cred = ("exec-1", "executor", "exec-1-token-0123456789");
-pub const ALICE: Cred = ("alice", "approver", "alice-token-0123456789");
-pub const BOB: Cred = ("bob", "approver", "bob-token-0123456789");
-pub const OPS: Cred = ("ops", "admin", "ops-token-0123456789");
+pub(crate) const AGENT: Cred = ("agent-1", "agent", "agent-1-token-0123456789");
+pub(crate) const AGENT2: Cred = ("agent-2", "agent", "agent-2-token-0123456789");
+pub(crate) const EXEC: Cred = ("exec-1", "executor", "exec-1-token-0123456789");
+pub(crate) const ALICE: Cred = ("alice", "approver", "alice-token-0123456789");
+pub(crate) const BOB: Cred = ("bob", "approver", "bob-token-0123456789");
+pub(crate) const OPS: Cred = ("ops", "admin", "ops-token-0123456789");
 const ALL: [Cred; 6] = [AGENT, AGENT2, EXEC, ALICE, BOB, OPS];
 
 /// A secret the ledger is configured to scrub; it must never be stored.
-pub const CANARY: &str = "CANARY-4d1f8a2b-policy-secret";
+pub(crate) const CANARY: &str = "CANARY-4d1f8a2b-policy-secret";
 
 /// The policy the tests run under.
-pub const POLICY: &str = r#"
+pub(crate) const POLICY: &str = r#"
 default = "ask"
 
 [[rule]]
@@ -54,20 +54,20 @@ reason = "terraform changes infrastructure"
 commands = ["terraform *"]
 "#;
 
-pub fn admin_url() -> String {
+pub(crate) fn admin_url() -> String {
     std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
 }
 
 /// Which ledger backend a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
+pub(crate) enum Backend {
     Postgres,
     Sqlite,
 }
 
 /// One test's database, dropped afterwards.
-pub struct Db {
+pub(crate) struct Db {
     pub url: String,
     /// Postgres: (admin url, database name) to drop.
     pg: Option<(String, String)>,
@@ -75,7 +75,7 @@ pub struct Db {
 }
 
 impl Db {
-    pub async fn new(backend: Backend) -> Db {
+    pub(crate) async fn new(backend: Backend) -> Db {
         match backend {
             Backend::Postgres => {
                 let admin = admin_url();
@@ -106,7 +106,7 @@ impl Db {
     }
 
     /// Every stored text of the ledger tables, for leak checks.
-    pub async fn dump(&self) -> String {
+    pub(crate) async fn dump(&self) -> String {
         let queries = [
             "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_decisions t",
             "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_approvals t",
@@ -159,7 +159,7 @@ impl Drop for Db {
 
 /// Knobs of one server's configuration.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub(crate) struct Options {
     pub lease_ms: u64,
     pub pending_ttl_ms: u64,
     pub max_wait_ms: u64,
@@ -184,7 +184,7 @@ impl Default for Options {
 }
 
 /// A running `toolgate-policy`, SIGKILLed on drop.
-pub struct Server {
+pub(crate) struct Server {
     child: Option<Child>,
     pub addr: String,
     /// `ip:port` of `/metrics`, when [`Options::metrics`] is set.
@@ -193,7 +193,7 @@ pub struct Server {
     crash_at: Option<&'static str>,
 }
 
-pub fn config_text(url: &str, o: &Options) -> String {
+pub(crate) fn config_text(url: &str, o: &Options) -> String {
     let mut s = format!(
         "listen = \"127.0.0.1:0\"\npolicy_file = \"policy.toml\"\nreload_interval_ms = 50\nmax_wait_ms = {}\n\n\
          [log]\nfilter = \"warn\"\n\n\
@@ -214,12 +214,12 @@ pub fn config_text(url: &str, o: &Options) -> String {
 
 impl Server {
     /// Starts the binary against `url` and waits for its listening line.
-    pub fn start(url: &str, options: &Options) -> Server {
+    pub(crate) fn start(url: &str, options: &Options) -> Server {
         Self::start_with_policy(url, options, POLICY)
     }
 
     /// Starts the binary under another policy document.
-    pub fn start_with_policy(url: &str, options: &Options, policy: &str) -> Server {
+    pub(crate) fn start_with_policy(url: &str, options: &Options, policy: &str) -> Server {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
         std::fs::write(dir.path().join("config.toml"), config_text(url, options)).unwrap();
@@ -235,11 +235,11 @@ impl Server {
     }
 
     /// The policy document the server watches.
-    pub fn policy_path(&self) -> PathBuf {
+    pub(crate) fn policy_path(&self) -> PathBuf {
         self.dir.path().join("policy.toml")
     }
 
-    pub fn config_path(&self) -> PathBuf {
+    pub(crate) fn config_path(&self) -> PathBuf {
         self.dir.path().join("config.toml")
     }
 
@@ -269,7 +269,7 @@ impl Server {
     }
 
     /// SIGKILL: no drain, no cleanup.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
@@ -277,12 +277,12 @@ impl Server {
     }
 
     /// Starts the same configuration again (on a new port).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         self.spawn();
     }
 
-    pub async fn channel(&self) -> Channel {
+    pub(crate) async fn channel(&self) -> Channel {
         Channel::from_shared(format!("http://{}", self.addr))
             .unwrap()
             .connect()
@@ -290,14 +290,14 @@ impl Server {
             .expect("connect to toolgate-policy")
     }
 
-    pub async fn policy(
+    pub(crate) async fn policy(
         &self,
         cred: Cred,
     ) -> PolicyServiceClient<InterceptedService<Channel, Bearer>> {
         PolicyServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2).unwrap())
     }
 
-    pub async fn approvals(
+    pub(crate) async fn approvals(
         &self,
         cred: Cred,
     ) -> ApprovalServiceClient<InterceptedService<Channel, Bearer>> {
@@ -312,7 +312,7 @@ impl Drop for Server {
 }
 
 /// An argv `process.run` call.
-pub fn run(argv: &[&str]) -> pb::ToolCall {
+pub(crate) fn run(argv: &[&str]) -> pb::ToolCall {
     pb::ToolCall {
         tool: ToolKind::ProcessRun as i32,
         argv: argv.iter().map(|s| (*s).to_owned()).collect(),
@@ -321,7 +321,7 @@ pub fn run(argv: &[&str]) -> pb::ToolCall {
 }
 
 /// An Authorize request for `principal` (empty: the caller's own).
-pub fn authorize(
+pub(crate) fn authorize(
     call_id: &str,
     session: &str,
     principal: &str,
@@ -347,14 +347,14 @@ pub fn authorize(
 }
 
 /// The ErrorInfo reason of a status.
-pub fn reason(s: &Status) -> String {
+pub(crate) fn reason(s: &Status) -> String {
     toolgate_contracts::status::error_info(s)
         .map(|(r, _)| r)
         .unwrap_or_default()
 }
 
 /// A successful run outcome.
-pub fn exited(code: i32) -> pb::Outcome {
+pub(crate) fn exited(code: i32) -> pb::Outcome {
     use toolgate_contracts::common::v1 as c;
     let t = |s| {
         Some(prost_types::Timestamp {
@@ -385,4 +385,4 @@ pub fn exited(code: i32) -> pb::Outcome {
 }
 
 /// A generous bound for things that happen "soon" (wake-ups, sweeps).
-pub const SOON: Duration = Duration::from_secs(20);
+pub(crate) const SOON: Duration = Duration::from_secs(20);
