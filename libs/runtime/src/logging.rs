@@ -51,3 +51,22 @@ impl Default for LogConfig {
         }
     }
 }
+
+/// An error and its causes joined with `: `, each said once: a cause whose text its wrapper
+/// already printed (hyper's "tcp connect error" inside tonic's, a parse error that repeats
+/// its source) is left out. What every binary prints when it exits on an error.
+pub fn said_once(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = String::new();
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !out.ends_with(&text) && !out.contains(&format!("{text}: ")) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}

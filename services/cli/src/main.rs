@@ -109,29 +109,14 @@ async fn main() -> ExitCode {
         Err(e) => match e.downcast_ref::<client::Exit>() {
             Some(client::Exit(code)) => ExitCode::from(*code),
             None => {
-                eprintln!("toolgate: {}", said_once(&e));
+                eprintln!(
+                    "toolgate: {}",
+                    toolgate_runtime::logging::said_once(e.as_ref())
+                );
                 ExitCode::FAILURE
             }
         },
     }
-}
-
-/// The error and its causes joined with `: `, each said once: a cause whose text its wrapper
-/// already printed (hyper's "tcp connect error" inside tonic's, a parse error repeating its
-/// own source) is left out.
-fn said_once(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || out.ends_with(&text) || out.contains(&format!("{text}: ")) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
 }
 
 #[cfg(test)]
@@ -150,7 +135,7 @@ mod tests {
             .context("tcp connect error")
             .context("cannot reach the executor at http://127.0.0.1:1");
         assert_eq!(
-            super::said_once(&e),
+            toolgate_runtime::logging::said_once(e.as_ref()),
             "cannot reach the executor at http://127.0.0.1:1: tcp connect error"
         );
     }
