@@ -7,7 +7,8 @@
 
 use toolgate_core::Tier;
 
-use crate::paths::Access;
+use crate::access::Access;
+use crate::paths;
 
 /// A built-in rule: its id (always `baseline.*`), tier and the reason shown to the model.
 #[derive(Debug, PartialEq, Eq)]
@@ -700,9 +701,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             for a in args {
                 if let Some(v) = a.strip_prefix("of=") {
                     let p = crate::paths::normalise(v);
-                    if p.starts_with("/dev/")
-                        && crate::paths::baseline_rule(&p, Access::Write).is_some()
-                    {
+                    if p.starts_with("/dev/") && path_rule(&p, Access::Write).is_some() {
                         f.rules.push(&DD_DEVICE);
                     }
                     f.paths.push((v.to_owned(), Access::Write));
@@ -1441,8 +1440,98 @@ pub(crate) fn awk_program_is_safe(program: &str) -> bool {
         || program.contains("ENVIRON"))
 }
 
+/// The built-in rule a path access triggers, if any. `path` is normalised.
+pub(crate) fn path_rule(path: &str, access: Access) -> Option<&'static BaselineRule> {
+    if paths::is_harmless_device(path) {
+        return None;
+    }
+    if path.starts_with("/proc/") && path.ends_with("/environ") {
+        return Some(&SECRET_READ);
+    }
+    if paths::SECRET_READS.iter().any(|d| paths::under(path, d))
+        || paths::home_relative(path)
+            .is_some_and(|r| paths::HOME_SECRETS.iter().any(|d| paths::under(r, d)))
+    {
+        return Some(match access {
+            Access::Read => &SECRET_READ,
+            Access::Write => &SYSTEM_WRITE,
+        });
+    }
+    if access == Access::Write {
+        if path == "/" || path == "~" || paths::SYSTEM_DIRS.iter().any(|d| paths::under(path, d)) {
+            return Some(&SYSTEM_WRITE);
+        }
+        if paths::home_relative(path)
+            .is_some_and(|r| paths::HOME_PERSISTENCE.iter().any(|d| paths::under(r, d)))
+        {
+            return Some(&SYSTEM_WRITE);
+        }
+    }
+    if !paths::inside_workspace(path) {
+        return Some(match access {
+            Access::Read => &OUTSIDE_READ,
+            Access::Write => &OUTSIDE_WRITE,
+        });
+    }
+    if access == Access::Write {
+        // Without a `.git` of its own, the root with HEAD, objects/ and refs/ is a bare
+        // repository to git's discovery; HEAD is the one file git insists on.
+        if path == "HEAD" {
+            return Some(&GIT_ROOT_HEAD);
+        }
+        let mut components = path.split('/');
+        if components.clone().any(|c| c == ".git") {
+            return Some(&GIT_INTERNALS_WRITE);
+        }
+        if components.clone().any(|c| c == ".claude") {
+            return Some(&AGENT_CONFIG_WRITE);
+        }
+        if components.any(|c| {
+            matches!(
+                c,
+                ".vscode" | ".idea" | ".envrc" | ".devcontainer" | ".husky"
+            )
+        }) || path.starts_with(".github/workflows")
+            || path.contains("/.github/workflows")
+        {
+            return Some(&TOOL_CONFIG_WRITE);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn dev_null_is_harmless_but_devices_are_system_paths() {
+        assert!(path_rule("/dev/null", Access::Write).is_none());
+        assert!(path_rule("/dev/fd/3", Access::Write).is_none());
+        assert_eq!(
+            path_rule("/dev/sda", Access::Write).unwrap().id,
+            "baseline.system-path-write"
+        );
+        assert_eq!(
+            path_rule("~/.bashrc", Access::Write).unwrap().id,
+            "baseline.system-path-write"
+        );
+        assert_eq!(
+            path_rule("~/.ssh/my_id_rsa", Access::Write).unwrap().id,
+            "baseline.system-path-write"
+        );
+        assert_eq!(
+            path_rule("/etc/shadow", Access::Read).unwrap().id,
+            "baseline.secret-read"
+        );
+        assert_eq!(
+            path_rule(".git/hooks/pre-commit", Access::Write)
+                .unwrap()
+                .id,
+            "baseline.git-internals-write"
+        );
+        assert!(path_rule("src/main.rs", Access::Write).is_none());
+        assert!(path_rule(".git/config", Access::Read).is_none());
+    }
+
     use super::*;
 
     fn argv(s: &str) -> Vec<String> {

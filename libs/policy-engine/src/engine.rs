@@ -414,7 +414,7 @@ impl Policy {
             };
             let mut tier: Option<Tier> = None;
             let mut ids = Vec::new();
-            if let Some(r) = paths::baseline_rule(&path, access) {
+            if let Some(r) = baseline::path_rule(&path, access) {
                 tier = Some(r.tier);
                 ids.push(r.id.to_owned());
                 b.baseline(r);
@@ -561,7 +561,7 @@ impl Policy {
             ids.push(baseline::UNKNOWN_PATH.id.to_owned());
             b.baseline(&baseline::UNKNOWN_PATH);
         } else {
-            if let Some(r) = paths::baseline_rule(&p.path, p.access) {
+            if let Some(r) = baseline::path_rule(&p.path, p.access) {
                 tier = Some(r.tier);
                 ids.push(r.id.to_owned());
                 b.baseline(r);

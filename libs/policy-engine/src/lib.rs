@@ -6,6 +6,7 @@
 //! bound to; [`render`] prints decisions for `toolgate check`; [`PolicyFile`] reloads a file
 //! on change while keeping the last good version in force.
 
+mod access;
 mod argv;
 pub mod baseline;
 pub mod call;

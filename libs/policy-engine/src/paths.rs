@@ -4,26 +4,7 @@
 //! canonical workspace-relative paths. Everything here is lexical: the executor resolves the
 //! real file against a directory handle, the policy only needs the name the call spells.
 
-use crate::baseline::{self, BaselineRule};
-
-/// Whether a path is read or written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Access {
-    /// The call only reads the path.
-    Read,
-    /// The call creates, changes or removes the path.
-    Write,
-}
-
-impl Access {
-    /// The lowercase name used in JSON.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Access::Read => "read",
-            Access::Write => "write",
-        }
-    }
-}
+pub use crate::access::Access;
 
 /// Joins `word` onto `cwd` and normalises `.` and `..` lexically.
 ///
@@ -94,7 +75,7 @@ const HARMLESS_DEVICES: &[&str] = &[
     "/dev/urandom",
 ];
 
-const SYSTEM_DIRS: &[&str] = &[
+pub(crate) const SYSTEM_DIRS: &[&str] = &[
     "/etc",
     "/usr",
     "/bin",
@@ -113,7 +94,7 @@ const SYSTEM_DIRS: &[&str] = &[
 ];
 
 /// Shell start-up files, credentials and autostart locations under a home directory.
-const HOME_PERSISTENCE: &[&str] = &[
+pub(crate) const HOME_PERSISTENCE: &[&str] = &[
     ".ssh",
     ".bashrc",
     ".bash_profile",
@@ -137,7 +118,7 @@ const HOME_PERSISTENCE: &[&str] = &[
     ".docker",
 ];
 
-const SECRET_READS: &[&str] = &[
+pub(crate) const SECRET_READS: &[&str] = &[
     "/etc/shadow",
     "/etc/gshadow",
     "/etc/sudoers",
@@ -146,7 +127,7 @@ const SECRET_READS: &[&str] = &[
     "/root",
 ];
 
-const HOME_SECRETS: &[&str] = &[
+pub(crate) const HOME_SECRETS: &[&str] = &[
     ".ssh",
     ".aws",
     ".gnupg",
@@ -158,12 +139,12 @@ const HOME_SECRETS: &[&str] = &[
     ".pgpass",
 ];
 
-fn under(path: &str, dir: &str) -> bool {
+pub(crate) fn under(path: &str, dir: &str) -> bool {
     path == dir || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }
 
 /// The part of `path` below a home directory (`~/x` or `/home/u/x`), if any.
-fn home_relative(path: &str) -> Option<&str> {
+pub(crate) fn home_relative(path: &str) -> Option<&str> {
     if let Some(rest) = path.strip_prefix("~/") {
         return Some(rest);
     }
@@ -174,63 +155,6 @@ fn home_relative(path: &str) -> Option<&str> {
 /// Devices any command may read or write (`/dev/null`, `/dev/stdout`, `/dev/fd/N`...).
 pub(crate) fn is_harmless_device(path: &str) -> bool {
     HARMLESS_DEVICES.contains(&path) || path.starts_with("/dev/fd/")
-}
-
-/// The built-in rule a path access triggers, if any. `path` is normalised.
-pub(crate) fn baseline_rule(path: &str, access: Access) -> Option<&'static BaselineRule> {
-    if is_harmless_device(path) {
-        return None;
-    }
-    if path.starts_with("/proc/") && path.ends_with("/environ") {
-        return Some(&baseline::SECRET_READ);
-    }
-    if SECRET_READS.iter().any(|d| under(path, d))
-        || home_relative(path).is_some_and(|r| HOME_SECRETS.iter().any(|d| under(r, d)))
-    {
-        return Some(match access {
-            Access::Read => &baseline::SECRET_READ,
-            Access::Write => &baseline::SYSTEM_WRITE,
-        });
-    }
-    if access == Access::Write {
-        if path == "/" || path == "~" || SYSTEM_DIRS.iter().any(|d| under(path, d)) {
-            return Some(&baseline::SYSTEM_WRITE);
-        }
-        if home_relative(path).is_some_and(|r| HOME_PERSISTENCE.iter().any(|d| under(r, d))) {
-            return Some(&baseline::SYSTEM_WRITE);
-        }
-    }
-    if !inside_workspace(path) {
-        return Some(match access {
-            Access::Read => &baseline::OUTSIDE_READ,
-            Access::Write => &baseline::OUTSIDE_WRITE,
-        });
-    }
-    if access == Access::Write {
-        // Without a `.git` of its own, the root with HEAD, objects/ and refs/ is a bare
-        // repository to git's discovery; HEAD is the one file git insists on.
-        if path == "HEAD" {
-            return Some(&baseline::GIT_ROOT_HEAD);
-        }
-        let mut components = path.split('/');
-        if components.clone().any(|c| c == ".git") {
-            return Some(&baseline::GIT_INTERNALS_WRITE);
-        }
-        if components.clone().any(|c| c == ".claude") {
-            return Some(&baseline::AGENT_CONFIG_WRITE);
-        }
-        if components.any(|c| {
-            matches!(
-                c,
-                ".vscode" | ".idea" | ".envrc" | ".devcontainer" | ".husky"
-            )
-        }) || path.starts_with(".github/workflows")
-            || path.contains("/.github/workflows")
-        {
-            return Some(&baseline::TOOL_CONFIG_WRITE);
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -251,35 +175,5 @@ mod tests {
         );
         assert_eq!(resolve(None, "x"), None);
         assert_eq!(resolve(None, "/x").unwrap(), "/x");
-    }
-
-    #[test]
-    fn dev_null_is_harmless_but_devices_are_system_paths() {
-        assert!(baseline_rule("/dev/null", Access::Write).is_none());
-        assert!(baseline_rule("/dev/fd/3", Access::Write).is_none());
-        assert_eq!(
-            baseline_rule("/dev/sda", Access::Write).unwrap().id,
-            "baseline.system-path-write"
-        );
-        assert_eq!(
-            baseline_rule("~/.bashrc", Access::Write).unwrap().id,
-            "baseline.system-path-write"
-        );
-        assert_eq!(
-            baseline_rule("~/.ssh/my_id_rsa", Access::Write).unwrap().id,
-            "baseline.system-path-write"
-        );
-        assert_eq!(
-            baseline_rule("/etc/shadow", Access::Read).unwrap().id,
-            "baseline.secret-read"
-        );
-        assert_eq!(
-            baseline_rule(".git/hooks/pre-commit", Access::Write)
-                .unwrap()
-                .id,
-            "baseline.git-internals-write"
-        );
-        assert!(baseline_rule("src/main.rs", Access::Write).is_none());
-        assert!(baseline_rule(".git/config", Access::Read).is_none());
     }
 }

@@ -10,7 +10,6 @@
 pub mod authz;
 pub mod config;
 mod confined;
-mod fs_search;
 mod fs_service;
 mod process_service;
 mod tool_span;

@@ -27,7 +27,7 @@ use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
 use crate::config::Config;
-use crate::policy_service::PolicySource;
+use crate::source::PolicySource;
 use crate::{Error, outcome, stored, trace, wire};
 
 /// Roles that read and decide approvals.

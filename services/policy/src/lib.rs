@@ -27,6 +27,7 @@ mod core;
 mod fault;
 mod outcome;
 mod policy_service;
+mod source;
 mod stored;
 mod trace;
 mod wire;
@@ -49,7 +50,8 @@ use toolgate_runtime::{grpc, shutdown, telemetry};
 pub use crate::core::PolicyCore;
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;
-pub use policy_service::{PolicyAdapter, PolicySource};
+pub use policy_service::PolicyAdapter;
+pub use source::PolicySource;
 pub use trace::trace_id;
 
 /// Why the policy service could not start or stopped abnormally.

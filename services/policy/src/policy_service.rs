@@ -1,41 +1,11 @@
 //! The tonic adapter for `PolicyService`.
 
-use std::sync::Arc;
-
 use tonic::{Request, Response, Status};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyService;
-use toolgate_policy_engine::Policy;
 use toolgate_runtime::auth;
 
 use crate::core::PolicyCore;
-
-/// Where the policy in force comes from: a watched file or the shipped default.
-#[derive(Debug, Clone)]
-pub enum PolicySource {
-    /// A document on disk, reloaded on change and on SIGHUP.
-    File(Arc<toolgate_policy_engine::PolicyFile>),
-    /// The shipped default policy.
-    Builtin(Arc<Policy>),
-}
-
-impl PolicySource {
-    /// The policy in force now.
-    pub fn current(&self) -> Arc<Policy> {
-        match self {
-            PolicySource::File(f) => f.current(),
-            PolicySource::Builtin(p) => p.clone(),
-        }
-    }
-
-    /// A path, or `builtin`.
-    pub fn describe(&self) -> String {
-        match self {
-            PolicySource::File(f) => f.path().display().to_string(),
-            PolicySource::Builtin(_) => "builtin".into(),
-        }
-    }
-}
 
 /// Serves `PolicyService` from a [`PolicyCore`]; callers are authenticated by the
 /// interceptor in front of it.

@@ -7,7 +7,7 @@ use toolgate_fs::{FindRequest, SearchRequest};
 use toolgate_contracts::policy::v1::ToolCall;
 use toolgate_runtime::auth::Principal;
 
-use crate::fs_service::{FsService, Observed, Prepared, entry_type, path_or_root, truncation};
+use super::{FsService, Observed, Prepared, entry_type, path_or_root, truncation};
 use crate::wire;
 
 /// Largest context a request may ask for; the workspace limit may be lower.

@@ -4,6 +4,8 @@
 //! request, resolves the canonical form the policy decides on, gets an [`Authorized`] proof
 //! through the [`Gate`], performs the operation on the blocking pool and reports its outcome.
 
+mod search;
+
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -464,7 +466,7 @@ impl FsService {
         request: Request<pb::SearchFilesRequest>,
     ) -> Result<Response<pb::SearchFilesResponse>, Status> {
         let caller = wire::caller(&request, "FilesystemService/SearchFiles")?;
-        crate::fs_search::search(self, obs, caller, request.into_inner()).await
+        search::search(self, obs, caller, request.into_inner()).await
     }
 
     async fn find_files_call(
@@ -473,7 +475,7 @@ impl FsService {
         request: Request<pb::FindFilesRequest>,
     ) -> Result<Response<pb::FindFilesResponse>, Status> {
         let caller = wire::caller(&request, "FilesystemService/FindFiles")?;
-        crate::fs_search::find(self, obs, caller, request.into_inner()).await
+        search::find(self, obs, caller, request.into_inner()).await
     }
 
     async fn create_directory_call(
