@@ -103,6 +103,12 @@ async fn serve_http(
         .await
         .with_context(|| format!("--listen: cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
+    anyhow::ensure!(
+        addr.ip().is_loopback() || args.tls_cert.is_some() || args.insecure_plaintext,
+        "--listen {addr} is not a loopback address and TLS is off: agents' bearer tokens would \
+         cross the network in the clear. Pass --tls-cert and --tls-key, or --insecure-plaintext \
+         when something else (a service mesh) encrypts the traffic"
+    );
     let mut transport = TransportConfig {
         insecure_plaintext: args.insecure_plaintext,
         ..Default::default()

@@ -951,3 +951,27 @@ fn fs_edit_mkdir_ranges_and_json() {
     assert!(!o.status.success());
     assert_eq!(err.matches("tcp connect error").count(), 1, "{err}");
 }
+
+/// `toolgate mcp --listen` off loopback refuses plaintext unless told otherwise, naming the
+/// flags that fix it.
+#[test]
+fn mcp_listen_off_loopback_needs_tls_or_an_explicit_choice() {
+    let o = toolgate(
+        &[
+            "mcp",
+            "--listen",
+            "0.0.0.0:0",
+            "--executor",
+            "127.0.0.1:1",
+            "--task-dir",
+            "off",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--tls-cert") && err.contains("--insecure-plaintext"),
+        "{err}"
+    );
+}
