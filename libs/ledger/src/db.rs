@@ -223,6 +223,19 @@ impl Tx {
         })
     }
 
+    /// Runs a script of several statements (a migration), without arguments.
+    pub(crate) async fn exec_script(&mut self, sql: &'static str) -> Result<()> {
+        match &mut self.inner {
+            TxInner::Pg(t) => {
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut **t).await?;
+            }
+            TxInner::Lite(t) => {
+                sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut **t).await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Remembers that an approval changed, so waiters are woken after commit.
     pub(crate) fn touch(&mut self, approval_id: &str) {
         if !self.touched.iter().any(|t| t == approval_id) {
