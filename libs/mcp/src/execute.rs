@@ -292,22 +292,21 @@ impl Cx<'_> {
 
     /// Sends one unary executor call under a client span, given up when the MCP client
     /// cancels the request.
-    async fn unary<T, R, F, Fut>(
-        &self,
-        rpc: &str,
-        message: T,
-        send: F,
-    ) -> Result<Response<R>, Status>
+    /// Sends one executor call under a client span with the agent's credential, given up
+    /// when the MCP client cancels the request. `send` makes the call and reads its answer.
+    async fn traced<T, O, F, Fut>(&self, rpc: &str, message: T, send: F) -> Result<O, Status>
     where
         F: FnOnce(Request<T>) -> Fut,
-        Fut: Future<Output = Result<Response<R>, Status>>,
+        Fut: Future<Output = Result<O, Status>>,
     {
         let span = telemetry::client_span(rpc);
         let result = async {
             let request = self.request(message)?;
             tokio::select! {
                 r = send(request) => r,
-                () = self.context.ct.cancelled() => Err(Status::cancelled("the MCP client cancelled the call")),
+                () = self.context.ct.cancelled() => Err(Status::cancelled(
+                    "the MCP client cancelled the call; it was abandoned (a running command is killed)",
+                )),
             }
         }
         .instrument(span.clone())
@@ -346,7 +345,7 @@ impl Cx<'_> {
             Err(o) => return *o,
         };
         let message = build(args, self.call_context());
-        match self.unary(rpc, message, send).await {
+        match self.traced(rpc, message, send).await {
             Ok(response) => {
                 let receipt = Receipt::of_headers(response.metadata());
                 let (output, text) = render(response.into_inner());
@@ -745,27 +744,16 @@ impl Cx<'_> {
             }),
             sandbox_profile: String::new(),
         };
-        let rpc = "toolgate.executor.v1.ProcessService/Run";
-        let span = telemetry::client_span(rpc);
-        let result = async {
-            let request = self.request(message)?;
-            let run = async {
-                let stream = self.shared.process().run(request).await?.into_inner();
-                self.follow(stream).await
-            };
-            tokio::select! {
-                r = run => r,
-                () = self.context.ct.cancelled() => Err(Status::cancelled("the MCP client cancelled the call; the run was stopped")),
-            }
-        }
-        .instrument(span.clone())
-        .await;
-        telemetry::record_client_status(
-            &span,
-            result
-                .as_ref()
-                .map_or_else(Status::code, |_| tonic::Code::Ok),
-        );
+        let result = self
+            .traced(
+                "toolgate.executor.v1.ProcessService/Run",
+                message,
+                |request| async move {
+                    let stream = self.shared.process().run(request).await?.into_inner();
+                    self.follow(stream).await
+                },
+            )
+            .await;
         match result {
             Ok((output, receipt)) => {
                 let text = run_text(&output);

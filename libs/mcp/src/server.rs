@@ -122,10 +122,7 @@ impl McpServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<Caller, String> {
         let parts = context.extensions.get::<http::request::Parts>();
-        let token = match parts {
-            Some(p) => bearer(&p.headers).map(str::to_owned),
-            None => self.token.as_deref().map(str::to_owned),
-        };
+        let token = self.token_of(context);
         let transport = match parts {
             Some(p) => p
                 .headers

@@ -335,20 +335,20 @@ impl Gate {
         match response.result {
             Some(R::Allowed(a)) => {
                 tracing::debug!(decision_id = %a.decision_id, "allowed");
-                let tier = if a.approval_id.is_empty() {
-                    "auto"
-                } else {
-                    "ask"
-                };
-                tool_span::record_decision(span, tier, &rule_id, &a.decision_id, &a.approval_id);
-                tool_span::record_profile(span, &a.sandbox_profile);
                 let decided_by = response
                     .explanation
                     .as_ref()
                     .map(|e| e.policy_version.as_str());
-                Ok(Answer::Allowed(Authorized::from_allowed(
-                    a, decided_by, rule_id,
-                )))
+                let proof = Authorized::from_allowed(a, decided_by, rule_id);
+                tool_span::record_decision(
+                    span,
+                    proof.tier(),
+                    proof.rule_id(),
+                    proof.decision_id(),
+                    proof.approval_id(),
+                );
+                tool_span::record_profile(span, proof.sandbox_profile());
+                Ok(Answer::Allowed(proof))
             }
             Some(R::Denied(d)) if !d.approval_id.is_empty() => {
                 tool_span::record_decision(span, "ask", &d.rule_id, &d.decision_id, &d.approval_id);
