@@ -466,50 +466,28 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     let up = Up::start_env(ws.path(), &state.path().join("d"), &[], &up_env);
 
     // The MCP call, over stdio, JSON-RPC by hand.
-    let mut mcp = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-        .args(["mcp", "--executor", &up.executor(), "--task-dir", "off"])
-        .env("TOOLGATE_TOKEN", up.token("agent"))
-        .envs(otel("toolgate-mcp-under-test"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = mcp.stdin.take().unwrap();
-    let mut stdout = BufReader::new(mcp.stdout.take().unwrap()).lines();
-    let mut send = |v: serde_json::Value| writeln!(stdin, "{v}").unwrap();
-    let mut answer = |id: i64| loop {
-        let line = stdout.next().expect("an answer").unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        if v["id"] == id {
-            break v;
-        }
-    };
-    send(
-        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "trace-test", "version": "1"}}}),
+    let (mut mcp, init) = McpStdio::spawn(
+        &up,
+        &up.token("agent"),
+        &["--task-dir", "off"],
+        &otel("toolgate-mcp-under-test"),
+        &serde_json::json!({}),
     );
-    let init = answer(1);
     assert_eq!(init["result"]["serverInfo"]["name"], "toolgate", "{init}");
-    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(
-        serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "run_command", "arguments": {"script": "echo traced"},
-        "_meta": {"traceparent": format!("00-{TRACE}-{CALLER}-01")}}}),
+    let ran = mcp.request_id(
+        7,
+        "tools/call",
+        &serde_json::json!({"name": "run_command", "arguments": {"script": "echo traced"},
+            "_meta": {"traceparent": format!("00-{TRACE}-{CALLER}-01")}}),
     );
-    let ran = answer(7);
     assert_eq!(ran["result"]["isError"], false, "{ran}");
     assert_eq!(
         ran["result"]["structuredContent"]["stdout"]["text"],
         "traced\n"
     );
-    // Closing stdin ends the stdio session; the server exits and flushes its spans.
-    drop(stdin);
-    let status = mcp.wait().unwrap();
-    assert!(
-        status.success(),
-        "toolgate mcp ends when stdin closes: {status}"
-    );
+    // Closing stdin ends the stdio session; the server exits (successfully, `stop` asserts)
+    // and flushes its spans.
+    mcp.stop();
 
     // The gRPC calls: one that runs, one the policy denies.
     let channel = tonic::transport::Endpoint::from_shared(up.executor())
@@ -676,11 +654,36 @@ impl McpStdio {
     /// Starts it for `up` with `token`, tasks in `task_dir`, and initializes a session that
     /// declares the tasks extension.
     fn start(up: &Up, token: &str, task_dir: &std::path::Path) -> McpStdio {
+        let dir = task_dir.to_str().unwrap();
+        let (s, init) = McpStdio::spawn(
+            up,
+            token,
+            &["--task-dir", dir],
+            &[("TOOLGATE_LOG", "warn".to_owned())],
+            &serde_json::json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        );
+        assert!(
+            init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+                .is_object(),
+            "the server offers tasks: {init}"
+        );
+        s
+    }
+
+    /// Starts `toolgate mcp` for `up` with `token`, more `args` and `env`, and initializes a
+    /// session declaring `capabilities`; returns it and the `initialize` answer.
+    fn spawn(
+        up: &Up,
+        token: &str,
+        args: &[&str],
+        env: &[(&str, String)],
+        capabilities: &serde_json::Value,
+    ) -> (McpStdio, serde_json::Value) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .args(["mcp", "--executor", &up.executor(), "--task-dir"])
-            .arg(task_dir)
+            .args(["mcp", "--executor", &up.executor()])
+            .args(args)
             .env("TOOLGATE_TOKEN", token)
-            .env("TOOLGATE_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -694,16 +697,11 @@ impl McpStdio {
         let init = s.request(
             "initialize",
             &serde_json::json!({"protocolVersion": "2025-11-25",
-                "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-                "clientInfo": {"name": "task-test", "version": "1"}}),
-        );
-        assert!(
-            init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
-                .is_object(),
-            "the server offers tasks: {init}"
+                "capabilities": capabilities,
+                "clientInfo": {"name": "toolgate-test", "version": "1"}}),
         );
         s.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        s
+        (s, init)
     }
 
     fn send(&mut self, v: &serde_json::Value) {
@@ -712,7 +710,16 @@ impl McpStdio {
 
     fn request(&mut self, method: &str, params: &serde_json::Value) -> serde_json::Value {
         self.next_id += 1;
-        let id = self.next_id;
+        self.request_id(self.next_id, method, params)
+    }
+
+    /// A request with the JSON-RPC id given.
+    fn request_id(
+        &mut self,
+        id: i64,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> serde_json::Value {
         self.send(
             &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
         );
