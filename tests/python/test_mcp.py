@@ -352,3 +352,43 @@ def test_approval_wait_parks_the_call_until_a_human_decides(served):
     assert (stack.workspace / "deploy/run.txt").read_text() == "parked\n"
     # While it waited, the run said so as progress.
     assert any("waiting for a human" in (m or "") for m in progress), progress
+
+
+def test_session_id_metrics_listen_and_named_sessions_are_honoured(served):
+    """`--session-id` pins the session approvals bind to, `_meta["dev.toolgate/session_id"]`
+    names one per call, and `--metrics-listen` serves the MCP server's metrics."""
+    transport, stack = served
+    if transport != "stdio":
+        pytest.skip("flags of `toolgate mcp`")
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    approvals = approval_pb2_grpc.ApprovalServiceStub(stack.channel("approver", "policy"))
+
+    def session_of(approval_id):
+        return approvals.GetApproval(
+            approval_pb2.GetApprovalRequest(approval_id=approval_id)).approval.session_id
+
+    async def go():
+        env = {"PATH": os.environ["PATH"], "TOOLGATE_TOKEN": stack.tokens["agent"]}
+        params = StdioServerParameters(
+            command=str(BIN_DIR / "toolgate"),
+            args=["mcp", "--executor", f"http://{stack.executor_addr}", "--task-dir", "off",
+                  "--session-id", "py-pinned", "--metrics-listen", f"127.0.0.1:{port}"],
+            env=env)
+        async with Client(params) as c:
+            pinned = await c.call_tool("write_file", {"path": "deploy/pinned.yaml", "content": "p",
+                                                      "create_parents": True})
+            named = await c.call_tool("write_file", {"path": "deploy/named.yaml", "content": "n",
+                                                     "create_parents": True},
+                                      meta={"dev.toolgate/session_id": "py-named"})
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                metrics = r.read().decode()
+            return pinned, named, metrics
+    pinned, named, metrics = run(go())
+    assert session_of(pinned.structured_content["approval_id"]) == "py-pinned"
+    assert session_of(named.structured_content["approval_id"]) == "py-named"
+    assert 'mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="write_file",error_type="approval_required"} 2' in metrics, metrics

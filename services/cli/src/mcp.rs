@@ -73,6 +73,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             .context("cannot set up logging and tracing")?;
     let channel = channel(&args.executor, &args.token)?;
     let token = args.token.resolve()?;
+    if let Some(m) = &args.metrics_listen {
+        // Served for as long as the process runs, over stdio or HTTP alike.
+        let l = TcpListener::bind(m)
+            .await
+            .with_context(|| format!("--metrics-listen: cannot listen on {m}"))?;
+        tokio::spawn(toolgate_runtime::metrics::serve(
+            l,
+            Arc::new(toolgate_runtime::metrics::registry()),
+            shutdown::Shutdown::never(),
+        ));
+    }
     let config = McpConfig {
         approval_wait: args.approval_wait,
         network: runs_reach_network(&channel, token.as_deref()).await,
@@ -118,17 +129,6 @@ async fn serve_http(
     let transport =
         Transport::new(&transport, addr).map_err(|e| anyhow::anyhow!("--listen: {e}"))?;
     let scheme = transport.scheme();
-    if let Some(m) = &args.metrics_listen {
-        let l = TcpListener::bind(m)
-            .await
-            .with_context(|| format!("--metrics-listen: cannot listen on {m}"))?;
-        let (_trigger, stop) = shutdown::channel();
-        tokio::spawn(toolgate_runtime::metrics::serve(
-            l,
-            Arc::new(toolgate_runtime::metrics::registry()),
-            stop,
-        ));
-    }
     println!(
         "{}",
         serde_json::json!({
