@@ -321,28 +321,52 @@ pub fn caller<T>(request: &Request<T>) -> Result<Principal, Status> {
 /// The caller, if its role is one of `roles`; `PERMISSION_DENIED` / `ROLE_NOT_PERMITTED` otherwise.
 pub fn require<T>(request: &Request<T>, method: &str, roles: &[Role]) -> Result<Principal, Status> {
     let p = caller(request)?;
-    if roles.contains(&p.role) {
-        return Ok(p);
-    }
-    Err(role_not_permitted(&p, method, roles))
+    NotPermitted::check(&p, method, roles).map_err(|e| status::from_error(&e))?;
+    Ok(p)
 }
 
-/// The `PERMISSION_DENIED` / `ROLE_NOT_PERMITTED` status for `p` calling `method`.
-pub fn role_not_permitted(p: &Principal, method: &str, roles: &[Role]) -> Status {
-    let allowed: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
-    status::status(
-        Reason::RoleNotPermitted,
-        format!(
-            "{} has role `{}`; {method} needs one of: {}",
-            p.name,
-            p.role,
-            allowed.join(", ")
-        ),
-        [
-            ("principal", p.name.clone()),
-            ("role", p.role.as_str().to_owned()),
-        ],
-    )
+/// A caller whose role may not call a method: the domain form of `PERMISSION_DENIED` /
+/// `ROLE_NOT_PERMITTED`, for cores that check roles themselves.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{principal} has role `{role}`; {method} needs one of: {allowed}")]
+pub struct NotPermitted {
+    /// The caller's name.
+    pub principal: String,
+    /// The caller's role.
+    pub role: Role,
+    /// The method it called.
+    pub method: String,
+    /// The roles that may call it, comma-separated.
+    pub allowed: String,
+}
+
+impl NotPermitted {
+    /// `Ok` when `p`'s role is one of `roles`, else the refusal for `p` calling `method`.
+    pub fn check(p: &Principal, method: &str, roles: &[Role]) -> Result<(), NotPermitted> {
+        if roles.contains(&p.role) {
+            return Ok(());
+        }
+        let allowed: Vec<&str> = roles.iter().map(|r| r.as_str()).collect();
+        Err(NotPermitted {
+            principal: p.name.clone(),
+            role: p.role,
+            method: method.to_owned(),
+            allowed: allowed.join(", "),
+        })
+    }
+}
+
+impl toolgate_core::ReasonedError for NotPermitted {
+    fn reason(&self) -> Reason {
+        Reason::RoleNotPermitted
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("principal", self.principal.clone()),
+            ("role", self.role.as_str().to_owned()),
+        ]
+    }
 }
 
 /// The `authorization` header value for `token`, for clients.

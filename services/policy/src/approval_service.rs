@@ -15,7 +15,9 @@ use toolgate_ledger::{ApprovalFilter, ApprovalState, Cursor, PageToken};
 use toolgate_runtime::auth;
 use toolgate_runtime::shutdown::Shutdown;
 
-use crate::core::{APPROVERS, PolicyCore, ledger_status, require};
+use crate::core::{APPROVERS, PolicyCore, PolicyError, require};
+use crate::policy_service::wait_for_approval;
+use crate::wire;
 
 /// How long one long-poll of the change feed waits before polling again.
 const POLL: Duration = Duration::from_secs(25);
@@ -41,10 +43,12 @@ impl ApprovalService for ApprovalAdapter {
         request: Request<pb::ListApprovalsRequest>,
     ) -> Result<Response<pb::ListApprovalsResponse>, Status> {
         let caller = auth::caller(&request)?;
+        let request = wire::list_request(request.into_inner()).map_err(wire::status)?;
         self.core
-            .list_approvals(&caller, request.into_inner())
+            .list_approvals(&caller, request)
             .await
-            .map(Response::new)
+            .map(|page| Response::new(wire::list_response(page)))
+            .map_err(wire::status)
     }
 
     async fn get_approval(
@@ -52,10 +56,16 @@ impl ApprovalService for ApprovalAdapter {
         request: Request<pb::GetApprovalRequest>,
     ) -> Result<Response<pb::GetApprovalResponse>, Status> {
         let caller = auth::caller(&request)?;
+        let id = wire::approval_id(request.into_inner().approval_id).map_err(wire::status)?;
         self.core
-            .get_approval(&caller, request.into_inner())
+            .get_approval(&caller, id)
             .await
-            .map(Response::new)
+            .map(|v| {
+                Response::new(pb::GetApprovalResponse {
+                    approval: Some(wire::approval(v)),
+                })
+            })
+            .map_err(wire::status)
     }
 
     async fn decide_approval(
@@ -63,10 +73,16 @@ impl ApprovalService for ApprovalAdapter {
         request: Request<pb::DecideApprovalRequest>,
     ) -> Result<Response<pb::DecideApprovalResponse>, Status> {
         let caller = auth::caller(&request)?;
+        let request = wire::decide_request(request.into_inner()).map_err(wire::status)?;
         self.core
-            .decide_approval(&caller, request.into_inner())
+            .decide_approval(&caller, request)
             .await
-            .map(Response::new)
+            .map(|v| {
+                Response::new(pb::DecideApprovalResponse {
+                    approval: Some(wire::approval(v)),
+                })
+            })
+            .map_err(wire::status)
     }
 
     async fn cancel_approval(
@@ -74,10 +90,16 @@ impl ApprovalService for ApprovalAdapter {
         request: Request<pb::CancelApprovalRequest>,
     ) -> Result<Response<pb::CancelApprovalResponse>, Status> {
         let caller = auth::caller(&request)?;
+        let request = wire::cancel_request(request.into_inner()).map_err(wire::status)?;
         self.core
-            .cancel_approval(&caller, request.into_inner())
+            .cancel_approval(&caller, request)
             .await
-            .map(Response::new)
+            .map(|v| {
+                Response::new(pb::CancelApprovalResponse {
+                    approval: Some(wire::approval(v)),
+                })
+            })
+            .map_err(wire::status)
     }
 
     type WatchApprovalsStream = ReceiverStream<Result<pb::WatchApprovalsResponse, Status>>;
@@ -87,9 +109,10 @@ impl ApprovalService for ApprovalAdapter {
         request: Request<pb::WatchApprovalsRequest>,
     ) -> Result<Response<Self::WatchApprovalsStream>, Status> {
         let caller = auth::caller(&request)?;
-        require(&caller, "WatchApprovals", APPROVERS)?;
+        require(&caller, "WatchApprovals", APPROVERS).map_err(wire::status)?;
         let r = request.into_inner();
-        let (filter, states) = crate::core::filter(&r.states, r.session_id, r.principal)?;
+        let (filter, states) =
+            wire::filter(&r.states, r.session_id, r.principal).map_err(wire::status)?;
         let cursor = if r.cursor.is_empty() {
             None
         } else {
@@ -123,8 +146,7 @@ impl ApprovalService for ApprovalAdapter {
         request: Request<pb::WaitForApprovalRequest>,
     ) -> Result<Response<pb::WaitForApprovalResponse>, Status> {
         let caller = auth::caller(&request)?;
-        self.core
-            .wait_for_approval(&caller, request.into_inner())
+        wait_for_approval(&self.core, &caller, request.into_inner())
             .await
             .map(Response::new)
     }
@@ -165,7 +187,9 @@ impl Watch {
         let event = pb::WatchApprovalsResponse {
             cursor: cursor.0.to_string(),
             kind: kind as i32,
-            approval: Some(self.core.approval_to_wire(a).await?),
+            approval: Some(wire::approval(
+                self.core.view(a).await.map_err(wire::status)?,
+            )),
         };
         Ok(self.tx.send(Ok(event)).await.map_err(|_| Gone))
     }
@@ -177,7 +201,10 @@ impl Watch {
             None => {
                 // Read the head before the snapshot: whatever changes after it arrives as
                 // a live event, so the snapshot can be stale but never leaves a gap.
-                let head = ledger.head().await.map_err(ledger_status)?;
+                let head = ledger
+                    .head()
+                    .await
+                    .map_err(|e| wire::status(PolicyError::Ledger(e)))?;
                 if self.snapshot(head).await?.is_err() {
                     return Ok(());
                 }
@@ -188,7 +215,7 @@ impl Watch {
             let (changes, next) = ledger
                 .changes(at, self.filter.clone(), 256, POLL)
                 .await
-                .map_err(ledger_status)?;
+                .map_err(|e| wire::status(PolicyError::Ledger(e)))?;
             for c in changes {
                 if !self.wanted(c.approval.state) {
                     continue;
@@ -224,7 +251,7 @@ impl Watch {
             let page = ledger
                 .list(filter.clone(), token.take(), 500)
                 .await
-                .map_err(ledger_status)?;
+                .map_err(|e| wire::status(PolicyError::Ledger(e)))?;
             for a in page.items {
                 if states.contains(&a.state)
                     && self

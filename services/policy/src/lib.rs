@@ -18,8 +18,10 @@
 //! The ledger is Postgres (shared by replicas) or SQLite (single node), opened from
 //! `[ledger]`. A timer sweeps expired approvals and lapsed leases; another probes the
 //! database and reports NOT_SERVING on the gRPC health endpoint while it is unreachable.
-//! [`PolicyCore`] holds the logic; the tonic adapters and the in-process path of
-//! `toolgate up` share it.
+//! [`PolicyCore`] holds the logic and speaks the domain: its requests and answers are
+//! domain types and its errors a [`PolicyError`]; the tonic adapters parse wire messages
+//! into those requests and map answers and errors back (`wire`), and the in-process path
+//! of `toolgate up` goes through the same adapter methods.
 
 mod approval_service;
 pub mod config;
@@ -47,7 +49,11 @@ use toolgate_runtime::metrics::{self, PolicyMetrics, Registry};
 use toolgate_runtime::transport::Transport;
 use toolgate_runtime::{grpc, shutdown, telemetry};
 
-pub use crate::core::PolicyCore;
+pub use crate::core::{
+    ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
+    Classification, ClassifyRequest, DecideRequest, HiddenPaths, ListApprovalsRequest, PolicyCore,
+    PolicyDescription, PolicyError, RecordOutcomeRequest, ReportedIdentity, WaitRequest,
+};
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;
 pub use policy_service::PolicyAdapter;

@@ -3,14 +3,13 @@
 //! The mapping is deterministic, so an identical retry of `RecordOutcome` maps to an
 //! identical ledger outcome and is recognised as a retry rather than a conflict.
 
-use tonic::Status;
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::common::v1::exit_status::Status as Exit;
 use toolgate_contracts::policy::v1 as pb;
-use toolgate_contracts::status;
-use toolgate_ledger::{DecisionId, ExecutorIdentity, ExitStatus, LeaseToken, NewOutcome, Outcome};
+use toolgate_ledger::{DecisionId, ExecutorIdentity, ExitStatus, NewOutcome, Outcome};
 
-use crate::core::timestamp;
+use crate::core::PolicyError;
+use crate::wire::timestamp;
 
 fn micros(t: &prost_types::Timestamp) -> toolgate_ledger::Timestamp {
     toolgate_ledger::Timestamp::from_micros(
@@ -20,19 +19,18 @@ fn micros(t: &prost_types::Timestamp) -> toolgate_ledger::Timestamp {
     )
 }
 
-/// The ledger outcome for a wire report.
+/// The ledger outcome for a wire report, without its fence and reporter (the core sets
+/// both).
 pub(crate) fn from_wire(
     decision_id: DecisionId,
-    lease_token: Option<LeaseToken>,
-    executor_principal: toolgate_ledger::Principal,
     o: pb::Outcome,
-) -> Result<NewOutcome, Status> {
+) -> Result<NewOutcome, PolicyError> {
     let times = o.times.unwrap_or_default();
     let (started, finished) = match (&times.started_at, &times.finished_at) {
         (Some(s), Some(f)) => (micros(s), micros(f)),
         (Some(t), None) | (None, Some(t)) => (micros(t), micros(t)),
         (None, None) => {
-            return Err(status::invalid(
+            return Err(PolicyError::invalid(
                 "outcome.times",
                 "outcome.times needs started_at and finished_at",
             ));
@@ -50,7 +48,7 @@ pub(crate) fn from_wire(
         ),
         Some(Exit::Completed(_)) => (ExitStatus::Ok, None),
         None if code.is_empty() => {
-            return Err(status::invalid(
+            return Err(PolicyError::invalid(
                 "outcome.status",
                 "outcome needs an exit status (runs) or a result_code (filesystem calls)",
             ));
@@ -75,8 +73,8 @@ pub(crate) fn from_wire(
     let e = o.executor.unwrap_or_default();
     Ok(NewOutcome {
         decision_id,
-        lease_token,
-        executor_principal: Some(executor_principal),
+        lease_token: None,
+        executor_principal: None,
         executor: ExecutorIdentity {
             pod: if e.pod.is_empty() {
                 e.executor_id
@@ -252,7 +250,7 @@ mod tests {
             ..Default::default()
         };
         let d = DecisionId::try_from("dec_1").unwrap();
-        let n = from_wire(d.clone(), None, exec(), run).unwrap();
+        let n = from_wire(d.clone(), run).unwrap();
         assert_eq!(n.exit, ExitStatus::Exited(3));
         assert_eq!(n.started_at.as_micros(), 10_000_500);
         assert!(n.stdout_truncated);
@@ -263,7 +261,7 @@ mod tests {
             result_reason: "NOT_FOUND".into(),
             ..Default::default()
         };
-        let n = from_wire(d.clone(), None, exec(), fs).unwrap();
+        let n = from_wire(d.clone(), fs).unwrap();
         assert_eq!(n.exit, ExitStatus::Failed);
         let back = to_wire(&Outcome {
             executor_principal: Some(exec()),
@@ -288,18 +286,25 @@ mod tests {
     #[test]
     fn an_outcome_without_status_or_times_is_refused() {
         let d = DecisionId::try_from("dec_1").unwrap();
-        let e = from_wire(d.clone(), None, exec(), pb::Outcome::default()).unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        let e = from_wire(d.clone(), pb::Outcome::default()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                PolicyError::Invalid {
+                    field: "outcome.times",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let e = from_wire(
             d,
-            None,
-            exec(),
             pb::Outcome {
                 times: times(),
                 ..Default::default()
             },
         )
         .unwrap_err();
-        assert!(e.message().contains("exit status"), "{}", e.message());
+        assert!(e.to_string().contains("exit status"), "{e}");
     }
 }

@@ -1,11 +1,13 @@
-//! The tonic adapter for `PolicyService`.
+//! The tonic adapter for `PolicyService`: wire requests are parsed into the core's domain
+//! requests, answers and errors are turned back into wire messages and statuses here.
 
 use tonic::{Request, Response, Status};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyService;
-use toolgate_runtime::auth;
+use toolgate_runtime::auth::{self, Principal};
 
 use crate::core::PolicyCore;
+use crate::wire;
 
 /// Serves `PolicyService` from a [`PolicyCore`]; callers are authenticated by the
 /// interceptor in front of it.
@@ -19,6 +21,62 @@ impl PolicyAdapter {
     pub fn new(core: PolicyCore) -> Self {
         PolicyAdapter { core }
     }
+
+    /// `Authorize` for an already authenticated `caller`: what the gRPC method does, for an
+    /// executor in the same process.
+    pub async fn authorize_as(
+        &self,
+        caller: &Principal,
+        request: pb::AuthorizeRequest,
+        traceparent: Option<&str>,
+    ) -> Result<pb::AuthorizeResponse, Status> {
+        let request = wire::authorize_request(request).map_err(wire::status)?;
+        self.core
+            .authorize(caller, request, traceparent)
+            .await
+            .map(wire::authorize_response)
+            .map_err(wire::status)
+    }
+
+    /// `RecordOutcome` for an already authenticated `caller`.
+    pub async fn record_outcome_as(
+        &self,
+        caller: &Principal,
+        request: pb::RecordOutcomeRequest,
+    ) -> Result<pb::RecordOutcomeResponse, Status> {
+        let request = wire::record_outcome_request(request).map_err(wire::status)?;
+        let already_recorded = self
+            .core
+            .record_outcome(caller, request)
+            .await
+            .map_err(wire::status)?;
+        Ok(pb::RecordOutcomeResponse { already_recorded })
+    }
+
+    /// `ApprovalService.WaitForApproval` for an already authenticated `caller`.
+    pub async fn wait_for_approval_as(
+        &self,
+        caller: &Principal,
+        request: pb::WaitForApprovalRequest,
+    ) -> Result<pb::WaitForApprovalResponse, Status> {
+        wait_for_approval(&self.core, caller, request).await
+    }
+}
+
+/// `WaitForApproval`, shared by both adapters.
+pub(crate) async fn wait_for_approval(
+    core: &PolicyCore,
+    caller: &Principal,
+    request: pb::WaitForApprovalRequest,
+) -> Result<pb::WaitForApprovalResponse, Status> {
+    let request = wire::wait_request(request).map_err(wire::status)?;
+    let view = core
+        .wait_for_approval(caller, request)
+        .await
+        .map_err(wire::status)?;
+    Ok(pb::WaitForApprovalResponse {
+        approval: Some(wire::approval(view)),
+    })
 }
 
 /// The W3C `traceparent` of an incoming request, if any.
@@ -37,11 +95,11 @@ impl PolicyService for PolicyAdapter {
         request: Request<pb::ClassifyRequest>,
     ) -> Result<Response<pb::ClassifyResponse>, Status> {
         let caller = auth::caller(&request)?;
-        let mut r = request.into_inner();
-        if r.principal.is_empty() {
-            r.principal = caller.name;
-        }
-        self.core.classify(r).map(Response::new)
+        let request =
+            wire::classify_request(request.into_inner(), &caller.name).map_err(wire::status)?;
+        Ok(Response::new(wire::classify_response(
+            self.core.classify(request),
+        )))
     }
 
     async fn authorize(
@@ -50,8 +108,7 @@ impl PolicyService for PolicyAdapter {
     ) -> Result<Response<pb::AuthorizeResponse>, Status> {
         let caller = auth::caller(&request)?;
         let tp = traceparent(&request);
-        self.core
-            .authorize(&caller, request.into_inner(), tp.as_deref())
+        self.authorize_as(&caller, request.into_inner(), tp.as_deref())
             .await
             .map(Response::new)
     }
@@ -61,8 +118,7 @@ impl PolicyService for PolicyAdapter {
         request: Request<pb::RecordOutcomeRequest>,
     ) -> Result<Response<pb::RecordOutcomeResponse>, Status> {
         let caller = auth::caller(&request)?;
-        self.core
-            .record_outcome(&caller, request.into_inner())
+        self.record_outcome_as(&caller, request.into_inner())
             .await
             .map(Response::new)
     }
@@ -72,6 +128,6 @@ impl PolicyService for PolicyAdapter {
         request: Request<pb::GetPolicyRequest>,
     ) -> Result<Response<pb::GetPolicyResponse>, Status> {
         auth::caller(&request)?;
-        Ok(Response::new(self.core.get_policy()))
+        Ok(Response::new(wire::policy_response(self.core.describe())))
     }
 }

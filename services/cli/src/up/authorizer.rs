@@ -1,22 +1,27 @@
-//! The executor's way to the policy when both run in one process: straight into [`PolicyCore`].
+//! The executor's way to the policy when both run in one process: through the policy
+//! service's own adapter ([`PolicyAdapter`]), without a network hop, so the request is parsed
+//! and answered exactly as the gRPC method does.
 
 use futures::future::BoxFuture;
 use tonic::Status;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_executor::authz::Authorizer;
-use toolgate_policy::PolicyCore;
+use toolgate_policy::{PolicyAdapter, PolicyCore};
 use toolgate_runtime::auth::Principal;
 
 /// Calls the policy core in process, as the embedded executor's principal.
 pub(super) struct InProcess {
-    core: PolicyCore,
+    policy: PolicyAdapter,
     executor: Principal,
 }
 
 impl InProcess {
     /// Authorizes as `executor` (role `executor`, so it may act for any agent principal).
     pub(super) fn new(core: PolicyCore, executor: Principal) -> Self {
-        InProcess { core, executor }
+        InProcess {
+            policy: PolicyAdapter::new(core),
+            executor,
+        }
     }
 }
 
@@ -27,8 +32,8 @@ impl Authorizer for InProcess {
         traceparent: Option<String>,
     ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
         Box::pin(async move {
-            self.core
-                .authorize(&self.executor, request, traceparent.as_deref())
+            self.policy
+                .authorize_as(&self.executor, request, traceparent.as_deref())
                 .await
         })
     }
@@ -37,14 +42,18 @@ impl Authorizer for InProcess {
         &self,
         request: pb::RecordOutcomeRequest,
     ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
-        Box::pin(async move { self.core.record_outcome(&self.executor, request).await })
+        Box::pin(async move { self.policy.record_outcome_as(&self.executor, request).await })
     }
 
     fn wait_for_approval(
         &self,
         request: pb::WaitForApprovalRequest,
     ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>> {
-        Box::pin(async move { self.core.wait_for_approval(&self.executor, request).await })
+        Box::pin(async move {
+            self.policy
+                .wait_for_approval_as(&self.executor, request)
+                .await
+        })
     }
 }
 

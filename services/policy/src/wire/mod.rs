@@ -1,29 +1,50 @@
-//! Wire ↔ domain conversions for the policy surfaces.
+//! Wire ↔ domain conversions for the policy surfaces: requests are parsed and validated
+//! here (`requests`), answers become wire messages here (`answers`), and [`status`] is the
+//! one place a [`PolicyError`] becomes a gRPC status.
+
+mod answers;
+mod requests;
 
 use tonic::Status;
 use toolgate_contracts::convert::{tier_to_wire, tool_from_wire};
 use toolgate_contracts::policy::v1 as pb;
-use toolgate_contracts::status;
+use toolgate_contracts::status as wire_status;
+use toolgate_core::ReasonedError;
 use toolgate_policy_engine::{Access, Decision, RuleSource, ToolCall};
 
+pub(crate) use answers::*;
+pub(crate) use requests::*;
+
+use crate::core::PolicyError;
+
+/// The status a client gets for `e`; database failures and bugs are logged here, once.
+// By value so it reads as `.map_err(status)`.
+#[allow(clippy::needless_pass_by_value)]
+pub(crate) fn status(e: PolicyError) -> Status {
+    if e.is_failure() {
+        tracing::error!(error = %e, reason = %e.reason(), "policy request failed");
+    }
+    wire_status::from_error(&e)
+}
+
 /// Parses a wire `ToolCall` into the engine's; unknown tool kinds die here.
-pub(crate) fn tool_call(call: Option<pb::ToolCall>) -> Result<ToolCall, Status> {
-    let c = call.ok_or_else(|| status::invalid("call", "call is required"))?;
+pub(crate) fn tool_call(call: Option<pb::ToolCall>) -> Result<ToolCall, PolicyError> {
+    let c = call.ok_or_else(|| PolicyError::invalid("call", "call is required"))?;
     let tool = tool_from_wire(c.tool).ok_or_else(|| {
-        status::invalid(
+        PolicyError::invalid(
             "call.tool",
             "call.tool must be a known tool kind (fs.read ... process.run)",
         )
     })?;
     let process = tool == toolgate_core::ToolKind::ProcessRun;
     if process && c.argv.is_empty() == c.script.is_none() {
-        return Err(status::invalid(
+        return Err(PolicyError::invalid(
             "call",
             "a process.run call sets exactly one of `argv` or `script`",
         ));
     }
     if !process && c.path.as_deref().is_none_or(str::is_empty) {
-        return Err(status::invalid(
+        return Err(PolicyError::invalid(
             "call.path",
             "filesystem calls need a canonical path",
         ));

@@ -1,0 +1,257 @@
+//! The core's requests and answers, in domain types. The adapters build the requests from
+//! wire messages (parsing and validating at the edge, see `crate::wire`) and turn the
+//! answers back into wire messages; the core sees neither prost nor tonic.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use toolgate_ledger::{
+    self as ledger, ApprovalFilter, ApprovalId, ApprovalState, CallId, DecisionId, NewOutcome,
+    PageToken, SessionId, Timestamp, Verdict,
+};
+use toolgate_policy_engine::{CallContext, Decision, Policy, ToolCall};
+
+/// What an executor reported about itself, kept beside its credential on the decision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportedIdentity {
+    /// The executor's own id.
+    pub executor_id: String,
+    /// Its pod.
+    pub pod: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its node.
+    pub node: String,
+    /// Its image.
+    pub image: String,
+    /// Its version.
+    pub version: String,
+}
+
+impl ReportedIdentity {
+    /// The non-empty fields as a JSON object, or `None` when nothing was reported.
+    pub(crate) fn to_json(&self) -> Option<String> {
+        let fields = [
+            ("executor_id", &self.executor_id),
+            ("pod", &self.pod),
+            ("namespace", &self.namespace),
+            ("node", &self.node),
+            ("image", &self.image),
+            ("version", &self.version),
+        ];
+        let map: serde_json::Map<String, serde_json::Value> = fields
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.clone())))
+            .collect();
+        (!map.is_empty()).then(|| serde_json::Value::Object(map).to_string())
+    }
+}
+
+/// A call an executor is about to run.
+#[derive(Debug, Clone)]
+pub struct AuthorizeRequest {
+    /// The caller's id for this call; a repeat is a retry.
+    pub call_id: CallId,
+    /// The agent session approvals bind to.
+    pub session_id: SessionId,
+    /// The agent the call runs for; `None`: the caller itself.
+    pub principal: Option<ledger::Principal>,
+    /// The agent's free-text description for the approver.
+    pub description: String,
+    /// The canonical call.
+    pub call: ToolCall,
+    /// The workspace's labels.
+    pub labels: BTreeMap<String, String>,
+    /// What the executor said about itself.
+    pub executor: Option<ReportedIdentity>,
+}
+
+/// What an allowed call must not reveal, from the policy that decided it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HiddenPaths {
+    /// The policy version the globs come from.
+    pub policy_version: String,
+    /// Workspace-relative globs of paths to leave out.
+    pub globs: Vec<String>,
+}
+
+/// The answer to one [`AuthorizeRequest`].
+#[derive(Debug, Clone)]
+pub enum Authorization {
+    /// Run it.
+    Allowed {
+        /// The recorded decision.
+        decision_id: DecisionId,
+        /// The approval it consumed, for an approved `ask`.
+        approval_id: Option<ApprovalId>,
+        /// When the outcome must be reported by.
+        lease_expires_at: Option<Timestamp>,
+        /// What the call must not reveal (tools that show more than one path).
+        hidden: Option<HiddenPaths>,
+        /// The sandbox profile in force.
+        sandbox_profile: String,
+    },
+    /// A human must decide first.
+    Pending {
+        /// The recorded decision.
+        decision_id: DecisionId,
+        /// The approval to wait for.
+        approval_id: ApprovalId,
+        /// When it lapses.
+        expires_at: Timestamp,
+    },
+    /// Refused by a rule or by a human.
+    Denied {
+        /// The recorded decision.
+        decision_id: DecisionId,
+        /// The deciding rule (`default` when none matched).
+        rule_id: String,
+        /// What the model is told.
+        message: String,
+        /// The approval a human denied, if one did.
+        approval_id: Option<ApprovalId>,
+    },
+    /// This `call_id` ran before; its outcome.
+    AlreadyExecuted {
+        /// The recorded decision.
+        decision_id: DecisionId,
+        /// The approval it consumed, if any.
+        approval_id: Option<ApprovalId>,
+        /// What happened.
+        outcome: ledger::Outcome,
+    },
+    /// This `call_id` was allowed and may still be running.
+    InFlight {
+        /// The recorded decision.
+        decision_id: DecisionId,
+        /// The approval it consumed, if any.
+        approval_id: Option<ApprovalId>,
+        /// Until when its executor may still report.
+        lease_expires_at: Timestamp,
+    },
+    /// This `call_id` was allowed, and its lease ran out without an outcome.
+    OutcomeUnknown {
+        /// The recorded decision.
+        decision_id: DecisionId,
+        /// The approval it consumed, if any.
+        approval_id: Option<ApprovalId>,
+        /// When the lease ran out.
+        lease_expired_at: Option<Timestamp>,
+    },
+}
+
+/// [`Authorization`] with how the policy reached it.
+#[derive(Debug, Clone)]
+pub struct Authorized {
+    /// The answer.
+    pub authorization: Authorization,
+    /// The policy's decision, rule by rule.
+    pub decision: Decision,
+    /// The sha256 the decision (and any approval) is bound to.
+    pub request_digest: String,
+}
+
+/// A dry-run classification.
+#[derive(Debug, Clone)]
+pub struct ClassifyRequest {
+    /// The call.
+    pub call: ToolCall,
+    /// Who and where.
+    pub context: CallContext,
+}
+
+/// What [`ClassifyRequest`] answers.
+#[derive(Debug, Clone)]
+pub struct Classification {
+    /// The policy's decision.
+    pub decision: Decision,
+    /// The digest an approval for this call would bind to.
+    pub request_digest: String,
+}
+
+/// The policy in force.
+#[derive(Debug, Clone)]
+pub struct PolicyDescription {
+    /// The policy.
+    pub policy: Arc<Policy>,
+    /// When the core loaded its source.
+    pub loaded_at: SystemTime,
+    /// Where it comes from.
+    pub source: String,
+}
+
+/// An executor's report of how an allowed call ended.
+#[derive(Debug, Clone)]
+pub struct RecordOutcomeRequest {
+    /// The outcome as reported; the core sets its fence (`lease_token`) and reporter.
+    pub outcome: NewOutcome,
+}
+
+/// Waits for a human's decision.
+#[derive(Debug, Clone)]
+pub struct WaitRequest {
+    /// The approval.
+    pub approval_id: ApprovalId,
+    /// How long to wait (clamped to the service's maximum).
+    pub timeout: Duration,
+}
+
+/// Approvals to list.
+#[derive(Debug, Clone)]
+pub struct ListApprovalsRequest {
+    /// What the ledger filters on.
+    pub filter: ApprovalFilter,
+    /// Several states, checked in memory (the ledger filters on one at most); empty: all.
+    pub states: Vec<ApprovalState>,
+    /// At most this many.
+    pub page_size: usize,
+    /// Where the previous page ended.
+    pub page_token: Option<PageToken>,
+}
+
+/// One page of approvals.
+#[derive(Debug, Clone)]
+pub struct ApprovalPage {
+    /// Newest first.
+    pub approvals: Vec<ApprovalView>,
+    /// Where the next page starts, when there is one.
+    pub next_page_token: Option<PageToken>,
+}
+
+/// A human's verdict on a pending approval.
+#[derive(Debug, Clone)]
+pub struct DecideRequest {
+    /// The approval.
+    pub approval_id: ApprovalId,
+    /// Approve (once or for the session) or deny.
+    pub verdict: Verdict,
+    /// The approver's reason, for the audit trail.
+    pub reason: Option<String>,
+    /// What the model is told.
+    pub message: Option<String>,
+    /// How long an approval stays usable.
+    pub ttl: Option<Duration>,
+}
+
+/// Withdraws a pending approval.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    /// The approval.
+    pub approval_id: ApprovalId,
+    /// Why, for the audit trail.
+    pub reason: Option<String>,
+}
+
+/// A stored approval as callers see it.
+#[derive(Debug, Clone)]
+pub struct ApprovalView {
+    /// The row.
+    pub approval: ledger::Approval,
+    /// Its state now: a pending or approved one past its expiry reads `expired` before the
+    /// sweeper gets to it.
+    pub state: ApprovalState,
+    /// The decision of the call that consumed it.
+    pub consumed_decision_id: Option<DecisionId>,
+}

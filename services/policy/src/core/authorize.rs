@@ -1,0 +1,261 @@
+//! Authorize and RecordOutcome: how an executor asks about a call and reports how it ended.
+
+use std::time::{Duration, Instant};
+
+use toolgate_core::Tier;
+use toolgate_ledger::{
+    self as ledger, AllowedState, AskRequest, AskVerdict, NewDecision, PolicyVersion,
+    RequestDigest, RuleId,
+};
+use toolgate_policy_engine::CallContext;
+use toolgate_policy_engine::digest::{canonical_json, digest_of_canonical};
+use toolgate_runtime::auth::{Principal, Role};
+use toolgate_runtime::telemetry;
+
+use super::api::{Authorization, AuthorizeRequest, Authorized, RecordOutcomeRequest};
+use super::{PolicyCore, PolicyError, hidden_paths, internal, parse_id, require, text};
+use crate::{stored, trace};
+
+impl PolicyCore {
+    /// Classifies a call, records the decision, and answers allowed, denied, pending or
+    /// already executed.
+    ///
+    /// Only executors authorize (agents get [`PolicyCore::classify`] for a dry run): a
+    /// decision may consume an approval, so it must come from whoever will run the call. The
+    /// executor is recorded by its credential; what it reports about itself is kept beside
+    /// it. The rows carry the current trace id (the RPC span's), else the one in
+    /// `traceparent`.
+    pub async fn authorize(
+        &self,
+        caller: &Principal,
+        req: AuthorizeRequest,
+        traceparent: Option<&str>,
+    ) -> Result<Authorized, PolicyError> {
+        let started = Instant::now();
+        let result = self.authorize_inner(caller, req, traceparent).await;
+        self.inner.metrics.authorize_duration(started.elapsed());
+        result
+    }
+
+    async fn authorize_inner(
+        &self,
+        caller: &Principal,
+        req: AuthorizeRequest,
+        traceparent: Option<&str>,
+    ) -> Result<Authorized, PolicyError> {
+        require(caller, "Authorize", &[Role::Executor])?;
+        let principal_id = match req.principal {
+            Some(p) => p,
+            None => parse_id("principal", caller.name.clone())?,
+        };
+        let mut call = req.call;
+        let policy = self.policy();
+        let ctx = CallContext {
+            session_id: req.session_id.as_str().to_owned(),
+            principal: principal_id.as_str().to_owned(),
+            labels: req.labels,
+        };
+        let decision = policy.classify(&call, &ctx);
+        // A rule that decides the sandbox profile decides the profile in force: the call is
+        // digested (so approved) and answered with that one, whatever the request asked for.
+        if let Some(profile) = &decision.sandbox_profile {
+            call.sandbox_profile = Some(profile.clone());
+        }
+        let sandbox_profile = call.sandbox_profile.clone().unwrap_or_default();
+        let request_json = canonical_json(&call, &ctx.session_id, &ctx.principal, policy.version());
+        let request_digest = digest_of_canonical(&request_json);
+        let digest = RequestDigest::try_from(request_digest.as_str()).map_err(|e| internal(&e))?;
+        let new = NewDecision {
+            call_id: req.call_id,
+            session_id: req.session_id,
+            principal: principal_id,
+            tool: call.tool,
+            digest,
+            request_json,
+            tier: decision.tier,
+            rule_ids: decision
+                .matches
+                .iter()
+                .filter_map(|m| RuleId::try_from(m.rule_id.as_str()).ok())
+                .collect(),
+            policy_version: PolicyVersion::try_from(policy.version()).map_err(|e| internal(&e))?,
+            trace_id: telemetry::trace_id()
+                .or_else(|| traceparent.and_then(trace::trace_id))
+                .and_then(|t| ledger::TraceId::try_from(t).ok()),
+            executor: Some(parse_id("executor", caller.name.clone())?),
+            executor_reported: req.executor.as_ref().and_then(|e| e.to_json()),
+            // A run may take its whole timeout before it can report.
+            lease: Some(
+                call.timeout_ms
+                    .map_or(Duration::ZERO, Duration::from_millis)
+                    .saturating_add(self.inner.lease),
+            ),
+        };
+        let deciding_rule = decision
+            .deciding_rule()
+            .map_or_else(|| "default".to_owned(), |m| m.rule_id.clone());
+        let tool = call.tool;
+        // From the same policy that decided and whose version the ledger records.
+        let hidden = hidden_paths(&policy, tool, &ctx);
+
+        let authorization = if decision.tier == Tier::Ask {
+            let asked = self
+                .write(
+                    "ledger.ask",
+                    "ask",
+                    self.inner.ledger.ask(AskRequest {
+                        decision: new,
+                        explanation_json: stored::explanation_json(&decision, &req.description),
+                        pending_ttl: None,
+                    }),
+                )
+                .await?;
+            let decision_id = asked.decision.id.clone();
+            let approval_id = asked.approval.id.clone();
+            match asked.verdict {
+                AskVerdict::Allowed { .. } => Authorization::Allowed {
+                    decision_id,
+                    approval_id: Some(approval_id),
+                    lease_expires_at: asked.decision.lease_expires_at,
+                    hidden,
+                    sandbox_profile,
+                },
+                AskVerdict::Pending => Authorization::Pending {
+                    decision_id,
+                    approval_id,
+                    expires_at: asked.approval.expires_at,
+                },
+                AskVerdict::Denied => Authorization::Denied {
+                    decision_id,
+                    rule_id: deciding_rule,
+                    message: human_denial(&asked.approval),
+                    approval_id: Some(approval_id),
+                },
+                AskVerdict::AlreadyRan => {
+                    let record = self
+                        .read(
+                            "lookup_call",
+                            self.inner
+                                .ledger
+                                .lookup_call(asked.decision.call_id.clone()),
+                        )
+                        .await?;
+                    replayed(&asked.decision, record.and_then(|r| r.outcome))
+                }
+            }
+        } else {
+            let recorded = self
+                .write(
+                    "ledger.write",
+                    "record_decision",
+                    self.inner.ledger.record_decision(new),
+                )
+                .await?;
+            let d = recorded.decision;
+            if recorded.replayed && d.allowed_at.is_some() {
+                replayed(&d, recorded.outcome)
+            } else if d.tier == Tier::Deny {
+                Authorization::Denied {
+                    decision_id: d.id,
+                    rule_id: deciding_rule,
+                    message: decision.message.clone(),
+                    approval_id: None,
+                }
+            } else {
+                Authorization::Allowed {
+                    decision_id: d.id,
+                    approval_id: None,
+                    lease_expires_at: d.lease_expires_at,
+                    hidden,
+                    sandbox_profile,
+                }
+            }
+        };
+        // The decision is durable here and the caller has not heard of it.
+        crate::fault::crash_point("authorize.after_commit");
+        self.inner.metrics.decision(
+            tool.as_str(),
+            decision.tier.as_str(),
+            decision.deciding_rule().map(|m| m.rule_id.as_str()),
+        );
+        Ok(Authorized {
+            authorization,
+            decision,
+            request_digest,
+        })
+    }
+
+    /// Attaches the outcome of an allowed call to its decision (executors only).
+    /// Idempotent: an identical retry answers `true` (already recorded).
+    pub async fn record_outcome(
+        &self,
+        caller: &Principal,
+        req: RecordOutcomeRequest,
+    ) -> Result<bool, PolicyError> {
+        require(caller, "RecordOutcome", &[Role::Executor])?;
+        let mut new = req.outcome;
+        let l = &self.inner.ledger;
+        let decision = self
+            .read("decision", l.decision(new.decision_id.clone()))
+            .await?;
+        // The wire carries no lease token: the consumption this decision holds is its
+        // fence, so a report for a lapsed or re-taken consumption is still refused.
+        new.lease_token = match &decision.approval_id {
+            Some(a) => {
+                let a = self.read("get", l.get(a.clone())).await?;
+                if a.consumed_by_call.as_ref() == Some(&decision.call_id) {
+                    a.lease_token
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        new.decision_id = decision.id;
+        new.executor_principal = Some(parse_id("executor", caller.name.clone())?);
+        // An identical retry returns the outcome recorded earlier, before this call began.
+        let before = ledger::Timestamp::now();
+        let recorded = self
+            .write("ledger.write", "record_outcome", l.record_outcome(new))
+            .await?;
+        Ok(recorded.recorded_at < before)
+    }
+}
+
+/// What a replayed `call_id` of an allowed call answers: it ran (with its outcome), it may
+/// still be running (its lease runs), or nobody knows (its lease ran out without an outcome).
+/// Never "already executed" without a recorded outcome.
+fn replayed(d: &ledger::Decision, outcome: Option<ledger::Outcome>) -> Authorization {
+    let decision_id = d.id.clone();
+    let approval_id = d.approval_id.clone();
+    let state = d.allowed_state(outcome.is_some(), ledger::Timestamp::now());
+    match (outcome, state) {
+        (Some(outcome), _) => Authorization::AlreadyExecuted {
+            decision_id,
+            approval_id,
+            outcome,
+        },
+        (None, Some(AllowedState::InFlight(until))) => Authorization::InFlight {
+            decision_id,
+            approval_id,
+            lease_expires_at: until,
+        },
+        (None, _) => Authorization::OutcomeUnknown {
+            decision_id,
+            approval_id,
+            lease_expired_at: d.lease_expires_at,
+        },
+    }
+}
+
+/// The message a model gets when a human denied its call.
+fn human_denial(a: &ledger::Approval) -> String {
+    match a.message.as_deref().filter(|m| !m.is_empty()) {
+        Some(m) => m.to_owned(),
+        None => format!(
+            "an approver ({}) denied this call (approval {}); do not retry it unchanged",
+            text(a.decided_by.as_ref()),
+            a.id
+        ),
+    }
+}

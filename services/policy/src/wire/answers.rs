@@ -1,0 +1,210 @@
+//! The core's domain answers → wire responses.
+
+use toolgate_contracts::convert::tier_to_wire;
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_ledger::{self as ledger, ApprovalId, ApprovalState};
+
+use super::{explanation, into_explanation, source};
+use crate::core::{
+    ApprovalPage, ApprovalView, Authorization, Authorized, Classification, HiddenPaths,
+    PolicyDescription,
+};
+use crate::{outcome, stored};
+
+/// `Authorize`'s response.
+pub(crate) fn authorize_response(a: Authorized) -> pb::AuthorizeResponse {
+    use pb::authorize_response::Result as R;
+    let id = |a: Option<ApprovalId>| a.map(|a| a.as_str().to_owned()).unwrap_or_default();
+    let result = match a.authorization {
+        Authorization::Allowed {
+            decision_id,
+            approval_id,
+            lease_expires_at,
+            hidden,
+            sandbox_profile,
+        } => R::Allowed(pb::Allowed {
+            decision_id: decision_id.as_str().to_owned(),
+            approval_id: id(approval_id),
+            lease_expires_at: lease_expires_at.map(timestamp),
+            hidden: hidden.map(hidden_paths),
+            sandbox_profile,
+        }),
+        Authorization::Pending {
+            decision_id,
+            approval_id,
+            expires_at,
+        } => R::Pending(pb::Pending {
+            decision_id: decision_id.as_str().to_owned(),
+            approval_id: approval_id.as_str().to_owned(),
+            expires_at: Some(timestamp(expires_at)),
+        }),
+        Authorization::Denied {
+            decision_id,
+            rule_id,
+            message,
+            approval_id,
+        } => R::Denied(pb::Denied {
+            decision_id: decision_id.as_str().to_owned(),
+            rule_id,
+            message,
+            approval_id: id(approval_id),
+        }),
+        Authorization::AlreadyExecuted {
+            decision_id,
+            approval_id,
+            outcome,
+        } => R::AlreadyExecuted(pb::AlreadyExecuted {
+            decision_id: decision_id.as_str().to_owned(),
+            approval_id: id(approval_id),
+            outcome: Some(outcome::to_wire(&outcome)),
+        }),
+        Authorization::InFlight {
+            decision_id,
+            approval_id,
+            lease_expires_at,
+        } => R::InFlight(pb::InFlight {
+            decision_id: decision_id.as_str().to_owned(),
+            approval_id: id(approval_id),
+            lease_expires_at: Some(timestamp(lease_expires_at)),
+        }),
+        Authorization::OutcomeUnknown {
+            decision_id,
+            approval_id,
+            lease_expired_at,
+        } => R::OutcomeUnknown(pb::OutcomeUnknown {
+            decision_id: decision_id.as_str().to_owned(),
+            approval_id: id(approval_id),
+            lease_expired_at: lease_expired_at.map(timestamp),
+        }),
+    };
+    pb::AuthorizeResponse {
+        result: Some(result),
+        explanation: Some(explanation(&a.decision)),
+        request_digest: a.request_digest,
+    }
+}
+
+/// The wire form of the paths an allowed call must not reveal.
+pub(crate) fn hidden_paths(h: HiddenPaths) -> pb::HiddenPaths {
+    pb::HiddenPaths {
+        policy_version: h.policy_version,
+        globs: h.globs,
+    }
+}
+
+/// `Classify`'s response.
+pub(crate) fn classify_response(c: Classification) -> pb::ClassifyResponse {
+    pb::ClassifyResponse {
+        explanation: Some(into_explanation(c.decision)),
+        request_digest: c.request_digest,
+    }
+}
+
+/// `GetPolicy`'s response.
+pub(crate) fn policy_response(d: PolicyDescription) -> pb::GetPolicyResponse {
+    let policy = d.policy;
+    pb::GetPolicyResponse {
+        version: policy.version().to_owned(),
+        default_tier: tier_to_wire(policy.default_tier()) as i32,
+        rules: policy
+            .summary()
+            .into_iter()
+            .map(|r| pb::RuleSummary {
+                rule_id: r.id,
+                tier: tier_to_wire(r.tier) as i32,
+                reason: r.reason,
+                source: source(r.source) as i32,
+                line: r.line as u32,
+            })
+            .collect(),
+        loaded_at: Some(prost_types::Timestamp::from(d.loaded_at)),
+        source: d.source,
+    }
+}
+
+/// `ListApprovals`' response.
+pub(crate) fn list_response(page: ApprovalPage) -> pb::ListApprovalsResponse {
+    pb::ListApprovalsResponse {
+        approvals: page.approvals.into_iter().map(approval).collect(),
+        next_page_token: page
+            .next_page_token
+            .map(|t| t.as_str().to_owned())
+            .unwrap_or_default(),
+    }
+}
+
+/// The wire form of a stored approval, with its explanation and redacted call decoded.
+pub(crate) fn approval(v: ApprovalView) -> pb::Approval {
+    let a = v.approval;
+    let (explanation, description) = match stored::explanation_from_json(&a.explanation_json) {
+        Some((e, d)) => (Some(e), d),
+        None => (None, String::new()),
+    };
+    pb::Approval {
+        approval_id: a.id.as_str().to_owned(),
+        state: state_to_wire(v.state) as i32,
+        session_id: a.session_id.as_str().to_owned(),
+        principal: a.principal.as_str().to_owned(),
+        call_id: a.call_id.as_str().to_owned(),
+        call: stored::tool_call_from_json(&a.request_json),
+        request_digest: a.digest.to_hex(),
+        policy_version: a.policy_version.as_str().to_owned(),
+        explanation,
+        description,
+        created_at: Some(timestamp(a.created_at)),
+        expires_at: Some(timestamp(a.expires_at)),
+        decided_by: text(a.decided_by.as_ref()),
+        decided_at: a.decided_at.map(timestamp),
+        reason: a.reason.unwrap_or_default(),
+        message_to_model: a.message.unwrap_or_default(),
+        scope: match a.scope {
+            ledger::Scope::Once => pb::ApprovalScope::Once,
+            ledger::Scope::Session => pb::ApprovalScope::Session,
+        } as i32,
+        consumed_by: a.consumed_by_executor.unwrap_or_default(),
+        consumed_at: a.consumed_at.map(timestamp),
+        consumed_decision_id: v
+            .consumed_decision_id
+            .map(|d| d.as_str().to_owned())
+            .unwrap_or_default(),
+        trace_id: text(a.trace_id.as_ref()),
+    }
+}
+
+fn text<T: std::fmt::Display>(v: Option<&T>) -> String {
+    v.map(ToString::to_string).unwrap_or_default()
+}
+
+/// A ledger timestamp on the wire.
+pub(crate) fn timestamp(t: ledger::Timestamp) -> prost_types::Timestamp {
+    let us = t.as_micros();
+    prost_types::Timestamp {
+        seconds: us.div_euclid(1_000_000),
+        nanos: (us.rem_euclid(1_000_000) * 1_000) as i32,
+    }
+}
+
+/// A ledger approval state on the wire.
+pub(crate) fn state_to_wire(s: ApprovalState) -> pb::ApprovalState {
+    match s {
+        ApprovalState::Pending => pb::ApprovalState::Pending,
+        ApprovalState::Approved => pb::ApprovalState::Approved,
+        ApprovalState::Denied => pb::ApprovalState::Denied,
+        ApprovalState::Expired => pb::ApprovalState::Expired,
+        ApprovalState::Cancelled => pb::ApprovalState::Cancelled,
+        ApprovalState::Consumed => pb::ApprovalState::Consumed,
+        ApprovalState::Completed => pb::ApprovalState::Completed,
+        ApprovalState::Unknown => pb::ApprovalState::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_keep_microseconds() {
+        let t = timestamp(ledger::Timestamp::from_micros(1_700_000_000_123_456));
+        assert_eq!((t.seconds, t.nanos), (1_700_000_000, 123_456_000));
+    }
+}

@@ -1,0 +1,250 @@
+//! Wire requests → the core's domain requests. Every field is validated here; an invalid
+//! one is an [`PolicyError::Invalid`] naming the wire field.
+
+use std::time::Duration;
+
+use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_ledger::{ApprovalFilter, ApprovalId, ApprovalState, PageToken, Verdict};
+use toolgate_policy_engine::CallContext;
+
+use super::tool_call;
+use crate::core::{
+    AuthorizeRequest, CancelRequest, ClassifyRequest, DecideRequest, ListApprovalsRequest,
+    PolicyError, RecordOutcomeRequest, ReportedIdentity, WaitRequest, parse_id,
+};
+use crate::outcome;
+
+/// `Authorize`'s request.
+pub(crate) fn authorize_request(
+    req: pb::AuthorizeRequest,
+) -> Result<AuthorizeRequest, PolicyError> {
+    let context = req.context.ok_or_else(|| {
+        PolicyError::invalid("context", "context (call_id, session_id) is required")
+    })?;
+    let call_id = parse_id("context.call_id", context.call_id)?;
+    let session_id = parse_id("context.session_id", context.session_id)?;
+    let principal = if req.principal.is_empty() {
+        None
+    } else {
+        Some(parse_id("principal", req.principal)?)
+    };
+    Ok(AuthorizeRequest {
+        call_id,
+        session_id,
+        principal,
+        description: context.description,
+        call: tool_call(req.call)?,
+        labels: req.labels.into_iter().collect(),
+        executor: req.executor.map(reported_identity),
+    })
+}
+
+fn reported_identity(e: common::ExecutorIdentity) -> ReportedIdentity {
+    ReportedIdentity {
+        executor_id: e.executor_id,
+        pod: e.pod,
+        namespace: e.namespace,
+        node: e.node,
+        image: e.image,
+        version: e.version,
+    }
+}
+
+/// `RecordOutcome`'s request.
+pub(crate) fn record_outcome_request(
+    req: pb::RecordOutcomeRequest,
+) -> Result<RecordOutcomeRequest, PolicyError> {
+    let decision_id = parse_id("decision_id", req.decision_id)?;
+    let wire = req
+        .outcome
+        .ok_or_else(|| PolicyError::invalid("outcome", "outcome is required"))?;
+    Ok(RecordOutcomeRequest {
+        outcome: outcome::from_wire(decision_id, wire)?,
+    })
+}
+
+/// `Classify`'s request; an empty principal is the caller's.
+pub(crate) fn classify_request(
+    req: pb::ClassifyRequest,
+    caller: &str,
+) -> Result<ClassifyRequest, PolicyError> {
+    Ok(ClassifyRequest {
+        call: tool_call(req.call)?,
+        context: CallContext {
+            session_id: req.session_id,
+            principal: if req.principal.is_empty() {
+                caller.to_owned()
+            } else {
+                req.principal
+            },
+            labels: req.labels.into_iter().collect(),
+        },
+    })
+}
+
+/// `WaitForApproval`'s request; no timeout (or a negative one) does not wait.
+pub(crate) fn wait_request(req: pb::WaitForApprovalRequest) -> Result<WaitRequest, PolicyError> {
+    Ok(WaitRequest {
+        approval_id: parse_id("approval_id", req.approval_id)?,
+        timeout: req
+            .timeout
+            .and_then(|t| Duration::try_from(t).ok())
+            .unwrap_or(Duration::ZERO),
+    })
+}
+
+/// `ListApprovals`'s request: pages of 50 unless asked, at most 500.
+pub(crate) fn list_request(
+    req: pb::ListApprovalsRequest,
+) -> Result<ListApprovalsRequest, PolicyError> {
+    let (filter, states) = filter(&req.states, req.session_id, req.principal)?;
+    let page = req.page.unwrap_or_default();
+    let page_size = if page.page_size == 0 {
+        50
+    } else {
+        page.page_size.min(500)
+    } as usize;
+    let page_token = if page.page_token.is_empty() {
+        None
+    } else {
+        Some(PageToken::try_from(page.page_token).map_err(|_| {
+            PolicyError::invalid(
+                "page.page_token",
+                "page.page_token is not a token returned by a previous ListApprovals",
+            )
+        })?)
+    };
+    Ok(ListApprovalsRequest {
+        filter,
+        states,
+        page_size,
+        page_token,
+    })
+}
+
+/// An approval id field.
+pub(crate) fn approval_id(value: String) -> Result<ApprovalId, PolicyError> {
+    parse_id("approval_id", value)
+}
+
+/// `DecideApproval`'s request.
+pub(crate) fn decide_request(req: pb::DecideApprovalRequest) -> Result<DecideRequest, PolicyError> {
+    let approval_id = approval_id(req.approval_id)?;
+    let scope = pb::ApprovalScope::try_from(req.scope).map_err(|_| {
+        PolicyError::invalid(
+            "scope",
+            "scope must be APPROVAL_SCOPE_ONCE or APPROVAL_SCOPE_SESSION",
+        )
+    })?;
+    let verdict = match pb::Verdict::try_from(req.verdict) {
+        Ok(pb::Verdict::Approve) => Verdict::Approve {
+            // Widening is never a default: only an explicit SESSION scope widens.
+            widen_to_session: scope == pb::ApprovalScope::Session,
+        },
+        Ok(pb::Verdict::Deny) => Verdict::Deny,
+        _ => {
+            return Err(PolicyError::invalid(
+                "verdict",
+                "verdict must be VERDICT_APPROVE or VERDICT_DENY",
+            ));
+        }
+    };
+    let ttl = match req.ttl {
+        None => None,
+        Some(t) => match Duration::try_from(t) {
+            Ok(d) if !d.is_zero() => Some(d),
+            _ => {
+                return Err(PolicyError::invalid(
+                    "ttl",
+                    "ttl must be a positive duration",
+                ));
+            }
+        },
+    };
+    Ok(DecideRequest {
+        approval_id,
+        verdict,
+        reason: non_empty(req.reason),
+        message: non_empty(req.message_to_model),
+        ttl,
+    })
+}
+
+/// `CancelApproval`'s request.
+pub(crate) fn cancel_request(req: pb::CancelApprovalRequest) -> Result<CancelRequest, PolicyError> {
+    Ok(CancelRequest {
+        approval_id: approval_id(req.approval_id)?,
+        reason: non_empty(req.reason),
+    })
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.trim().is_empty()).then_some(s)
+}
+
+fn state_from_wire(v: i32) -> Option<ApprovalState> {
+    Some(match pb::ApprovalState::try_from(v).ok()? {
+        pb::ApprovalState::Unspecified => return None,
+        pb::ApprovalState::Pending => ApprovalState::Pending,
+        pb::ApprovalState::Approved => ApprovalState::Approved,
+        pb::ApprovalState::Denied => ApprovalState::Denied,
+        pb::ApprovalState::Expired => ApprovalState::Expired,
+        pb::ApprovalState::Cancelled => ApprovalState::Cancelled,
+        pb::ApprovalState::Consumed => ApprovalState::Consumed,
+        pb::ApprovalState::Completed => ApprovalState::Completed,
+        pb::ApprovalState::Unknown => ApprovalState::Unknown,
+    })
+}
+
+/// The ledger filter for wire filters, plus the states to check in memory when several are
+/// asked for (the ledger filters on one state at most).
+pub(crate) fn filter(
+    states: &[i32],
+    session_id: String,
+    principal: String,
+) -> Result<(ApprovalFilter, Vec<ApprovalState>), PolicyError> {
+    let mut parsed = Vec::new();
+    for s in states {
+        let st = state_from_wire(*s).ok_or_else(|| {
+            PolicyError::invalid(
+                "states",
+                format!("states: {s} is not an approval state (PENDING ... UNKNOWN)"),
+            )
+        })?;
+        if !parsed.contains(&st) {
+            parsed.push(st);
+        }
+    }
+    let f = ApprovalFilter {
+        state: (parsed.len() == 1).then(|| parsed[0]),
+        session_id: if session_id.is_empty() {
+            None
+        } else {
+            Some(parse_id("session_id", session_id)?)
+        },
+        principal: if principal.is_empty() {
+            None
+        } else {
+            Some(parse_id("principal", principal)?)
+        },
+    };
+    Ok((f, parsed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_states_filter_in_memory() {
+        let (f, s) = filter(&[1, 1], String::new(), String::new()).unwrap();
+        assert_eq!(f.state, Some(ApprovalState::Pending));
+        assert_eq!(s, vec![ApprovalState::Pending]);
+        let (f, s) = filter(&[1, 2], "s".into(), String::new()).unwrap();
+        assert_eq!(f.state, None);
+        assert_eq!(s.len(), 2);
+        assert!(filter(&[0], String::new(), String::new()).is_err());
+        assert!(filter(&[], "bad session".into(), String::new()).is_err());
+    }
+}
