@@ -1,0 +1,296 @@
+//! The run sandbox: named profiles, and the per-run plan the child builds around itself.
+//!
+//! Every run executes in new user, PID, mount, IPC, UTS and (unless its profile allows the
+//! network) network namespaces, with no capabilities, `no_new_privs`, Landlock and seccomp, in a
+//! view of the filesystem that holds only what the profile names: the workspace, the system
+//! read-only, private `/tmp`, `HOME`, `/dev` and `/proc`, and the configured toolchains
+//! read-only. The policy's hidden paths are masked by empty files or directories and its
+//! protected paths are bound read-only. Two layers hold the filesystem view, so one failing
+//! does not open everything: the mount namespace (what exists at all) and Landlock (what may be
+//! touched, by inode, whatever a path spells).
+//!
+//! The profiles are checked once when the runner starts; a profile the kernel cannot enforce is
+//! recorded as unavailable with what is missing, and every run asking for it is refused.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::sync::Arc;
+
+use landlock::{Access, AccessFs};
+
+pub(crate) use bpf::SockFilter;
+
+mod bpf;
+mod landlock_rules;
+mod netns;
+mod profile;
+mod seccomp;
+#[cfg(test)]
+mod tests;
+mod view;
+
+pub use profile::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
+
+use crate::sys::sandbox::{
+    Bpf, LandlockRules, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, MountOp, Netns,
+    SandboxSetup,
+};
+use landlock_rules::{abi_of, fixed_landlock};
+use netns::{NET_POOL_TARGET, NetPool};
+use seccomp::seccomp;
+use view::{EMPTY_DIR, EMPTY_FILE, FixedView, beneath, cstr, dir_chain, fixed_ops, host};
+
+/// Why a profile cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Unavailable {
+    /// No profile by that name.
+    Unknown { known: Vec<String> },
+    /// The kernel or the host lacks something the profile needs.
+    Missing(String),
+}
+
+/// A profile with what the kernel offers for it, decided once at startup.
+#[derive(Debug, Clone)]
+pub(crate) struct Built {
+    pub name: String,
+    pub profile: Profile,
+    /// The view's fixed part (everything but the workspace and its masks).
+    ops: Vec<MountOp>,
+    /// The fixed Landlock rules (everything but the workspace).
+    landlock: LandlockRules,
+    pub landlock_abi: i32,
+    seccomp: Vec<Bpf>,
+}
+
+/// The profiles of a runner.
+#[derive(Debug)]
+pub(crate) struct Sandboxes {
+    pub config: SandboxConfig,
+    built: BTreeMap<String, Result<Built, String>>,
+    /// Readable once the executor has exited; every child checks it right after setting its
+    /// parent-death signal.
+    executor: std::os::fd::OwnedFd,
+    /// The user namespace every sandboxed run enters, and the pool of ready network
+    /// namespaces owned by it; `None` when this host refuses to create one.
+    userns: Option<Arc<OwnedFd>>,
+    netns: Option<Arc<NetPool>>,
+}
+
+/// What a run resolves to.
+#[derive(Debug)]
+pub(crate) enum Resolved<'a> {
+    /// Sandboxed as this profile.
+    Confined(&'a Built),
+    /// The operator's explicit choice of no sandbox, under this profile name.
+    Unconfined(&'a str),
+}
+
+impl Sandboxes {
+    /// Builds every profile against what this kernel offers.
+    pub fn new(config: SandboxConfig, home_bytes: u64, landlock_abi: i32) -> io::Result<Sandboxes> {
+        let executor = crate::sys::own_pidfd()?;
+        let userns = crate::sys::new_userns(
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+        )
+        .ok()
+        .map(Arc::new);
+        let user_ns = userns.is_some();
+        let needs_pool = config
+            .profiles
+            .values()
+            .any(|p| !p.unconfined && !p.network);
+        let netns = userns
+            .as_ref()
+            .filter(|_| needs_pool)
+            .map(|u| NetPool::start(Arc::clone(u), NET_POOL_TARGET));
+        let fixed = FixedView::probe(&config);
+        let built = config
+            .profiles
+            .iter()
+            .map(|(name, profile)| {
+                let b = build(
+                    name,
+                    profile,
+                    &config,
+                    &fixed,
+                    landlock_abi,
+                    user_ns,
+                    home_bytes,
+                );
+                (name.clone(), b)
+            })
+            .collect();
+        Ok(Sandboxes {
+            config,
+            built,
+            executor,
+            userns,
+            netns,
+        })
+    }
+
+    /// The profile a run asking for `name` (empty: the default) gets, or why it cannot run.
+    pub fn resolve<'a>(&'a self, name: &'a str) -> Result<Resolved<'a>, (String, Unavailable)> {
+        let name = if name.is_empty() {
+            self.config.default_profile.as_str()
+        } else {
+            name
+        };
+        match self.built.get(name) {
+            None => Err((
+                name.to_owned(),
+                Unavailable::Unknown {
+                    known: self.config.profiles.keys().cloned().collect(),
+                },
+            )),
+            Some(Ok(b)) if b.profile.unconfined => Ok(Resolved::Unconfined(&b.name)),
+            Some(Ok(b)) => Ok(Resolved::Confined(b)),
+            Some(Err(_)) if name == self.config.default_profile && !self.config.require => {
+                Ok(Resolved::Unconfined(name))
+            }
+            Some(Err(missing)) => Err((name.to_owned(), Unavailable::Missing(missing.clone()))),
+        }
+    }
+
+    /// Records that the default profile failed its startup self-test.
+    pub fn mark_broken(&mut self, name: &str, why: String) {
+        self.built.insert(name.to_owned(), Err(why));
+    }
+
+    /// The profiles and whether each can be enforced (for `GetCapabilities` and `doctor`).
+    pub fn report(&self) -> Vec<(String, Result<i32, String>)> {
+        self.built
+            .iter()
+            .map(|(n, b)| {
+                (
+                    n.clone(),
+                    b.as_ref().map(|b| b.landlock_abi).map_err(Clone::clone),
+                )
+            })
+            .collect()
+    }
+
+    /// The child's plan for one run of `built` in `workspace` (host path; the run sees it at
+    /// the same path), starting in `cwd` (a host path inside the workspace).
+    pub fn setup(
+        &self,
+        built: &Built,
+        workspace: &Path,
+        cwd: &Path,
+        masks: &Masks,
+    ) -> io::Result<SandboxSetup> {
+        let mut ops = built.ops.clone();
+        let ws_attrs = MOUNT_ATTR_NOSUID
+            | MOUNT_ATTR_NODEV
+            | if built.profile.read_only_workspace {
+                MOUNT_ATTR_RDONLY
+            } else {
+                0
+            };
+        dir_chain(&mut ops, workspace)?;
+        ops.push(MountOp::Bind {
+            src: host(workspace)?,
+            dst: cstr(workspace)?,
+            attrs: ws_attrs,
+        });
+        let masked = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        for rel in &masks.protected {
+            let p = beneath(workspace, rel)?;
+            ops.push(MountOp::Bind {
+                src: cstr(&p)?,
+                dst: cstr(&p)?,
+                attrs: masked,
+            });
+        }
+        for (list, source) in [
+            (&masks.hidden_files, EMPTY_FILE),
+            (&masks.hidden_dirs, EMPTY_DIR),
+        ] {
+            for rel in list {
+                ops.push(MountOp::Bind {
+                    src: CString::new(source).expect("static path"),
+                    dst: cstr(&beneath(workspace, rel)?)?,
+                    attrs: masked,
+                });
+            }
+        }
+        let mut landlock = built.landlock.clone();
+        if landlock.handled_fs != 0 {
+            let abi = abi_of(built.landlock_abi);
+            let rights = if built.profile.read_only_workspace {
+                AccessFs::from_read(abi)
+            } else {
+                AccessFs::from_all(abi)
+            };
+            landlock.paths.push((cstr(workspace)?, rights.bits()));
+        }
+        let userns = self
+            .userns
+            .as_ref()
+            .ok_or_else(|| io::Error::other("no user namespace for runs"))?;
+        // A network namespace from the pool when one is ready; else the run's first child
+        // creates one (what the pool saves is exactly that creation, ~0.4 ms).
+        let netns = if built.profile.network {
+            Netns::Host
+        } else {
+            match self.netns.as_ref().and_then(|p| p.take()) {
+                Some(fd) => Netns::Enter(fd),
+                None => Netns::New,
+            }
+        };
+        Ok(SandboxSetup {
+            userns: std::os::fd::AsRawFd::as_raw_fd(&**userns),
+            loopback: matches!(netns, Netns::New),
+            netns,
+            stage: cstr(&self.config.stage)?,
+            ops,
+            cwd: cstr(cwd)?,
+            landlock: (landlock.handled_fs != 0).then_some(landlock),
+            seccomp: built.seccomp.clone(),
+            executor: std::os::fd::AsRawFd::as_raw_fd(&self.executor),
+        })
+    }
+}
+
+fn build(
+    name: &str,
+    profile: &Profile,
+    config: &SandboxConfig,
+    fixed: &FixedView,
+    landlock_abi: i32,
+    user_ns: bool,
+    home_bytes: u64,
+) -> Result<Built, String> {
+    let mut built = Built {
+        name: name.to_owned(),
+        profile: profile.clone(),
+        ops: Vec::new(),
+        landlock: LandlockRules::default(),
+        landlock_abi: 0,
+        seccomp: Vec::new(),
+    };
+    if profile.unconfined {
+        return Ok(built);
+    }
+    if !user_ns {
+        return Err("user namespaces (the kernel refuses to create one for this user)".into());
+    }
+    if landlock_abi < 1 {
+        return Err("Landlock (Linux 5.13 or later with `landlock` among the enabled LSMs)".into());
+    }
+    let abi = abi_of(landlock_abi);
+    if profile.network && !profile.tcp_connect_ports.is_empty() && landlock_abi < 4 {
+        return Err(format!(
+            "Landlock ABI 4 for TCP port rules (the kernel has ABI {landlock_abi})"
+        ));
+    }
+    built.landlock_abi = landlock_abi.min(7);
+    built.ops = fixed_ops(config, fixed, home_bytes).map_err(|e| e.to_string())?;
+    built.landlock = fixed_landlock(profile, config, fixed, abi).map_err(|e| e.to_string())?;
+    built.seccomp = seccomp();
+    Ok(built)
+}

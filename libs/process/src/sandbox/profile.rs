@@ -1,0 +1,195 @@
+//! What an operator configures: the named profiles, the sandbox settings and a run's masks.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The name of the profile every run gets unless it asks for another.
+pub const DEFAULT_PROFILE: &str = "workspace";
+
+/// What a profile allows a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    /// No sandbox at all: the run sees the host as the executor does. Only a profile the
+    /// operator defines can be unconfined; none of the shipped ones is.
+    pub unconfined: bool,
+    /// Share the host's network namespace (egress). Off: the run has only its own loopback.
+    pub network: bool,
+    /// With `network`, the TCP ports the run may connect to (Landlock, ABI 4 or later); empty
+    /// allows every port. Landlock only allows, so a port not listed (the ledger database, the
+    /// policy service) is unreachable.
+    pub tcp_connect_ports: Vec<u16>,
+    /// The workspace is read-only too.
+    pub read_only_workspace: bool,
+}
+
+impl Profile {
+    /// The default profile: workspace read-write, no network.
+    pub fn workspace() -> Profile {
+        Profile {
+            unconfined: false,
+            network: false,
+            tcp_connect_ports: Vec::new(),
+            read_only_workspace: false,
+        }
+    }
+
+    /// Everything read-only, no network.
+    pub fn readonly() -> Profile {
+        Profile {
+            read_only_workspace: true,
+            ..Profile::workspace()
+        }
+    }
+
+    /// Workspace read-write with egress to the usual package and source ports.
+    pub fn network() -> Profile {
+        Profile {
+            network: true,
+            tcp_connect_ports: vec![22, 80, 443, 9418],
+            ..Profile::workspace()
+        }
+    }
+
+    /// No sandbox (an explicit operator choice).
+    pub fn unconfined() -> Profile {
+        Profile {
+            unconfined: true,
+            ..Profile::workspace()
+        }
+    }
+}
+
+/// How runs are sandboxed (`process.sandbox` in the executor's config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxConfig {
+    /// Refuse every run when the default profile cannot be enforced. Off is an explicit
+    /// operator choice: runs then go unconfined, and `Started.isolation` says so.
+    pub require: bool,
+    /// The profile a run gets when it names none.
+    pub default_profile: String,
+    /// The profiles by name.
+    pub profiles: BTreeMap<String, Profile>,
+    /// The workspace root; runs see it at the same path. `None`: a run's working directory
+    /// is its workspace (for library use).
+    pub workspace: Option<PathBuf>,
+    /// Host system directories visible read-only (a missing one is skipped; a symlink is
+    /// recreated as a symlink).
+    pub system_paths: Vec<PathBuf>,
+    /// Host files inside the system directories that are hidden (an empty file is mounted
+    /// over each that exists): secrets such as `/etc/shadow` and ssh host keys.
+    pub hidden_system_paths: Vec<PathBuf>,
+    /// Toolchain and cache directories visible read-only (for example `~/.cargo`,
+    /// `~/.rustup`, a Python virtualenv); a missing or unreadable one is skipped.
+    pub read_only_paths: Vec<PathBuf>,
+    /// File names hidden wherever they appear directly inside a read-only path (credentials
+    /// a toolchain keeps next to its caches).
+    pub hidden_names: Vec<String>,
+    /// The run's `HOME` inside the view: a private tmpfs.
+    pub home: PathBuf,
+    /// Size of the private `/tmp`.
+    pub tmp_bytes: u64,
+    /// Size of the private `/dev/shm`.
+    pub shm_bytes: u64,
+    /// A host directory the view's root is staged on before the pivot (only ever mounted on
+    /// inside the run's own mount namespace, so the host never sees anything there).
+    pub stage: PathBuf,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        let mut profiles = BTreeMap::new();
+        profiles.insert(DEFAULT_PROFILE.to_owned(), Profile::workspace());
+        profiles.insert("readonly".to_owned(), Profile::readonly());
+        profiles.insert("network".to_owned(), Profile::network());
+        SandboxConfig {
+            require: true,
+            default_profile: DEFAULT_PROFILE.to_owned(),
+            profiles,
+            workspace: None,
+            system_paths: [
+                "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc",
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+            hidden_system_paths: [
+                "/etc/shadow",
+                "/etc/shadow-",
+                "/etc/gshadow",
+                "/etc/gshadow-",
+                "/etc/security/opasswd",
+                "/etc/sudoers",
+                "/etc/ssl/private",
+                "/etc/toolgate",
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+            read_only_paths: Vec::new(),
+            hidden_names: [
+                "credentials",
+                "credentials.toml",
+                ".netrc",
+                ".npmrc",
+                ".pypirc",
+            ]
+            .map(String::from)
+            .to_vec(),
+            home: PathBuf::from("/home/toolgate"),
+            tmp_bytes: 512 << 20,
+            shm_bytes: 64 << 20,
+            stage: PathBuf::from("/tmp"),
+        }
+    }
+}
+
+impl SandboxConfig {
+    /// A configuration whose only profile is unconfined and not required: the explicit
+    /// "no sandbox" choice (tests of the fallback kill mechanisms use it).
+    pub fn unconfined() -> SandboxConfig {
+        let mut profiles = BTreeMap::new();
+        profiles.insert("none".to_owned(), Profile::unconfined());
+        SandboxConfig {
+            require: false,
+            default_profile: "none".to_owned(),
+            profiles,
+            ..SandboxConfig::default()
+        }
+    }
+
+    /// Checks names and paths; the runner refuses an invalid config.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.profiles.contains_key(&self.default_profile) {
+            return Err(format!(
+                "default_profile `{}` is not among the profiles ({})",
+                self.default_profile,
+                self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+            ));
+        }
+        for (field, path) in [("home", &self.home), ("stage", &self.stage)] {
+            if !path.is_absolute() {
+                return Err(format!("{field} must be an absolute path"));
+            }
+        }
+        for path in self
+            .system_paths
+            .iter()
+            .chain(&self.read_only_paths)
+            .chain(&self.hidden_system_paths)
+        {
+            if !path.is_absolute() {
+                return Err(format!("{} must be an absolute path", path.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Paths of the workspace, relative to its root, that a run's view changes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Masks {
+    /// Regular files (or anything not a directory) hidden behind an empty read-only file.
+    pub hidden_files: Vec<PathBuf>,
+    /// Directories hidden behind an empty read-only directory.
+    pub hidden_dirs: Vec<PathBuf>,
+    /// Existing paths bound read-only onto themselves.
+    pub protected: Vec<PathBuf>,
+}
