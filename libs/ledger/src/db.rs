@@ -6,7 +6,7 @@
 
 use sqlx::postgres::{PgArguments, PgPool, PgRow};
 use sqlx::sqlite::{SqliteArguments, SqlitePool, SqliteRow};
-use sqlx::{AssertSqlSafe, Decode, Postgres, Row as _, Sqlite, Transaction, Type};
+use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 
 use crate::canon;
 use crate::error::{Error, Result};
@@ -92,7 +92,11 @@ pub(crate) enum Row {
 }
 
 impl Row {
-    pub(crate) fn get<T>(&self, i: usize) -> Result<T>
+    /// Reads one column; `column` is its name in the result row or its position.
+    pub(crate) fn get<T>(
+        &self,
+        column: impl ColumnIndex<PgRow> + ColumnIndex<SqliteRow>,
+    ) -> Result<T>
     where
         T: for<'r> Decode<'r, Postgres>
             + Type<Postgres>
@@ -100,8 +104,8 @@ impl Row {
             + Type<Sqlite>,
     {
         Ok(match self {
-            Row::Pg(r) => r.try_get(i)?,
-            Row::Lite(r) => r.try_get(i)?,
+            Row::Pg(r) => r.try_get(column)?,
+            Row::Lite(r) => r.try_get(column)?,
         })
     }
 }
