@@ -30,7 +30,10 @@ mod verify;
 mod watch;
 
 use rows::*;
-pub(crate) use rows::{A_COLS, D_COLS, O_COLS, approval_from, decision_from, outcome_from};
+pub(crate) use rows::{
+    A_COLS, A_SELECT, D_COLS, D_SELECT, O_COLS, O_SELECT, approval_from, decision_from,
+    outcome_from,
+};
 
 /// Ledger-wide durations.
 #[derive(Debug, Clone, Copy)]

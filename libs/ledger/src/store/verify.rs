@@ -109,10 +109,10 @@ impl Core {
             };
         for r in self
             .pool
-            .fetch_all(&format!("SELECT {D_COLS} FROM tg_decisions"), vec![])
+            .fetch_all(&format!("SELECT {D_SELECT} FROM tg_decisions"), vec![])
             .await?
         {
-            let d = decision_from(&r, 0)?;
+            let d = decision_from(&r)?;
             check(
                 d.id.as_str().to_owned(),
                 &|k| canon::decision(k, &d),
@@ -121,10 +121,10 @@ impl Core {
         }
         for r in self
             .pool
-            .fetch_all(&format!("SELECT {A_COLS} FROM tg_approvals"), vec![])
+            .fetch_all(&format!("SELECT {A_SELECT} FROM tg_approvals"), vec![])
             .await?
         {
-            let a = approval_from(&r, 0)?;
+            let a = approval_from(&r)?;
             check(
                 a.id.as_str().to_owned(),
                 &|k| canon::approval(k, &a),
@@ -133,10 +133,10 @@ impl Core {
         }
         for r in self
             .pool
-            .fetch_all(&format!("SELECT {O_COLS} FROM tg_outcomes"), vec![])
+            .fetch_all(&format!("SELECT {O_SELECT} FROM tg_outcomes"), vec![])
             .await?
         {
-            let o = outcome_from(&r, 0)?;
+            let o = outcome_from(&r)?;
             check(
                 canon::outcome_subject(&o),
                 &|k| canon::outcome(k, &o),
