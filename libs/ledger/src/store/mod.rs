@@ -13,7 +13,7 @@ use toolgate_core::{Tier, ToolKind};
 
 use crate::canon;
 use crate::clock::Clock;
-use crate::db::{Arg, Event, Pool, Row, Tx, args, expect_row};
+use crate::db::{Arg, Event, HEAD, Pool, Row, Tx, args, expect_row};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::notify::Hub;
