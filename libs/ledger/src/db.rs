@@ -6,7 +6,7 @@
 
 use sqlx::postgres::{PgArguments, PgPool, PgRow};
 use sqlx::sqlite::{SqliteArguments, SqlitePool, SqliteRow};
-use sqlx::{AssertSqlSafe, ColumnIndex, Decode, Postgres, Row as _, Sqlite, Transaction, Type};
+use sqlx::{AssertSqlSafe, Decode, Postgres, Row as _, Sqlite, Transaction, Type};
 
 use crate::canon;
 use crate::error::{Error, Result};
@@ -97,11 +97,9 @@ pub(crate) enum Row {
 }
 
 impl Row {
-    /// Reads one column; `column` is its name in the result row or its position.
-    pub(crate) fn get<T>(
-        &self,
-        column: impl ColumnIndex<PgRow> + ColumnIndex<SqliteRow>,
-    ) -> Result<T>
+    /// Reads one column by its name in the result row. There is deliberately no positional
+    /// getter: every SELECT names its columns (`AS ...`), so they may stand in any order.
+    pub(crate) fn get<T>(&self, column: &str) -> Result<T>
     where
         T: for<'r> Decode<'r, Postgres>
             + Type<Postgres>
