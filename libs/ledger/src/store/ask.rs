@@ -54,7 +54,7 @@ impl Core {
             tx.exec(
                 &format!(
                     "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                    placeholders(1, 17)
+                    placeholders(D_COLS)
                 ),
                 decision_args(&d),
             )
@@ -335,7 +335,7 @@ impl Core {
                     "INSERT INTO tg_approvals ({A_COLS}) VALUES ({}) \
                      ON CONFLICT (session_id, principal, request_digest, policy_version) WHERE state = 'pending' \
                      DO NOTHING RETURNING {A_SELECT}",
-                    placeholders(1, 24)
+                    placeholders(A_COLS)
                 ),
                 approval_args(&a),
             )

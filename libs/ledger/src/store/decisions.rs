@@ -91,7 +91,7 @@ impl Core {
                 let mut tx = self.pool.begin().await?;
                 let sql = format!(
                     "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                    placeholders(1, 17)
+                    placeholders(D_COLS)
                 );
                 let mut events = Vec::with_capacity(ds.len());
                 for d in ds {
@@ -133,7 +133,7 @@ impl Core {
         tx.exec(
             &format!(
                 "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                placeholders(1, 17)
+                placeholders(D_COLS)
             ),
             decision_args(d),
         )

@@ -111,7 +111,7 @@ impl Core {
             tx.exec(
                 &format!(
                     "INSERT INTO tg_outcomes ({O_COLS}) VALUES ({})",
-                    placeholders(1, 18)
+                    placeholders(O_COLS)
                 ),
                 outcome_args(&o),
             )

@@ -54,9 +54,10 @@ columns! {
     ]
 }
 
-/// `$1, $2, ... $n`.
-pub(super) fn placeholders(from: usize, n: usize) -> String {
-    (from..from + n)
+/// `$1, $2, ... $n`: one bind placeholder per column of a `*_COLS` list, for its INSERT, so
+/// that a new column changes the count here too.
+pub(super) fn placeholders(cols: &str) -> String {
+    (1..=cols.split(',').count())
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ")
@@ -318,6 +319,11 @@ mod tests {
                 .collect();
             assert_eq!(select.split(", ").collect::<Vec<_>>(), expected);
         }
+    }
+
+    #[test]
+    fn placeholders_follow_the_column_list() {
+        assert_eq!(placeholders("id, call_id, tier"), "$1, $2, $3");
     }
 
     #[test]
