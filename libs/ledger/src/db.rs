@@ -14,6 +14,11 @@ use crate::error::{Error, Result};
 /// The channel every replica LISTENs on.
 pub(crate) const CHANNEL: &str = "toolgate_ledger";
 
+/// The chain head (its newest event's seq and hash), as the SQLite append and verify read it:
+/// by the names `head_seq` and `head_hash`.
+pub(crate) const HEAD: &str =
+    "SELECT seq AS head_seq, hash AS head_hash FROM tg_audit_head WHERE id = 1";
+
 /// A bind argument with an explicit type, so that NULLs are typed for Postgres.
 #[derive(Debug, Clone)]
 pub(crate) enum Arg {
@@ -92,7 +97,9 @@ pub(crate) enum Row {
 }
 
 impl Row {
-    pub(crate) fn get<T>(&self, i: usize) -> Result<T>
+    /// Reads one column by its name in the result row. There is deliberately no positional
+    /// getter: every SELECT names its columns (`AS ...`), so they may stand in any order.
+    pub(crate) fn get<T>(&self, column: &str) -> Result<T>
     where
         T: for<'r> Decode<'r, Postgres>
             + Type<Postgres>
@@ -100,8 +107,8 @@ impl Row {
             + Type<Sqlite>,
     {
         Ok(match self {
-            Row::Pg(r) => r.try_get(i)?,
-            Row::Lite(r) => r.try_get(i)?,
+            Row::Pg(r) => r.try_get(column)?,
+            Row::Lite(r) => r.try_get(column)?,
         })
     }
 }
@@ -306,11 +313,9 @@ pub(crate) fn split(events: Vec<Event>) -> (Vec<String>, Vec<String>, Vec<Vec<u8
 
 /// SQLite has one writer (the transaction began IMMEDIATE), so the chain is extended in Rust.
 async fn lite_append(t: &mut Transaction<'static, Sqlite>, events: Vec<Event>) -> Result<()> {
-    let row = sqlx::query("SELECT seq, hash FROM tg_audit_head WHERE id = 1")
-        .fetch_one(&mut **t)
-        .await?;
-    let mut seq: i64 = row.try_get(0)?;
-    let mut prev: Vec<u8> = row.try_get(1)?;
+    let row = sqlx::query(HEAD).fetch_one(&mut **t).await?;
+    let mut seq: i64 = row.try_get("head_seq")?;
+    let mut prev: Vec<u8> = row.try_get("head_hash")?;
     for e in events {
         seq += 1;
         let hash = canon::link(&prev, seq as u64, &e.payload);

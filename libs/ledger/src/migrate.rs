@@ -66,6 +66,9 @@ pub const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS tg_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 
+/// The recorded schema version (0 before any migration), read by its name `version`.
+const CURRENT_VERSION: &str = "SELECT coalesce(max(version), 0) AS version FROM tg_schema";
+
 /// Applies missing migrations; refuses a database newer than this binary. On SQLite a busy
 /// database is simply tried again: the migration is idempotent.
 pub(crate) async fn run(pool: &Pool) -> Result<i64> {
@@ -86,14 +89,8 @@ async fn apply(pool: &Pool, migrations: &[Migration]) -> Result<i64> {
             .await?;
     }
     tx.exec(SCHEMA_TABLE, Vec::new()).await?;
-    let current = match tx
-        .fetch_opt(
-            "SELECT coalesce(max(version), 0) FROM tg_schema",
-            Vec::new(),
-        )
-        .await?
-    {
-        Some(row) => row.get::<i64>(0)?,
+    let current = match tx.fetch_opt(CURRENT_VERSION, Vec::new()).await? {
+        Some(row) => row.get::<i64>("version")?,
         None => 0,
     };
     check_not_newer(current)?;
@@ -139,11 +136,8 @@ where
 
 /// Checks the schema without changing it (for services started with migrations off).
 pub(crate) async fn check(pool: &Pool) -> Result<()> {
-    let current = match pool
-        .fetch_opt("SELECT coalesce(max(version), 0) FROM tg_schema", vec![])
-        .await
-    {
-        Ok(Some(row)) => row.get::<i64>(0)?,
+    let current = match pool.fetch_opt(CURRENT_VERSION, vec![]).await {
+        Ok(Some(row)) => row.get::<i64>("version")?,
         Ok(None) => 0,
         // No schema table yet reads as version 0.
         Err(Error::Database(_)) => 0,

@@ -39,7 +39,7 @@ impl Core {
         let existing = tx
             .fetch_opt(
                 &format!(
-                    "SELECT {D_COLS} FROM tg_decisions WHERE call_id = $1{}",
+                    "SELECT {D_SELECT} FROM tg_decisions WHERE call_id = $1{}",
                     self.for_update()
                 ),
                 args![d.call_id.as_str()],
@@ -54,7 +54,7 @@ impl Core {
             tx.exec(
                 &format!(
                     "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                    placeholders(1, 17)
+                    placeholders(D_COLS)
                 ),
                 decision_args(&d),
             )
@@ -69,7 +69,7 @@ impl Core {
         };
 
         // A repeated call id: the orchestrator resuming, or a retry.
-        let ed = decision_from(&row, 0)?;
+        let ed = decision_from(&row)?;
         same_request(&ed, d)?;
         if ed.tier != Tier::Ask {
             return Err(Error::AlreadyExists {
@@ -129,7 +129,7 @@ impl Core {
                 &format!(
                     "UPDATE tg_decisions SET approval_id = $2, allowed_at = $3, lease_expires_at = $4, \
                      executor = coalesce($5, executor), executor_reported = coalesce($6, executor_reported) \
-                     WHERE id = $1 RETURNING {D_COLS}"
+                     WHERE id = $1 RETURNING {D_SELECT}"
                 ),
                 args![
                     ed.id.as_str(),
@@ -141,7 +141,7 @@ impl Core {
                 ],
             )
             .await?;
-        let ed = decision_from(&expect_row(row, "relinking a decision")?, 0)?;
+        let ed = decision_from(&expect_row(row, "relinking a decision")?)?;
         events.push(ev_decision("decision.relinked", &ed));
         self.finish(tx, events).await?;
         Ok(AskOutcome {
@@ -158,13 +158,13 @@ impl Core {
     ) -> Result<Option<Approval>> {
         tx.fetch_opt(
             &format!(
-                "SELECT {A_COLS} FROM tg_approvals WHERE id = $1{}",
+                "SELECT {A_SELECT} FROM tg_approvals WHERE id = $1{}",
                 self.for_update()
             ),
             args![id.as_str()],
         )
         .await?
-        .map(|r| approval_from(&r, 0))
+        .map(|r| approval_from(&r))
         .transpose()
     }
 
@@ -193,7 +193,7 @@ impl Core {
                 &format!(
                     "UPDATE tg_approvals SET state = 'consumed', consumed_by_call = $2, consumed_by_executor = $3, \
                      consumed_at = $4, lease_token = $5, lease_expires_at = $6 \
-                     WHERE id = $1 AND state = 'approved' AND scope = 'once' AND expires_at > $4 RETURNING {A_COLS}"
+                     WHERE id = $1 AND state = 'approved' AND scope = 'once' AND expires_at > $4 RETURNING {A_SELECT}"
                 ),
                 args![
                     a.id.as_str(),
@@ -206,7 +206,7 @@ impl Core {
             )
             .await?;
         let Some(row) = row else { return Ok(None) };
-        let a = approval_from(&row, 0)?;
+        let a = approval_from(&row)?;
         tx.touch(a.id.as_str());
         events.push(ev_approval("approval.consumed", &a));
         Ok(Some((a, AskVerdict::Allowed { lease: Some(lease) })))
@@ -236,13 +236,13 @@ impl Core {
             .fetch_all(
                 &format!(
                     "UPDATE tg_approvals SET state = 'expired', closed_at = $5 \
-                     WHERE {BINDING} AND state IN ('pending', 'approved') AND expires_at <= $5 RETURNING {A_COLS}"
+                     WHERE {BINDING} AND state IN ('pending', 'approved') AND expires_at <= $5 RETURNING {A_SELECT}"
                 ),
                 a5.clone(),
             )
             .await?;
         for r in &expired {
-            let a = approval_from(r, 0)?;
+            let a = approval_from(r)?;
             tx.touch(a.id.as_str());
             events.push(ev_approval("approval.expired", &a));
         }
@@ -250,14 +250,14 @@ impl Core {
         let session = tx
             .fetch_opt(
                 &format!(
-                    "SELECT {A_COLS} FROM tg_approvals WHERE {BINDING} AND state = 'approved' \
+                    "SELECT {A_SELECT} FROM tg_approvals WHERE {BINDING} AND state = 'approved' \
                      AND scope = 'session' AND expires_at > $5 ORDER BY created_at, id LIMIT 1"
                 ),
                 a5.clone(),
             )
             .await?;
         if let Some(r) = session {
-            let a = approval_from(&r, 0)?;
+            let a = approval_from(&r)?;
             events.push(ev_approval("approval.used", &a));
             return Ok((a, AskVerdict::Allowed { lease: None }));
         }
@@ -265,14 +265,14 @@ impl Core {
         let candidates = tx
             .fetch_all(
                 &format!(
-                    "SELECT {A_COLS} FROM tg_approvals WHERE {BINDING} AND state = 'approved' \
+                    "SELECT {A_SELECT} FROM tg_approvals WHERE {BINDING} AND state = 'approved' \
                      AND scope = 'once' AND expires_at > $5 ORDER BY created_at, id LIMIT 4"
                 ),
                 a5.clone(),
             )
             .await?;
         for r in &candidates {
-            let a = approval_from(r, 0)?;
+            let a = approval_from(r)?;
             if let Some(taken) = self.take(tx, &a, &d.call_id, p, now, events).await? {
                 return Ok(taken);
             }
@@ -284,21 +284,21 @@ impl Core {
         let denied = tx
             .fetch_opt(
                 &format!(
-                    "SELECT {A_COLS} FROM tg_approvals WHERE {BINDING} AND state = 'denied' \
+                    "SELECT {A_SELECT} FROM tg_approvals WHERE {BINDING} AND state = 'denied' \
                      AND expires_at > $5 ORDER BY decided_at DESC, id LIMIT 1"
                 ),
                 a5.clone(),
             )
             .await?;
         if let Some(r) = denied {
-            return Ok((approval_from(&r, 0)?, AskVerdict::Denied));
+            return Ok((approval_from(&r)?, AskVerdict::Denied));
         }
 
         let pending_sql = format!(
-            "SELECT {A_COLS} FROM tg_approvals WHERE {BINDING} AND state = 'pending' AND expires_at > $5 LIMIT 1"
+            "SELECT {A_SELECT} FROM tg_approvals WHERE {BINDING} AND state = 'pending' AND expires_at > $5 LIMIT 1"
         );
         if let Some(r) = tx.fetch_opt(&pending_sql, a5.clone()).await? {
-            return Ok((approval_from(&r, 0)?, AskVerdict::Pending));
+            return Ok((approval_from(&r)?, AskVerdict::Pending));
         }
 
         let a = Approval {
@@ -334,20 +334,20 @@ impl Core {
                 &format!(
                     "INSERT INTO tg_approvals ({A_COLS}) VALUES ({}) \
                      ON CONFLICT (session_id, principal, request_digest, policy_version) WHERE state = 'pending' \
-                     DO NOTHING RETURNING {A_COLS}",
-                    placeholders(1, 24)
+                     DO NOTHING RETURNING {A_SELECT}",
+                    placeholders(A_COLS)
                 ),
                 approval_args(&a),
             )
             .await?;
         if let Some(r) = inserted {
-            let a = approval_from(&r, 0)?;
+            let a = approval_from(&r)?;
             tx.touch(a.id.as_str());
             events.push(ev_approval("approval.created", &a));
             return Ok((a, AskVerdict::Pending));
         }
         match tx.fetch_opt(&pending_sql, a5).await? {
-            Some(r) => Ok((approval_from(&r, 0)?, AskVerdict::Pending)),
+            Some(r) => Ok((approval_from(&r)?, AskVerdict::Pending)),
             None => Err(Error::AlreadyExists {
                 what: "a concurrently changed pending approval".to_owned(),
             }),

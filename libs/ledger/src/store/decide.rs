@@ -34,7 +34,7 @@ impl Core {
                         "UPDATE tg_approvals SET state = $2, scope = $3, decided_by = $4, decided_at = $5, \
                          reason = $6, message = $7, expires_at = coalesce($8, expires_at) \
                          WHERE id = $1 AND state = 'pending' AND expires_at > $5 AND principal <> $4 \
-                         RETURNING {A_COLS}"
+                         RETURNING {A_SELECT}"
                     ),
                     args![
                         id.as_str(),
@@ -50,7 +50,7 @@ impl Core {
                 .await?;
             match row {
                 Some(r) => {
-                    let a = approval_from(&r, 0)?;
+                    let a = approval_from(&r)?;
                     tx.touch(a.id.as_str());
                     self.finish(tx, vec![ev_approval(&format!("approval.{action}"), &a)])
                         .await?;
@@ -76,14 +76,14 @@ impl Core {
                 .fetch_opt(
                     &format!(
                         "UPDATE tg_approvals SET state = 'cancelled', decided_by = $2, decided_at = $3, reason = $4, \
-                         closed_at = $3 WHERE id = $1 AND state = 'pending' RETURNING {A_COLS}"
+                         closed_at = $3 WHERE id = $1 AND state = 'pending' RETURNING {A_SELECT}"
                     ),
                     args![id.as_str(), by.as_str(), now.as_micros(), reason.clone()],
                 )
                 .await?;
             match row {
                 Some(r) => {
-                    let a = approval_from(&r, 0)?;
+                    let a = approval_from(&r)?;
                     tx.touch(a.id.as_str());
                     self.finish(tx, vec![ev_approval("approval.cancelled", &a)]).await?;
                     Ok(a)
@@ -114,12 +114,12 @@ impl Core {
                 .fetch_opt(
                     &format!(
                         "UPDATE tg_approvals SET state = 'expired', closed_at = $2 WHERE id = $1 AND state = 'pending' \
-                         RETURNING {A_COLS}"
+                         RETURNING {A_SELECT}"
                     ),
                     args![id.as_str(), now.as_micros()],
                 )
                 .await?;
-            let a = approval_from(&expect_row(row, "expiring an approval")?, 0)?;
+            let a = approval_from(&expect_row(row, "expiring an approval")?)?;
             tx.touch(a.id.as_str());
             self.finish(tx, vec![ev_approval("approval.expired", &a)])
                 .await?;

@@ -91,7 +91,7 @@ impl Core {
                 let mut tx = self.pool.begin().await?;
                 let sql = format!(
                     "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                    placeholders(1, 17)
+                    placeholders(D_COLS)
                 );
                 let mut events = Vec::with_capacity(ds.len());
                 for d in ds {
@@ -107,13 +107,13 @@ impl Core {
         let mut tx = self.pool.begin().await?;
         let existing = tx
             .fetch_opt(
-                &format!("SELECT {D_COLS} FROM tg_decisions WHERE call_id = $1"),
+                &format!("SELECT {D_SELECT} FROM tg_decisions WHERE call_id = $1"),
                 args![d.call_id.as_str()],
             )
             .await?;
         if let Some(row) = existing {
             tx.rollback().await?;
-            let e = decision_from(&row, 0)?;
+            let e = decision_from(&row)?;
             if e.id == d.id {
                 // Our own earlier attempt committed before its acknowledgement was lost.
                 return Ok(Recorded {
@@ -133,7 +133,7 @@ impl Core {
         tx.exec(
             &format!(
                 "INSERT INTO tg_decisions ({D_COLS}) VALUES ({})",
-                placeholders(1, 17)
+                placeholders(D_COLS)
             ),
             decision_args(d),
         )
@@ -150,11 +150,11 @@ impl Core {
     pub(super) async fn outcome_of(&self, id: &DecisionId) -> Result<Option<Outcome>> {
         self.pool
             .fetch_opt(
-                &format!("SELECT {O_COLS} FROM tg_outcomes WHERE decision_id = $1"),
+                &format!("SELECT {O_SELECT} FROM tg_outcomes WHERE decision_id = $1"),
                 args![id.as_str()],
             )
             .await?
-            .map(|r| outcome_from(&r, 0))
+            .map(|r| outcome_from(&r))
             .transpose()
     }
 }

@@ -13,7 +13,7 @@ use toolgate_core::{Tier, ToolKind};
 
 use crate::canon;
 use crate::clock::Clock;
-use crate::db::{Arg, Event, Pool, Row, Tx, args, expect_row};
+use crate::db::{Arg, Event, HEAD, Pool, Row, Tx, args, expect_row};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::notify::Hub;
@@ -30,7 +30,10 @@ mod verify;
 mod watch;
 
 use rows::*;
-pub(crate) use rows::{A_COLS, D_COLS, O_COLS, approval_from, decision_from, outcome_from};
+pub(crate) use rows::{
+    A_COLS, A_SELECT, D_COLS, D_SELECT, O_COLS, O_SELECT, approval_from, decision_from,
+    outcome_from,
+};
 
 /// Ledger-wide durations.
 #[derive(Debug, Clone, Copy)]

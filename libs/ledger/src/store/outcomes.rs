@@ -17,13 +17,13 @@ impl Core {
             let d = tx
                 .fetch_opt(
                     &format!(
-                        "SELECT {D_COLS} FROM tg_decisions WHERE id = $1{}",
+                        "SELECT {D_SELECT} FROM tg_decisions WHERE id = $1{}",
                         self.for_update()
                     ),
                     args![no.decision_id.as_str()],
                 )
                 .await?
-                .map(|r| decision_from(&r, 0))
+                .map(|r| decision_from(&r))
                 .transpose()?
                 .ok_or_else(|| Error::DecisionNotFound {
                     id: no.decision_id.as_str().to_owned(),
@@ -46,13 +46,13 @@ impl Core {
             };
             let prior = tx
                 .fetch_opt(
-                    &format!("SELECT {O_COLS} FROM tg_outcomes WHERE decision_id = $1"),
+                    &format!("SELECT {O_SELECT} FROM tg_outcomes WHERE decision_id = $1"),
                     args![d.id.as_str()],
                 )
                 .await?;
             if let Some(r) = prior {
                 tx.rollback().await?;
-                let prior = outcome_from(&r, 0)?;
+                let prior = outcome_from(&r)?;
                 let same = Outcome {
                     recorded_at: prior.recorded_at,
                     ..o.clone()
@@ -111,7 +111,7 @@ impl Core {
             tx.exec(
                 &format!(
                     "INSERT INTO tg_outcomes ({O_COLS}) VALUES ({})",
-                    placeholders(1, 18)
+                    placeholders(O_COLS)
                 ),
                 outcome_args(&o),
             )
@@ -144,12 +144,12 @@ impl Core {
                 .fetch_opt(
                     &format!(
                         "UPDATE tg_approvals SET state = 'unknown', closed_at = $2 WHERE id = $1 AND state = 'consumed' \
-                         RETURNING {A_COLS}"
+                         RETURNING {A_SELECT}"
                     ),
                     args![id.as_str(), now.as_micros()],
                 )
                 .await?;
-            let a = approval_from(&expect_row(row, "closing an expired lease")?, 0)?;
+            let a = approval_from(&expect_row(row, "closing an expired lease")?)?;
             tx.touch(&id);
             events.push(ev_approval("approval.unknown", &a));
             return Ok(Some(Error::LeaseExpired { id }));
@@ -161,7 +161,7 @@ impl Core {
             .fetch_opt(
                 &format!(
                     "UPDATE tg_approvals SET state = 'completed', closed_at = $2 \
-                     WHERE id = $1 AND state = 'consumed' AND lease_token = $3 RETURNING {A_COLS}"
+                     WHERE id = $1 AND state = 'consumed' AND lease_token = $3 RETURNING {A_SELECT}"
                 ),
                 args![
                     id.as_str(),
@@ -170,7 +170,7 @@ impl Core {
                 ],
             )
             .await?;
-        let a = approval_from(&expect_row(row, "completing an approval")?, 0)?;
+        let a = approval_from(&expect_row(row, "completing an approval")?)?;
         tx.touch(&id);
         events.push(ev_approval("approval.completed", &a));
         Ok(None)

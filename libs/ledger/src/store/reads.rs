@@ -7,11 +7,11 @@ impl Core {
         self.retry(|| async {
             self.pool
                 .fetch_opt(
-                    &format!("SELECT {A_COLS} FROM tg_approvals WHERE id = $1"),
+                    &format!("SELECT {A_SELECT} FROM tg_approvals WHERE id = $1"),
                     args![id.as_str()],
                 )
                 .await?
-                .map(|r| approval_from(&r, 0))
+                .map(|r| approval_from(&r))
                 .transpose()?
                 .ok_or_else(|| Error::ApprovalNotFound {
                     id: id.as_str().to_owned(),
@@ -35,7 +35,7 @@ impl Core {
             None => (None, None),
         };
         let sql = format!(
-            "SELECT {A_COLS} FROM tg_approvals WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR session_id = $2) \
+            "SELECT {A_SELECT} FROM tg_approvals WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR session_id = $2) \
              AND ($3 IS NULL OR principal = $3) AND ($4 IS NULL OR created_at < $4 OR (created_at = $4 AND id < $5)) \
              ORDER BY created_at DESC, id DESC LIMIT $6"
         );
@@ -54,10 +54,7 @@ impl Core {
                 )
             })
             .await?;
-        let mut items = rows
-            .iter()
-            .map(|r| approval_from(r, 0))
-            .collect::<Result<Vec<_>>>()?;
+        let mut items = rows.iter().map(approval_from).collect::<Result<Vec<_>>>()?;
         let next = if items.len() > limit {
             items.truncate(limit);
             items.last().map(|a| PageToken::new(a.created_at, &a.id))
@@ -72,14 +69,14 @@ impl Core {
             let Some(row) = self
                 .pool
                 .fetch_opt(
-                    &format!("SELECT {D_COLS} FROM tg_decisions WHERE call_id = $1"),
+                    &format!("SELECT {D_SELECT} FROM tg_decisions WHERE call_id = $1"),
                     args![call_id.as_str()],
                 )
                 .await?
             else {
                 return Ok(None);
             };
-            let decision = decision_from(&row, 0)?;
+            let decision = decision_from(&row)?;
             let approval = match &decision.approval_id {
                 Some(id) => Some(self.get(id).await?),
                 None => None,
@@ -98,11 +95,11 @@ impl Core {
         self.retry(|| async {
             self.pool
                 .fetch_opt(
-                    &format!("SELECT {D_COLS} FROM tg_decisions WHERE id = $1"),
+                    &format!("SELECT {D_SELECT} FROM tg_decisions WHERE id = $1"),
                     args![id.as_str()],
                 )
                 .await?
-                .map(|r| decision_from(&r, 0))
+                .map(|r| decision_from(&r))
                 .transpose()?
                 .ok_or_else(|| Error::DecisionNotFound {
                     id: id.as_str().to_owned(),

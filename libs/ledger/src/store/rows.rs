@@ -1,29 +1,64 @@
 //! Rows and their columns: SQL fragments, conversions between rows and the model, and the
-//! audit events each change appends.
+//! audit events each change appends. Result rows are read by column name, never by position.
 
 use super::*;
 
-pub(crate) const D_COLS: &str = "id, call_id, session_id, principal, tool, request_digest, request_json, tier, \
-     rule_ids, policy_version, trace_id, approval_id, created_at, allowed_at, executor, executor_reported, \
-     lease_expires_at";
-pub(crate) const A_COLS: &str = "id, call_id, session_id, principal, tool, request_digest, policy_version, \
-     request_json, explanation_json, state, scope, created_at, expires_at, decided_by, decided_at, reason, message, \
-     consumed_by_call, consumed_by_executor, consumed_at, lease_token, lease_expires_at, closed_at, trace_id";
-pub(crate) const O_COLS: &str = "decision_id, approval_id, executor_pod, executor_node, executor_namespace, \
-     executor_image, started_at, finished_at, exit_kind, exit_value, stdout_bytes, stderr_bytes, stdout_truncated, \
-     stderr_truncated, error, recorded_at, isolation, executor_principal";
-
-/// `$1, $2, ... $n`.
-pub(super) fn placeholders(from: usize, n: usize) -> String {
-    (from..from + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Declares the columns of one row type once, next to its decoder, as two constants:
+///
+/// - `$cols`: the table's columns in the order of the row's bind arguments, for INSERT;
+/// - `$select`: the same columns for SELECT and RETURNING, each under its result-row name
+///   `<prefix><column>` (`id AS approval_id, call_id AS approval_call_id, ...`).
+///
+/// Decoders read columns by those names only, never by position, so a query may put a row
+/// type's columns anywhere in its result; and because every row type has its own prefix, a
+/// query that joins two of them needs no aliases of its own.
+macro_rules! columns {
+    (
+        $(#[doc = $doc:literal])*
+        $cols:ident, $select:ident = $prefix:literal: [$first:literal $(, $rest:literal)* $(,)?]
+    ) => {
+        $(#[doc = $doc])*
+        pub(crate) const $cols: &str = concat!($first $(, ", ", $rest)*);
+        #[doc = concat!("[`", stringify!($cols), "`] under result-row names: `<column> AS ", $prefix, "<column>`.")]
+        pub(crate) const $select: &str =
+            concat!($first, " AS ", $prefix, $first $(, ", ", $rest, " AS ", $prefix, $rest)*);
+    };
 }
 
-pub(super) fn prefixed(prefix: &str, cols: &str) -> String {
-    cols.split(',')
-        .map(|c| format!("{prefix}{}", c.trim()))
+columns! {
+    /// `tg_decisions`, read by [`decision_from`] and written from [`decision_args`].
+    D_COLS, D_SELECT = "decision_": [
+        "id", "call_id", "session_id", "principal", "tool", "request_digest", "request_json", "tier",
+        "rule_ids", "policy_version", "trace_id", "approval_id", "created_at", "allowed_at", "executor",
+        "executor_reported", "lease_expires_at",
+    ]
+}
+
+columns! {
+    /// `tg_approvals`, read by [`approval_from`] and written from [`approval_args`].
+    A_COLS, A_SELECT = "approval_": [
+        "id", "call_id", "session_id", "principal", "tool", "request_digest", "policy_version",
+        "request_json", "explanation_json", "state", "scope", "created_at", "expires_at", "decided_by",
+        "decided_at", "reason", "message", "consumed_by_call", "consumed_by_executor", "consumed_at",
+        "lease_token", "lease_expires_at", "closed_at", "trace_id",
+    ]
+}
+
+columns! {
+    /// `tg_outcomes`, read by [`outcome_from`] and written from [`outcome_args`].
+    O_COLS, O_SELECT = "outcome_": [
+        "decision_id", "approval_id", "executor_pod", "executor_node", "executor_namespace",
+        "executor_image", "started_at", "finished_at", "exit_kind", "exit_value", "stdout_bytes",
+        "stderr_bytes", "stdout_truncated", "stderr_truncated", "error", "recorded_at", "isolation",
+        "executor_principal",
+    ]
+}
+
+/// `$1, $2, ... $n`: one bind placeholder per column of a `*_COLS` list, for its INSERT, so
+/// that a new column changes the count here too.
+pub(super) fn placeholders(cols: &str) -> String {
+    (1..=cols.split(',').count())
+        .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -48,22 +83,23 @@ pub(super) fn ots(v: Option<i64>) -> Option<Timestamp> {
     v.map(Timestamp::from_micros)
 }
 
-pub(crate) fn decision_from(r: &Row, o: usize) -> Result<Decision> {
-    let rules: String = r.get(o + 8)?;
+/// Reads a decision from a row that selected [`D_SELECT`], wherever in the row it stands.
+pub(crate) fn decision_from(r: &Row) -> Result<Decision> {
+    let rules: String = r.get("decision_rule_ids")?;
     Ok(Decision {
-        id: parse_id(r.get(o)?)?,
-        call_id: parse_id(r.get(o + 1)?)?,
-        session_id: parse_id(r.get(o + 2)?)?,
-        principal: parse_id(r.get(o + 3)?)?,
+        id: parse_id(r.get("decision_id")?)?,
+        call_id: parse_id(r.get("decision_call_id")?)?,
+        session_id: parse_id(r.get("decision_session_id")?)?,
+        principal: parse_id(r.get("decision_principal")?)?,
         tool: r
-            .get::<String>(o + 4)?
+            .get::<String>("decision_tool")?
             .parse::<ToolKind>()
             .map_err(Error::Corrupt)?,
-        digest: RequestDigest::try_from(r.get::<String>(o + 5)?.as_str())
+        digest: RequestDigest::try_from(r.get::<String>("decision_request_digest")?.as_str())
             .map_err(|e| Error::Corrupt(e.to_string()))?,
-        request_json: r.get(o + 6)?,
+        request_json: r.get("decision_request_json")?,
         tier: r
-            .get::<String>(o + 7)?
+            .get::<String>("decision_tier")?
             .parse::<Tier>()
             .map_err(Error::Corrupt)?,
         rule_ids: if rules.is_empty() {
@@ -74,14 +110,14 @@ pub(crate) fn decision_from(r: &Row, o: usize) -> Result<Decision> {
                 .map(|s| parse_id(s.to_owned()))
                 .collect::<Result<_>>()?
         },
-        policy_version: parse_id(r.get(o + 9)?)?,
-        trace_id: opt_id(r.get(o + 10)?)?,
-        approval_id: opt_id(r.get(o + 11)?)?,
-        created_at: ts(r.get(o + 12)?),
-        allowed_at: ots(r.get(o + 13)?),
-        executor: opt_id(r.get(o + 14)?)?,
-        executor_reported: r.get(o + 15)?,
-        lease_expires_at: ots(r.get(o + 16)?),
+        policy_version: parse_id(r.get("decision_policy_version")?)?,
+        trace_id: opt_id(r.get("decision_trace_id")?)?,
+        approval_id: opt_id(r.get("decision_approval_id")?)?,
+        created_at: ts(r.get("decision_created_at")?),
+        allowed_at: ots(r.get("decision_allowed_at")?),
+        executor: opt_id(r.get("decision_executor")?)?,
+        executor_reported: r.get("decision_executor_reported")?,
+        lease_expires_at: ots(r.get("decision_lease_expires_at")?),
     })
 }
 
@@ -115,42 +151,45 @@ pub(super) fn rules_text(d: &Decision) -> String {
         .join("\n")
 }
 
-pub(crate) fn approval_from(r: &Row, o: usize) -> Result<Approval> {
+/// Reads an approval from a row that selected [`A_SELECT`], wherever in the row it stands.
+pub(crate) fn approval_from(r: &Row) -> Result<Approval> {
     Ok(Approval {
-        id: parse_id(r.get(o)?)?,
-        call_id: parse_id(r.get(o + 1)?)?,
-        session_id: parse_id(r.get(o + 2)?)?,
-        principal: parse_id(r.get(o + 3)?)?,
+        id: parse_id(r.get("approval_id")?)?,
+        call_id: parse_id(r.get("approval_call_id")?)?,
+        session_id: parse_id(r.get("approval_session_id")?)?,
+        principal: parse_id(r.get("approval_principal")?)?,
         tool: r
-            .get::<String>(o + 4)?
+            .get::<String>("approval_tool")?
             .parse::<ToolKind>()
             .map_err(Error::Corrupt)?,
-        digest: RequestDigest::try_from(r.get::<String>(o + 5)?.as_str())
+        digest: RequestDigest::try_from(r.get::<String>("approval_request_digest")?.as_str())
             .map_err(|e| Error::Corrupt(e.to_string()))?,
-        policy_version: parse_id(r.get(o + 6)?)?,
-        request_json: r.get(o + 7)?,
-        explanation_json: r.get(o + 8)?,
+        policy_version: parse_id(r.get("approval_policy_version")?)?,
+        request_json: r.get("approval_request_json")?,
+        explanation_json: r.get("approval_explanation_json")?,
         state: r
-            .get::<String>(o + 9)?
+            .get::<String>("approval_state")?
             .parse()
             .map_err(|e: Error| Error::Corrupt(e.to_string()))?,
         scope: r
-            .get::<String>(o + 10)?
+            .get::<String>("approval_scope")?
             .parse()
             .map_err(|e: Error| Error::Corrupt(e.to_string()))?,
-        created_at: ts(r.get(o + 11)?),
-        expires_at: ts(r.get(o + 12)?),
-        decided_by: opt_id(r.get(o + 13)?)?,
-        decided_at: ots(r.get(o + 14)?),
-        reason: r.get(o + 15)?,
-        message: r.get(o + 16)?,
-        consumed_by_call: opt_id(r.get(o + 17)?)?,
-        consumed_by_executor: r.get(o + 18)?,
-        consumed_at: ots(r.get(o + 19)?),
-        lease_token: r.get::<Option<i64>>(o + 20)?.map(LeaseToken),
-        lease_expires_at: ots(r.get(o + 21)?),
-        closed_at: ots(r.get(o + 22)?),
-        trace_id: opt_id(r.get(o + 23)?)?,
+        created_at: ts(r.get("approval_created_at")?),
+        expires_at: ts(r.get("approval_expires_at")?),
+        decided_by: opt_id(r.get("approval_decided_by")?)?,
+        decided_at: ots(r.get("approval_decided_at")?),
+        reason: r.get("approval_reason")?,
+        message: r.get("approval_message")?,
+        consumed_by_call: opt_id(r.get("approval_consumed_by_call")?)?,
+        consumed_by_executor: r.get("approval_consumed_by_executor")?,
+        consumed_at: ots(r.get("approval_consumed_at")?),
+        lease_token: r
+            .get::<Option<i64>>("approval_lease_token")?
+            .map(LeaseToken),
+        lease_expires_at: ots(r.get("approval_lease_expires_at")?),
+        closed_at: ots(r.get("approval_closed_at")?),
+        trace_id: opt_id(r.get("approval_trace_id")?)?,
     })
 }
 
@@ -183,32 +222,33 @@ pub(super) fn approval_args(a: &Approval) -> Vec<Arg> {
     ]
 }
 
-pub(crate) fn outcome_from(r: &Row, o: usize) -> Result<Outcome> {
-    let exit_kind: String = r.get(o + 8)?;
-    let count = |i: usize| -> Result<u64> {
-        let v: i64 = r.get(i)?;
+/// Reads an outcome from a row that selected [`O_SELECT`], wherever in the row it stands.
+pub(crate) fn outcome_from(r: &Row) -> Result<Outcome> {
+    let exit_kind: String = r.get("outcome_exit_kind")?;
+    let count = |column: &str| -> Result<u64> {
+        let v: i64 = r.get(column)?;
         u64::try_from(v).map_err(|_| Error::Corrupt(format!("negative byte count {v}")))
     };
     Ok(Outcome {
-        decision_id: parse_id(r.get(o)?)?,
-        approval_id: opt_id(r.get(o + 1)?)?,
+        decision_id: parse_id(r.get("outcome_decision_id")?)?,
+        approval_id: opt_id(r.get("outcome_approval_id")?)?,
         executor: ExecutorIdentity {
-            pod: r.get(o + 2)?,
-            node: r.get(o + 3)?,
-            namespace: r.get(o + 4)?,
-            image: r.get(o + 5)?,
+            pod: r.get("outcome_executor_pod")?,
+            node: r.get("outcome_executor_node")?,
+            namespace: r.get("outcome_executor_namespace")?,
+            image: r.get("outcome_executor_image")?,
         },
-        started_at: ts(r.get(o + 6)?),
-        finished_at: ts(r.get(o + 7)?),
-        exit: ExitStatus::from_parts(&exit_kind, r.get(o + 9)?)?,
-        stdout_bytes: count(o + 10)?,
-        stderr_bytes: count(o + 11)?,
-        stdout_truncated: r.get::<i64>(o + 12)? != 0,
-        stderr_truncated: r.get::<i64>(o + 13)? != 0,
-        error: r.get(o + 14)?,
-        recorded_at: ts(r.get(o + 15)?),
-        isolation: r.get(o + 16)?,
-        executor_principal: opt_id(r.get(o + 17)?)?,
+        started_at: ts(r.get("outcome_started_at")?),
+        finished_at: ts(r.get("outcome_finished_at")?),
+        exit: ExitStatus::from_parts(&exit_kind, r.get("outcome_exit_value")?)?,
+        stdout_bytes: count("outcome_stdout_bytes")?,
+        stderr_bytes: count("outcome_stderr_bytes")?,
+        stdout_truncated: r.get::<i64>("outcome_stdout_truncated")? != 0,
+        stderr_truncated: r.get::<i64>("outcome_stderr_truncated")? != 0,
+        error: r.get("outcome_error")?,
+        recorded_at: ts(r.get("outcome_recorded_at")?),
+        isolation: r.get("outcome_isolation")?,
+        executor_principal: opt_id(r.get("outcome_executor_principal")?)?,
     })
 }
 
@@ -257,5 +297,44 @@ pub(super) fn ev_outcome(kind: &str, o: &Outcome) -> Event {
         kind: kind.to_owned(),
         subject: canon::outcome_subject(o),
         payload: canon::outcome(kind, o),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROW_TYPES: [(&str, &str, &str); 3] = [
+        (D_COLS, D_SELECT, "decision_"),
+        (A_COLS, A_SELECT, "approval_"),
+        (O_COLS, O_SELECT, "outcome_"),
+    ];
+
+    #[test]
+    fn select_lists_name_every_column_with_its_row_prefix() {
+        for (cols, select, prefix) in ROW_TYPES {
+            let expected: Vec<String> = cols
+                .split(", ")
+                .map(|c| format!("{c} AS {prefix}{c}"))
+                .collect();
+            assert_eq!(select.split(", ").collect::<Vec<_>>(), expected);
+        }
+    }
+
+    #[test]
+    fn placeholders_follow_the_column_list() {
+        assert_eq!(placeholders("id, call_id, tier"), "$1, $2, $3");
+    }
+
+    #[test]
+    fn row_types_share_no_result_name() {
+        // So that a query joining any of them needs no aliases of its own.
+        let mut seen = HashSet::new();
+        for (_, select, _) in ROW_TYPES {
+            for column in select.split(", ") {
+                let (_, name) = column.split_once(" AS ").expect("every column is aliased");
+                assert!(seen.insert(name), "{name} is used by two row types");
+            }
+        }
     }
 }

@@ -11,7 +11,7 @@ impl Core {
                 .fetch_all(
                     &format!(
                         "UPDATE tg_approvals SET state = 'expired', closed_at = $1 \
-                         WHERE state IN ('pending', 'approved') AND expires_at <= $1 RETURNING {A_COLS}"
+                         WHERE state IN ('pending', 'approved') AND expires_at <= $1 RETURNING {A_SELECT}"
                     ),
                     args![now.as_micros()],
                 )
@@ -20,7 +20,7 @@ impl Core {
                 .fetch_all(
                     &format!(
                         "UPDATE tg_approvals SET state = 'unknown', closed_at = $1 \
-                         WHERE state = 'consumed' AND lease_expires_at <= $1 RETURNING {A_COLS}"
+                         WHERE state = 'consumed' AND lease_expires_at <= $1 RETURNING {A_SELECT}"
                     ),
                     args![now.as_micros()],
                 )
@@ -28,7 +28,7 @@ impl Core {
             let mut events = Vec::new();
             for (rows, kind) in [(&expired, "approval.expired"), (&unknown, "approval.unknown")] {
                 for r in rows {
-                    let a = approval_from(r, 0)?;
+                    let a = approval_from(r)?;
                     tx.touch(a.id.as_str());
                     events.push(ev_approval(kind, &a));
                 }

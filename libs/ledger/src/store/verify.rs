@@ -17,8 +17,9 @@ impl Core {
             let rows = self
                 .retry(|| {
                     self.pool.fetch_all(
-                        "SELECT seq, kind, subject, payload, prev_hash, hash FROM tg_audit \
-                         WHERE seq >= $1 ORDER BY seq LIMIT 1000",
+                        "SELECT seq AS event_seq, kind AS event_kind, subject AS event_subject, \
+                         payload AS event_payload, prev_hash AS event_prev_hash, hash AS event_hash \
+                         FROM tg_audit WHERE seq >= $1 ORDER BY seq LIMIT 1000",
                         args![expected as i64],
                     )
                 })
@@ -27,12 +28,12 @@ impl Core {
                 break;
             }
             for r in &rows {
-                let seq = r.get::<i64>(0)? as u64;
-                let kind: String = r.get(1)?;
-                let subject: String = r.get(2)?;
-                let payload: Vec<u8> = r.get(3)?;
-                let prev_hash: Vec<u8> = r.get(4)?;
-                let hash: Vec<u8> = r.get(5)?;
+                let seq = r.get::<i64>("event_seq")? as u64;
+                let kind: String = r.get("event_kind")?;
+                let subject: String = r.get("event_subject")?;
+                let payload: Vec<u8> = r.get("event_payload")?;
+                let prev_hash: Vec<u8> = r.get("event_prev_hash")?;
+                let hash: Vec<u8> = r.get("event_hash")?;
                 let head = Some(hex::encode(&prev));
                 if seq != expected {
                     return Ok(broken(
@@ -73,12 +74,9 @@ impl Core {
         }
         let events = expected - 1;
         let head_hex = (events > 0).then(|| hex::encode(&prev));
-        let head_row = self
-            .pool
-            .fetch_opt("SELECT seq, hash FROM tg_audit_head WHERE id = 1", vec![])
-            .await?;
+        let head_row = self.pool.fetch_opt(HEAD, vec![]).await?;
         if let Some(h) = head_row {
-            let (hs, hh): (i64, Vec<u8>) = (h.get(0)?, h.get(1)?);
+            let (hs, hh): (i64, Vec<u8>) = (h.get("head_seq")?, h.get("head_hash")?);
             if hs as u64 != events || hh != prev {
                 return Ok(broken(
                     Some(events + 1),
@@ -109,10 +107,10 @@ impl Core {
             };
         for r in self
             .pool
-            .fetch_all(&format!("SELECT {D_COLS} FROM tg_decisions"), vec![])
+            .fetch_all(&format!("SELECT {D_SELECT} FROM tg_decisions"), vec![])
             .await?
         {
-            let d = decision_from(&r, 0)?;
+            let d = decision_from(&r)?;
             check(
                 d.id.as_str().to_owned(),
                 &|k| canon::decision(k, &d),
@@ -121,10 +119,10 @@ impl Core {
         }
         for r in self
             .pool
-            .fetch_all(&format!("SELECT {A_COLS} FROM tg_approvals"), vec![])
+            .fetch_all(&format!("SELECT {A_SELECT} FROM tg_approvals"), vec![])
             .await?
         {
-            let a = approval_from(&r, 0)?;
+            let a = approval_from(&r)?;
             check(
                 a.id.as_str().to_owned(),
                 &|k| canon::approval(k, &a),
@@ -133,10 +131,10 @@ impl Core {
         }
         for r in self
             .pool
-            .fetch_all(&format!("SELECT {O_COLS} FROM tg_outcomes"), vec![])
+            .fetch_all(&format!("SELECT {O_SELECT} FROM tg_outcomes"), vec![])
             .await?
         {
-            let o = outcome_from(&r, 0)?;
+            let o = outcome_from(&r)?;
             check(
                 canon::outcome_subject(&o),
                 &|k| canon::outcome(k, &o),
@@ -169,9 +167,12 @@ impl Core {
         self.retry(|| async {
             let row = self
                 .pool
-                .fetch_opt("SELECT coalesce(max(seq), 0) FROM tg_audit", vec![])
+                .fetch_opt(
+                    "SELECT coalesce(max(seq), 0) AS last_seq FROM tg_audit",
+                    vec![],
+                )
                 .await?;
-            let seq: i64 = expect_row(row, "reading the newest event")?.get(0)?;
+            let seq: i64 = expect_row(row, "reading the newest event")?.get("last_seq")?;
             Ok(Cursor(u64::try_from(seq).unwrap_or_default()))
         })
         .await
@@ -182,11 +183,11 @@ impl Core {
             let row = self
                 .pool
                 .fetch_opt(
-                    "SELECT count(*) FROM tg_approvals WHERE state = 'pending'",
+                    "SELECT count(*) AS pending FROM tg_approvals WHERE state = 'pending'",
                     vec![],
                 )
                 .await?;
-            let n: i64 = expect_row(row, "counting pending approvals")?.get(0)?;
+            let n: i64 = expect_row(row, "counting pending approvals")?.get("pending")?;
             Ok(u64::try_from(n).unwrap_or_default())
         })
         .await

@@ -12,10 +12,12 @@ impl Core {
     ) -> Result<(Vec<Change>, Cursor)> {
         let deadline = tokio::time::Instant::now() + wait;
         let limit = limit.clamp(1, 1000);
+        // The approval side is A_SELECT itself, so approval_from reads it as in any other
+        // query; the event's own columns take the `event_` prefix.
         let sql = format!(
-            "SELECT e.seq, e.kind, {} FROM tg_audit e JOIN tg_approvals a ON a.id = e.subject \
-             WHERE e.seq > $1 AND e.kind LIKE 'approval.%' ORDER BY e.seq LIMIT $2",
-            prefixed("a.", A_COLS)
+            "SELECT e.seq AS event_seq, e.kind AS event_kind, a.* FROM tg_audit e \
+             JOIN (SELECT {A_SELECT} FROM tg_approvals) a ON a.approval_id = e.subject \
+             WHERE e.seq > $1 AND e.kind LIKE 'approval.%' ORDER BY e.seq LIMIT $2"
         );
         loop {
             // Subscribe before reading so a change committed in between still wakes us.
@@ -32,13 +34,13 @@ impl Core {
             let mut cursor = after;
             let mut out = Vec::new();
             for r in &rows {
-                let seq: i64 = r.get(0)?;
+                let seq: i64 = r.get("event_seq")?;
                 cursor = Cursor(seq as u64);
-                let approval = approval_from(r, 2)?;
+                let approval = approval_from(r)?;
                 if filter.matches(&approval) {
                     out.push(Change {
                         cursor,
-                        kind: r.get(1)?,
+                        kind: r.get("event_kind")?,
                         approval,
                     });
                 }
