@@ -21,10 +21,11 @@ impl Core {
                         })
                         .collect();
                 }
-                Err(e) if e.is_transient() => {
+                // Every row of the batch fails the same way; the message is said once.
+                Err(Error::Unavailable(why)) => {
                     return ds
                         .iter()
-                        .map(|_| Err(Error::Unavailable(e.to_string())))
+                        .map(|_| Err(Error::Unavailable(why.clone())))
                         .collect();
                 }
                 // A replayed call id (or another row-level problem) in the batch: sort it out row by row.

@@ -201,6 +201,9 @@ impl Core {
         .await
         {
             Ok(Ok(_)) => Ok(()),
+            // Already `Unavailable` for an unreachable database: wrapping it again would say
+            // "unavailable" twice.
+            Ok(Err(e @ Error::Unavailable(_))) => Err(e),
             Ok(Err(e)) => Err(Error::Unavailable(e.to_string())),
             Err(_) => Err(Error::Unavailable("health check timed out after 2s".into())),
         }

@@ -46,6 +46,12 @@ async fn health_is_not_serving_while_the_database_is_down() {
     let e = exec.authorize(call("h-2")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable);
     assert_eq!(reason(&e), "LEDGER_UNAVAILABLE");
+    assert_eq!(
+        e.message().matches("unavailable").count(),
+        1,
+        "said once: {}",
+        e.message()
+    );
 
     tokio::task::block_in_place(|| pg.start_server());
     assert_eq!(next().await, ServingStatus::Serving as i32);
