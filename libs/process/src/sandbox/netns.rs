@@ -23,12 +23,11 @@ impl NetPool {
             wake: Condvar::new(),
         });
         let weak: Weak<NetPool> = Arc::downgrade(&pool);
-        let spawned = std::thread::Builder::new()
+        // The thread is detached and ends once the pool is dropped. If it cannot be spawned the
+        // pool stays empty and every run creates its own namespace, as without a pool.
+        let _ = std::thread::Builder::new()
             .name("toolgate-netns".into())
             .spawn(move || refill(&weak, &userns, target));
-        if spawned.is_err() {
-            // No thread: every run creates its own namespace, as without a pool.
-        }
         pool
     }
 

@@ -9,8 +9,9 @@ use std::path::{Component, Path, PathBuf};
 use super::SandboxConfig;
 use crate::sys::sandbox::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, MountOp};
 
-/// The empty file and directory hidden paths are covered with, in the view's own root.
+/// The empty file hidden files are covered with, in the view's own root.
 pub(super) const EMPTY_FILE: &str = "/.toolgate/empty";
+/// The empty directory (mode 0555) hidden directories are covered with, in the view's own root.
 pub(super) const EMPTY_DIR: &str = "/.toolgate/empty.d";
 
 /// What the host offers for the fixed part of every view, probed once.

@@ -1,0 +1,61 @@
+//! The only module with `unsafe`: spawning a child (a `CLONE_VM | CLONE_VFORK` clone, optionally
+//! into a fresh PID namespace) and the syscalls that shape it before exec, `wait4` (for rusage)
+//! and the Landlock version query; and giving the allocator's free pages back to the OS.
+//!
+//! Everything here is a thin wrapper with a safe signature; the rest of the crate stays unsafe-free.
+//!
+//! The submodules inherit this module's `allow(unsafe_code)` (a lint level set on a module covers
+//! its children), so none of them repeats it:
+//! - `spawn`: the program prepared as C strings and the clone that starts a run, and
+//!   (`spawn::child`) what the cloned child does to itself before exec;
+//! - `sandbox`: the child's half of the run sandbox (mounts, capabilities, Landlock, seccomp);
+//! - `namespaces`: the runner's user namespace and the per-run network namespaces;
+//! - `wait`: `wait4`, for the exit status and resource usage;
+//! - `probe`: which namespaces a child could create, and the Landlock ABI;
+//! - `pidfd`: pidfds of the executor and of a run;
+//! - this file: the process-wide switches (SIGPIPE, giving free memory back).
+#![allow(unsafe_code)]
+
+mod namespaces;
+mod pidfd;
+mod probe;
+pub(crate) mod sandbox;
+mod spawn;
+mod wait;
+
+use std::io;
+
+pub(crate) use namespaces::{new_netns, new_userns};
+pub(crate) use pidfd::{own_pidfd, watch_exit};
+pub(crate) use probe::{landlock_abi, probe_namespaces};
+pub(crate) use spawn::{ChildSetup, Exec, spawn};
+pub(crate) use wait::{Reaped, wait4};
+
+/// The calling thread's last OS error (`errno`).
+fn os_err() -> io::Error {
+    io::Error::last_os_error()
+}
+
+/// Makes a write to a closed pipe end the process quietly, as it does for every other Unix
+/// command (`toolgate ... | head`). The Rust runtime ignores SIGPIPE, so such a write would
+/// otherwise fail with EPIPE and `println!` would panic. Only for commands that print and
+/// exit; a server keeps ignoring it and handles EPIPE as an error.
+pub fn exit_quietly_on_broken_pipe() {
+    // SAFETY: installs the default action (SIG_DFL), no handler code; signal(2) is
+    // async-signal-safe and process-wide, so calling it with other threads running is sound.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Gives the allocator's free memory back to the OS (glibc's `malloc_trim`; nothing on other
+/// C libraries). glibc keeps what its per-thread arenas freed, so a burst of connections would
+/// otherwise leave its peak resident for good.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it walks the allocator's own free lists under
+    // the allocator's locks and may be called from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

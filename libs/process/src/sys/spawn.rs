@@ -1,0 +1,243 @@
+//! Starting a run: the program, arguments and environment prepared as C strings, and the
+//! `CLONE_VM | CLONE_VFORK` clone (two of them for a sandboxed run) that starts it. What the
+//! cloned child runs is in `child`.
+
+mod child;
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+use rustix::process::Resource;
+
+use super::{os_err, sandbox, wait4};
+use child::{child_main, enter_and_clone};
+
+/// What the child does to itself after the clone, before exec.
+#[derive(Debug)]
+pub(crate) struct ChildSetup {
+    /// The working directory to `fchdir` into.
+    pub cwd: OwnedFd,
+    /// Unshare a mount namespace and mount a private `/proc` (needs a PID namespace to be useful).
+    pub mount_proc: bool,
+    /// `pid_max` of the child's PID namespace, as decimal ASCII.
+    pub pid_max: Option<Vec<u8>>,
+    /// `setrlimit` values, soft = hard (clamped to the inherited hard limit).
+    pub rlimits: Vec<(Resource, u64)>,
+    /// The `cgroup.procs` file of the run's cgroup, joined before anything else happens.
+    pub join_cgroup: Option<std::ffi::CString>,
+    /// Mount a tmpfs at this path (the `HOME`) with these options, inside the private mount
+    /// namespace (requires `mount_proc`).
+    pub home_tmpfs: Option<(std::ffi::CString, std::ffi::CString)>,
+    /// The run sandbox; when set, `mount_proc`, `home_tmpfs` and `cwd` are superseded by it
+    /// (the child chdirs inside its own view instead).
+    pub sandbox: Option<sandbox::SandboxSetup>,
+}
+
+/// What a child executes, as C strings prepared before the clone (the child allocates nothing).
+#[derive(Debug)]
+pub(crate) struct Exec {
+    /// The paths to try with `execve`, in order: the program itself when it names a path, else
+    /// each `PATH` entry joined with it (the `execvp` search, done by the parent).
+    candidates: Vec<CString>,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+}
+
+impl Exec {
+    /// `program` with `args`, in exactly the environment `env` (`NAME`, value); a later entry
+    /// replaces an earlier one of the same name. A program without a `/` is looked up on the
+    /// `PATH` of that environment. A NUL byte anywhere is `InvalidInput`.
+    pub(crate) fn new<'a>(
+        program: &str,
+        args: &[&str],
+        env: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> io::Result<Exec> {
+        let env: BTreeMap<&str, &str> = env.into_iter().collect();
+        let c = |s: String| {
+            CString::new(s).map_err(|_| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a NUL byte in the program, an argument or an environment entry",
+                )
+            })
+        };
+        let candidates = if program.contains('/') {
+            vec![c(program.to_owned())?]
+        } else if program.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::ENOENT));
+        } else {
+            env.get("PATH")
+                .copied()
+                .unwrap_or_default()
+                .split(':')
+                .map(|dir| match dir.trim_end_matches('/') {
+                    "" if dir.is_empty() => c(format!("./{program}")),
+                    dir => c(format!("{dir}/{program}")),
+                })
+                .collect::<io::Result<_>>()?
+        };
+        let argv = std::iter::once(program)
+            .chain(args.iter().copied())
+            .map(|a| c(a.to_owned()))
+            .collect::<io::Result<_>>()?;
+        let envp = env
+            .iter()
+            .map(|(k, v)| c(format!("{k}={v}")))
+            .collect::<io::Result<_>>()?;
+        Ok(Exec {
+            candidates,
+            argv,
+            envp,
+        })
+    }
+}
+
+/// Stack of the cloned child: it runs a few raw syscalls and `execve`, nothing deeper. It has
+/// no guard page, so debug builds check after every spawn that the child used less than half.
+pub(super) const CHILD_STACK: usize = 64 << 10;
+
+/// What a debug build fills the child's stack with, to find how deep the child went.
+const STACK_FILL: u8 = 0xa5;
+
+/// Everything `child_main` reads, owned by the parent's frame, and the slot it reports in.
+struct ChildArgs<'a> {
+    exec: &'a Exec,
+    argv: &'a [*const libc::c_char],
+    envp: &'a [*const libc::c_char],
+    fds: [RawFd; 3],
+    setup: &'a ChildSetup,
+    /// The errno of the step that failed, written by the child just before it exits.
+    err: libc::c_int,
+    /// Sandboxed runs: the top of the run's own stack, for the second clone.
+    inner_stack: usize,
+    /// Sandboxed runs: the run's pid, written by the first child (0 until then, -errno when the
+    /// second clone failed).
+    inner_pid: libc::c_int,
+}
+
+/// Spawns `exec` with `fds` as its standard streams (0, 1, 2) after applying `setup`, as PID 1
+/// of a new PID namespace when `new_pid_namespace`, and returns its pid. With a sandbox the
+/// child is also born in new user, mount, IPC, UTS and (unless `share_network`) network
+/// namespaces.
+///
+/// The child is cloned with `CLONE_VM | CLONE_VFORK`, the way `posix_spawn` starts one: it
+/// borrows the executor's memory until it execs, and this thread waits until then. A `fork`
+/// would copy the page tables of the whole executor and write-protect every page, so every
+/// thread's next write to each of its pages would fault (measured: a gRPC echo right after a
+/// fork took ~100 µs longer than one right after another echo). The price is that the child may
+/// only run raw syscalls on data prepared here, which is all `child_main` does.
+pub(crate) fn spawn(
+    exec: &Exec,
+    fds: [BorrowedFd<'_>; 3],
+    setup: &ChildSetup,
+    new_pid_namespace: bool,
+    share_network: bool,
+) -> io::Result<i32> {
+    let terminated = |v: &[CString]| {
+        v.iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect::<Vec<_>>()
+    };
+    let (argv, envp) = (terminated(&exec.argv), terminated(&exec.envp));
+    let sandboxed = setup.sandbox.is_some();
+    let stacks = if sandboxed { 2 } else { 1 };
+    let mut stack: Vec<u8> = Vec::with_capacity(CHILD_STACK * stacks);
+    if cfg!(debug_assertions) {
+        stack.resize(CHILD_STACK * stacks, STACK_FILL);
+    }
+    // The stacks grow down on every target this builds for; each top is 16-byte aligned.
+    let base = stack.as_mut_ptr() as usize;
+    let top = (base + CHILD_STACK) & !15;
+    let mut args = ChildArgs {
+        exec,
+        argv: &argv,
+        envp: &envp,
+        fds: fds.map(|fd| fd.as_raw_fd()),
+        setup,
+        err: 0,
+        inner_stack: (base + 2 * CHILD_STACK) & !15,
+        inner_pid: 0,
+    };
+    let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
+    if new_pid_namespace && !sandboxed {
+        flags |= libc::CLONE_NEWPID;
+    }
+    // A sandboxed run is started in two steps: the first child enters the runner's user
+    // namespace (and the run's network namespace), then clones the run itself into new PID,
+    // mount, IPC and UTS namespaces as a child of the executor (CLONE_PARENT), and exits once
+    // the run has exec'd. Entering prepared namespaces instead of creating them in the clone
+    // saves the network namespace's creation (~0.4 ms) on every run start.
+    let entry: extern "C" fn(*mut libc::c_void) -> libc::c_int = if sandboxed {
+        enter_and_clone
+    } else {
+        child_main
+    };
+    let _ = share_network;
+    // SAFETY: the signal sets are plain data filled by sigfillset and pthread_sigmask. Every
+    // signal stays blocked across the clone, so no handler of the executor ever runs in the
+    // child, which shares its memory; the child resets the handlers before it unblocks. The child
+    // gets a stack of its own, and `args` outlives its use: with CLONE_VFORK this thread resumes
+    // only once the child has exec'd or exited.
+    let (pid, clone_err) = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            entry,
+            top as *mut libc::c_void,
+            flags,
+            (&raw mut args).cast(),
+        );
+        let clone_err = os_err();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        (pid, clone_err)
+    };
+    if cfg!(debug_assertions) && pid >= 0 {
+        for (i, chunk) in stack.chunks(CHILD_STACK).enumerate() {
+            let untouched = chunk.iter().take_while(|b| **b == STACK_FILL).count();
+            assert!(
+                untouched >= CHILD_STACK / 2,
+                "spawned child {i} used {} of its {CHILD_STACK} stack bytes",
+                CHILD_STACK - untouched
+            );
+        }
+    }
+    drop(stack);
+    if pid < 0 {
+        return Err(clone_err);
+    }
+    // SAFETY: the child has exec'd or exited (and with a sandbox, so has the run it cloned,
+    // or it failed to), so nothing writes `err` or `inner_pid` any more.
+    let (err, inner) = unsafe {
+        (
+            std::ptr::read_volatile(&raw const args.err),
+            std::ptr::read_volatile(&raw const args.inner_pid),
+        )
+    };
+    if !sandboxed {
+        if err != 0 {
+            // It exited without exec'ing: reap it, so no zombie is left behind.
+            let _ = wait4(pid, true);
+            return Err(io::Error::from_raw_os_error(err));
+        }
+        return Ok(pid);
+    }
+    // The first child has exited: reap it. The run, if it was cloned, is our child too.
+    let _ = wait4(pid, true);
+    if inner <= 0 {
+        return Err(io::Error::from_raw_os_error(if err != 0 {
+            err
+        } else {
+            -inner
+        }));
+    }
+    if err != 0 {
+        let _ = wait4(inner, true);
+        return Err(io::Error::from_raw_os_error(err));
+    }
+    Ok(inner)
+}
