@@ -1,8 +1,77 @@
-//! Conversions between wire enums and domain enums.
+//! Conversions between wire types and domain types.
 
-use toolgate_core::{Tier, ToolKind};
+use toolgate_core::{Tier, ToolCall, ToolKind};
 
 use crate::common::v1 as pb;
+use crate::policy::v1 as policy;
+
+/// A domain tool call on the wire.
+pub fn tool_call_to_wire(c: ToolCall) -> policy::ToolCall {
+    policy::ToolCall {
+        tool: tool_to_wire(c.tool) as i32,
+        path: c.path,
+        content_sha256: c.content_sha256,
+        content_size: c.content_size,
+        edit_old_sha256: c.edit_old_sha256,
+        edit_new_sha256: c.edit_new_sha256,
+        expected_occurrences: c.expected_occurrences,
+        recursive: c.recursive,
+        pattern: c.pattern,
+        globs: c.globs,
+        argv: c.argv.unwrap_or_default(),
+        script: c.script,
+        cwd: c.cwd,
+        env: c.env.into_iter().collect(),
+        stdin_sha256: c.stdin_sha256,
+        timeout_ms: c.timeout_ms,
+        stdout_cap_bytes: c.stdout_cap_bytes,
+        stderr_cap_bytes: c.stderr_cap_bytes,
+        kill_on_cap: c.kill_on_cap,
+        sandbox_profile: c.sandbox_profile,
+    }
+}
+
+/// A wire tool call in domain terms, or the offending field and what is wrong with it: an
+/// unknown tool kind, a run with both or neither of `argv` and `script`, a filesystem call
+/// without a path.
+pub fn tool_call_from_wire(c: policy::ToolCall) -> Result<ToolCall, (&'static str, &'static str)> {
+    let tool = tool_from_wire(c.tool).ok_or((
+        "call.tool",
+        "call.tool must be a known tool kind (fs.read ... process.run)",
+    ))?;
+    let process = tool == ToolKind::ProcessRun;
+    if process && c.argv.is_empty() == c.script.is_none() {
+        return Err((
+            "call",
+            "a process.run call sets exactly one of `argv` or `script`",
+        ));
+    }
+    if !process && c.path.as_deref().is_none_or(str::is_empty) {
+        return Err(("call.path", "filesystem calls need a canonical path"));
+    }
+    Ok(ToolCall {
+        tool,
+        path: c.path,
+        content_sha256: c.content_sha256,
+        content_size: c.content_size,
+        edit_old_sha256: c.edit_old_sha256,
+        edit_new_sha256: c.edit_new_sha256,
+        expected_occurrences: c.expected_occurrences,
+        recursive: c.recursive,
+        pattern: c.pattern,
+        globs: c.globs,
+        argv: (!c.argv.is_empty()).then_some(c.argv),
+        script: c.script,
+        cwd: c.cwd,
+        env: c.env.into_iter().collect(),
+        stdin_sha256: c.stdin_sha256,
+        timeout_ms: c.timeout_ms,
+        stdout_cap_bytes: c.stdout_cap_bytes,
+        stderr_cap_bytes: c.stderr_cap_bytes,
+        kill_on_cap: c.kill_on_cap,
+        sandbox_profile: c.sandbox_profile,
+    })
+}
 
 /// Domain tool kind to wire.
 pub fn tool_to_wire(k: ToolKind) -> pb::ToolKind {
@@ -57,6 +126,26 @@ pub fn tier_from_wire(v: i32) -> Option<Tier> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tool_calls_round_trip_and_invalid_ones_name_the_field() {
+        let mut run = ToolCall::argv(["echo", "hi"]);
+        run.env.insert("A".into(), "1".into());
+        run.timeout_ms = Some(5);
+        let mut write = ToolCall::fs(ToolKind::FsWrite, "a/b");
+        write.content_sha256 = Some("ab".into());
+        for c in [run, write, ToolCall::script("true")] {
+            assert_eq!(tool_call_from_wire(tool_call_to_wire(c.clone())), Ok(c));
+        }
+        let field = |c: policy::ToolCall| tool_call_from_wire(c).unwrap_err().0;
+        assert_eq!(field(policy::ToolCall::default()), "call.tool");
+        let mut both = tool_call_to_wire(ToolCall::script("true"));
+        both.argv = vec!["x".into()];
+        assert_eq!(field(both), "call");
+        let mut no_path = tool_call_to_wire(ToolCall::fs(ToolKind::FsRead, "x"));
+        no_path.path = Some(String::new());
+        assert_eq!(field(no_path), "call.path");
+    }
 
     #[test]
     fn tool_kinds_round_trip() {

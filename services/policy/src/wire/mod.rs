@@ -6,7 +6,7 @@ mod answers;
 mod requests;
 
 use tonic::Status;
-use toolgate_contracts::convert::{tier_to_wire, tool_from_wire};
+use toolgate_contracts::convert::{tier_to_wire, tool_call_from_wire};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::status as wire_status;
 use toolgate_core::ReasonedError;
@@ -30,47 +30,7 @@ pub(crate) fn status(e: PolicyError) -> Status {
 /// Parses a wire `ToolCall` into the engine's; unknown tool kinds die here.
 pub(crate) fn tool_call(call: Option<pb::ToolCall>) -> Result<ToolCall, PolicyError> {
     let c = call.ok_or_else(|| PolicyError::invalid("call", "call is required"))?;
-    let tool = tool_from_wire(c.tool).ok_or_else(|| {
-        PolicyError::invalid(
-            "call.tool",
-            "call.tool must be a known tool kind (fs.read ... process.run)",
-        )
-    })?;
-    let process = tool == toolgate_core::ToolKind::ProcessRun;
-    if process && c.argv.is_empty() == c.script.is_none() {
-        return Err(PolicyError::invalid(
-            "call",
-            "a process.run call sets exactly one of `argv` or `script`",
-        ));
-    }
-    if !process && c.path.as_deref().is_none_or(str::is_empty) {
-        return Err(PolicyError::invalid(
-            "call.path",
-            "filesystem calls need a canonical path",
-        ));
-    }
-    Ok(ToolCall {
-        tool,
-        path: c.path,
-        content_sha256: c.content_sha256,
-        content_size: c.content_size,
-        edit_old_sha256: c.edit_old_sha256,
-        edit_new_sha256: c.edit_new_sha256,
-        expected_occurrences: c.expected_occurrences,
-        recursive: c.recursive,
-        pattern: c.pattern,
-        globs: c.globs,
-        argv: (!c.argv.is_empty()).then_some(c.argv),
-        script: c.script,
-        cwd: c.cwd,
-        env: c.env.into_iter().collect(),
-        stdin_sha256: c.stdin_sha256,
-        timeout_ms: c.timeout_ms,
-        stdout_cap_bytes: c.stdout_cap_bytes,
-        stderr_cap_bytes: c.stderr_cap_bytes,
-        kill_on_cap: c.kill_on_cap,
-        sandbox_profile: c.sandbox_profile,
-    })
+    tool_call_from_wire(c).map_err(|(field, message)| PolicyError::invalid(field, message))
 }
 
 /// The wire rule source.
