@@ -201,21 +201,7 @@ pub fn at_edge(status: &tonic::Status, method: &str) -> Option<tonic::Status> {
             Reason::Timeout,
             "the call's deadline (grpc-timeout) passed before it finished".to_owned(),
         ),
-        code => {
-            let reason = match code {
-                C::InvalidArgument | C::FailedPrecondition | C::OutOfRange => {
-                    Reason::InvalidRequest
-                }
-                C::NotFound => Reason::NotFound,
-                C::AlreadyExists => Reason::AlreadyExists,
-                C::PermissionDenied => Reason::RoleNotPermitted,
-                C::Unauthenticated => Reason::Unauthenticated,
-                C::ResourceExhausted => Reason::Busy,
-                C::Aborted => Reason::Conflict,
-                _ => Reason::Internal,
-            };
-            (code, reason, message.to_owned())
-        }
+        code => (code, reason_for_code(code), message.to_owned()),
     };
     Some(capped_status(
         code,
@@ -223,6 +209,55 @@ pub fn at_edge(status: &tonic::Status, method: &str) -> Option<tonic::Status> {
         &text,
         [("method".to_owned(), method.to_owned())],
     ))
+}
+
+/// The reason for a status that carries none, by its code.
+fn reason_for_code(code: tonic::Code) -> Reason {
+    use tonic::Code as C;
+    match code {
+        C::InvalidArgument | C::FailedPrecondition | C::OutOfRange => Reason::InvalidRequest,
+        C::NotFound => Reason::NotFound,
+        C::AlreadyExists => Reason::AlreadyExists,
+        C::PermissionDenied => Reason::RoleNotPermitted,
+        C::Unauthenticated => Reason::Unauthenticated,
+        C::ResourceExhausted => Reason::Busy,
+        C::Aborted => Reason::Conflict,
+        _ => Reason::Internal,
+    }
+}
+
+/// A status another toolgate service answered, taken apart for relaying: its reason from
+/// the closed list (by its code when it carries none, or one this build does not know),
+/// its message and its `ErrorInfo` metadata, sorted by key. [`relayed`] puts it back.
+pub fn parts(status: &tonic::Status) -> (Reason, String, Vec<(String, String)>) {
+    let (reason, mut metadata) = match error_info(status) {
+        Some((name, md)) => (
+            Reason::ALL
+                .iter()
+                .copied()
+                .find(|r| r.as_str() == name)
+                .unwrap_or_else(|| reason_for_code(status.code())),
+            md.into_iter().collect::<Vec<_>>(),
+        ),
+        None => (reason_for_code(status.code()), Vec::new()),
+    };
+    metadata.sort();
+    (reason, status.message().to_owned(), metadata)
+}
+
+/// The status for a refusal relayed from another service ([`parts`]): [`status`] with
+/// owned metadata keys.
+pub fn relayed(
+    reason: Reason,
+    message: &str,
+    metadata: impl IntoIterator<Item = (String, String)>,
+) -> tonic::Status {
+    capped_status(
+        tonic_code(reason.code()),
+        reason.as_str(),
+        message,
+        metadata,
+    )
 }
 
 /// Converts any domain error into its status: code, message and `ErrorInfo`.

@@ -9,45 +9,49 @@
 //! operation the executor performs (a filesystem call, a process run) takes one as a
 //! parameter, so no code path can run anything without a decision for it.
 
+pub mod api;
 pub(crate) mod balance;
+pub mod contract;
 mod gate;
 mod grpc;
 mod report;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tonic::Status;
-use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 use toolgate_fs::HiddenPaths;
 
+use api::{
+    ApprovalStatus, AuthorizeRequest, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure,
+};
 pub(crate) use gate::{Call, Gate, Verdict};
 pub use grpc::GrpcAuthorizer;
-pub(crate) use report::{Reporter, fs_outcome};
+pub(crate) use report::{Ran, Reporter, fs_outcome};
 
-/// The policy service, as the executor uses it. Implemented over gRPC by [`GrpcAuthorizer`]
-/// and in-process by `toolgate up`.
+/// The policy service, as the executor uses it: domain requests in, domain answers or a
+/// [`PolicyFailure`] out. Implemented over gRPC by [`GrpcAuthorizer`] and in-process by
+/// `toolgate up`; both map through [`contract`].
 pub trait Authorizer: Send + Sync + 'static {
     /// Classifies and records a decision for one call.
     fn authorize(
         &self,
-        request: pb::AuthorizeRequest,
+        request: AuthorizeRequest,
         traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>>;
+    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>>;
 
     /// Attaches the outcome of an allowed call to its decision.
-    fn record_outcome(
-        &self,
-        request: pb::RecordOutcomeRequest,
-    ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>>;
+    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>>;
 
-    /// Waits until an approval leaves `pending` or the request's timeout passes.
+    /// Waits until the approval leaves `pending` or `timeout` passes, and reports it.
     fn wait_for_approval(
         &self,
-        request: pb::WaitForApprovalRequest,
-    ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>>;
+        approval_id: String,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>>;
 }
 
 /// Proof that the policy service allowed one call. Only this module can make one, and only
@@ -102,8 +106,15 @@ enum Hidden {
 impl Authorized {
     /// Built from an `allowed` answer, nothing else. `decided_by` is the policy version of
     /// the answer's explanation, which the hidden paths must come from too.
-    fn from_allowed(allowed: pb::Allowed, decided_by: Option<&str>, rule_id: String) -> Self {
-        let hidden = match allowed.hidden {
+    fn from_allowed(
+        decision_id: String,
+        approval_id: String,
+        hidden: Option<HiddenGlobs>,
+        sandbox_profile: String,
+        decided_by: Option<&str>,
+        rule_id: String,
+    ) -> Self {
+        let hidden = match hidden {
             None => Hidden::Absent,
             Some(h) => match decided_by.filter(|v| !v.is_empty()) {
                 Some(v) if v != h.policy_version => Hidden::Unusable(format!(
@@ -117,11 +128,11 @@ impl Authorized {
             },
         };
         Authorized {
-            decision_id: allowed.decision_id,
-            approval_id: allowed.approval_id,
+            decision_id,
+            approval_id,
             rule_id,
             hidden,
-            sandbox_profile: allowed.sandbox_profile,
+            sandbox_profile,
         }
     }
 
@@ -190,7 +201,7 @@ static COMPILED: Mutex<Vec<Arc<HiddenPaths>>> = Mutex::new(Vec::new());
 /// Distinct rule sets kept compiled.
 const COMPILED_KEEP: usize = 8;
 
-fn compile_hidden(h: pb::HiddenPaths) -> Result<Arc<HiddenPaths>, String> {
+fn compile_hidden(h: HiddenGlobs) -> Result<Arc<HiddenPaths>, String> {
     let mut cache = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(i) = cache
         .iter()
@@ -211,14 +222,27 @@ fn compile_hidden(h: pb::HiddenPaths) -> Result<Arc<HiddenPaths>, String> {
 mod tests {
     use super::*;
 
-    fn allowed(hidden: Option<(&str, &[&str])>) -> pb::Allowed {
-        pb::Allowed {
-            decision_id: "dec_1".into(),
-            hidden: hidden.map(|(v, g)| pb::HiddenPaths {
-                policy_version: v.into(),
-                globs: g.iter().map(|s| (*s).to_owned()).collect(),
-            }),
-            ..Default::default()
+    fn allowed(hidden: Option<(&str, &[&str])>) -> Option<HiddenGlobs> {
+        hidden.map(|(v, g)| HiddenGlobs {
+            policy_version: v.into(),
+            globs: g.iter().map(|s| (*s).to_owned()).collect(),
+        })
+    }
+
+    impl Authorized {
+        fn from_allowed_hidden(
+            hidden: Option<HiddenGlobs>,
+            decided_by: Option<&str>,
+            rule_id: String,
+        ) -> Self {
+            Authorized::from_allowed(
+                "dec_1".into(),
+                String::new(),
+                hidden,
+                String::new(),
+                decided_by,
+                rule_id,
+            )
         }
     }
 
@@ -230,7 +254,7 @@ mod tests {
 
     #[test]
     fn hidden_globs_come_compiled_with_their_version() {
-        let a = Authorized::from_allowed(
+        let a = Authorized::from_allowed_hidden(
             allowed(Some(("v1", &["**/.env"]))),
             Some("v1"),
             String::new(),
@@ -239,28 +263,33 @@ mod tests {
         assert_eq!(h.version(), "v1");
         assert!(h.hides(std::path::Path::new("a/.env")));
         // The same rule set is compiled once.
-        let b = Authorized::from_allowed(allowed(Some(("v1", &["**/.env"]))), None, String::new());
+        let b = Authorized::from_allowed_hidden(
+            allowed(Some(("v1", &["**/.env"]))),
+            None,
+            String::new(),
+        );
         assert!(Arc::ptr_eq(h, b.hidden_globs().unwrap()));
         // Another version is another entry, even with the same globs.
-        let c = Authorized::from_allowed(
+        let c = Authorized::from_allowed_hidden(
             allowed(Some(("v2", &["**/.env"]))),
             Some("v2"),
             String::new(),
         );
         assert!(!Arc::ptr_eq(h, c.hidden_globs().unwrap()));
         // No deny rules is an empty set, not a refusal.
-        let none = Authorized::from_allowed(allowed(Some(("v3", &[]))), Some("v3"), String::new());
+        let none =
+            Authorized::from_allowed_hidden(allowed(Some(("v3", &[]))), Some("v3"), String::new());
         assert!(none.hidden_globs().unwrap().is_empty());
     }
 
     #[test]
     fn an_answer_without_usable_hidden_globs_is_refused_not_ignored() {
-        let absent = Authorized::from_allowed(allowed(None), Some("v1"), String::new());
+        let absent = Authorized::from_allowed_hidden(allowed(None), Some("v1"), String::new());
         let (reason, message) = refusal(&absent);
         assert_eq!(reason, "POLICY_UNAVAILABLE");
         assert!(message.contains("nothing was run"), "{message}");
 
-        let stale = Authorized::from_allowed(
+        let stale = Authorized::from_allowed_hidden(
             allowed(Some(("v0", &["**/.env"]))),
             Some("v1"),
             String::new(),
@@ -272,8 +301,11 @@ mod tests {
             "{message}"
         );
 
-        let broken =
-            Authorized::from_allowed(allowed(Some(("v1", &["a/["]))), Some("v1"), String::new());
+        let broken = Authorized::from_allowed_hidden(
+            allowed(Some(("v1", &["a/["]))),
+            Some("v1"),
+            String::new(),
+        );
         assert_eq!(refusal(&broken).0, "POLICY_UNAVAILABLE");
     }
 }

@@ -22,7 +22,6 @@ use tonic::service::interceptor::InterceptedService;
 use toolgate_runtime::auth::{AuthInterceptor, Authenticator};
 
 use tokio::net::TcpListener;
-use toolgate_contracts::common::v1::ExecutorIdentity;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::executor_service_server::ExecutorServiceServer;
 use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemServiceServer;
@@ -85,12 +84,12 @@ pub struct ServeOptions {
 
 /// Who this executor is: configured id, else host name and pid, plus the Kubernetes
 /// downward-API variables when the pod sets them.
-pub fn identity(config: &Config) -> ExecutorIdentity {
+pub fn identity(config: &Config) -> authz::api::ExecutorIdentity {
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_default();
-    ExecutorIdentity {
+    authz::api::ExecutorIdentity {
         executor_id: if config.executor_id.is_empty() {
             format!("{host}:{}", std::process::id())
         } else {

@@ -10,7 +10,6 @@
 //! (backpressure); when the client goes away, the stream is dropped, the receiver with it,
 //! and the runner kills the child and every descendant.
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
@@ -20,12 +19,11 @@ use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::executor_service_server::ExecutorService;
 use toolgate_contracts::executor::v1::process_service_server::ProcessService;
-use toolgate_contracts::policy::v1 as policy;
 use toolgate_contracts::status;
-use toolgate_core::ToolKind;
+use toolgate_core::{ToolCall, ToolKind};
 use toolgate_fs::WorkspacePath;
 use toolgate_process::{
-    Command, Event, Exited, Isolation, KillMechanism, RunRequest, RunSpec, Status as RunStatus,
+    Command, Event, Isolation, KillMechanism, RunRequest, RunSpec, Status as RunStatus,
     StreamSummary,
 };
 use toolgate_runtime::metrics::{ExecutorMetrics, InFlight};
@@ -33,7 +31,8 @@ use toolgate_runtime::telemetry;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::authz::{Authorized, Call, Gate, Receipt, Reporter, Verdict, fs_outcome};
+use crate::authz::api::{ExecutorIdentity, Finished};
+use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, contract, fs_outcome};
 use crate::confined::Confined;
 use crate::fs_service::sha256_hex;
 use crate::tool_span::ToolSpan;
@@ -44,7 +43,7 @@ use crate::wire::{self, CallContext};
 pub struct ProcessAdapter {
     confined: Confined,
     gate: Gate,
-    identity: common::ExecutorIdentity,
+    identity: ExecutorIdentity,
     view: pb::WorkspaceView,
 }
 
@@ -52,7 +51,7 @@ pub struct ProcessAdapter {
 struct Resolved {
     ctx: CallContext,
     spec: RunSpec,
-    call: policy::ToolCall,
+    call: ToolCall,
 }
 
 impl ProcessAdapter {
@@ -61,7 +60,7 @@ impl ProcessAdapter {
     pub(crate) fn new(
         confined: Confined,
         gate: Gate,
-        identity: common::ExecutorIdentity,
+        identity: ExecutorIdentity,
         view: pb::WorkspaceView,
     ) -> Self {
         ProcessAdapter {
@@ -116,22 +115,21 @@ impl ProcessAdapter {
         let spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
         let effective = self.confined.effective(&spec)?;
         let (argv, script) = match spec.command() {
-            Command::Argv(a) => (a.clone(), None),
-            Command::Script(s) => (Vec::new(), Some(s.clone())),
+            Command::Argv(a) => (Some(a.clone()), None),
+            Command::Script(s) => (None, Some(s.clone())),
         };
-        let call = policy::ToolCall {
-            tool: toolgate_contracts::convert::tool_to_wire(ToolKind::ProcessRun) as i32,
+        let call = ToolCall {
             argv,
             script,
             cwd: Some(cwd.canonical),
-            env: spec.env().iter().cloned().collect::<HashMap<_, _>>(),
+            env: spec.env().iter().cloned().collect(),
             stdin_sha256,
             timeout_ms: Some(effective.timeout.as_millis() as u64),
             stdout_cap_bytes: Some(effective.stdout_cap),
             stderr_cap_bytes: Some(effective.stderr_cap),
             kill_on_cap: limits.kill_on_cap,
             sandbox_profile: Some(profile),
-            ..Default::default()
+            ..ToolCall::new(ToolKind::ProcessRun)
         };
         Ok(Resolved { ctx, spec, call })
     }
@@ -237,7 +235,7 @@ struct RunRecord {
     proof: Authorized,
     started_at: SystemTime,
     /// What the run was given, from its `Started` event; recorded with the outcome.
-    isolation: Option<policy::RunIsolation>,
+    isolation: Option<Isolation>,
     clock: std::time::Instant,
     done: bool,
 }
@@ -247,16 +245,7 @@ impl RunRecord {
         match event {
             Event::Started(s) => {
                 self.started_at = s.started_at;
-                let i = &s.isolation;
-                self.isolation = Some(policy::RunIsolation {
-                    sandbox_profile: i.sandbox_profile.clone(),
-                    sandboxed: i.sandboxed,
-                    namespaces: i.namespaces.iter().map(|n| (*n).to_owned()).collect(),
-                    landlock_abi: i.landlock_abi,
-                    seccomp: i.seccomp,
-                    network: i.network,
-                    pid_limit: i.pid_limit.unwrap_or(0),
-                });
+                self.isolation = Some(s.isolation.clone());
             }
             Event::Exited(x) if !self.done => {
                 self.done = true;
@@ -278,11 +267,20 @@ impl RunRecord {
                     RunStatus::Cancelled(_) => Some("cancelled"),
                     RunStatus::SpawnFailed { .. } => Some("spawn_failed"),
                 });
-                self.reporter.report(&self.proof, {
-                    let mut o = run_outcome(self.started_at, x);
-                    o.isolation = self.isolation.clone();
-                    o
-                });
+                self.reporter.report(
+                    &self.proof,
+                    Ran {
+                        started_at: self.started_at,
+                        finished_at: x.finished_at,
+                        finished: Finished::Run {
+                            status: x.status.clone(),
+                            usage: x.usage,
+                            stdout: (&x.stdout).into(),
+                            stderr: (&x.stderr).into(),
+                            isolation: self.isolation.take().map(Box::new),
+                        },
+                    },
+                );
             }
             _ => {}
         }
@@ -304,46 +302,20 @@ impl Drop for RunRecord {
     fn drop(&mut self) {
         if !self.done {
             self.metrics.run_finished("cancelled", self.clock.elapsed());
-            let outcome = policy::Outcome {
-                status: Some(common::ExitStatus {
-                    status: Some(common::exit_status::Status::Cancelled(common::Cancelled {
-                        cause: toolgate_process::CancelCause::ClientDisconnected
-                            .as_str()
-                            .to_owned(),
-                    })),
-                }),
-                times: Some(common::Timestamps {
-                    started_at: Some(self.started_at.into()),
-                    finished_at: Some(SystemTime::now().into()),
-                }),
-                ..Default::default()
-            };
-            self.reporter.report(&self.proof, outcome);
+            self.reporter.report(
+                &self.proof,
+                Ran {
+                    started_at: self.started_at,
+                    finished_at: SystemTime::now(),
+                    finished: Finished::Disconnected,
+                },
+            );
         }
     }
 }
 
-/// The outcome of a run that ended.
-pub(crate) fn run_outcome(started_at: SystemTime, x: &Exited) -> policy::Outcome {
-    let stats = |s: &StreamSummary| common::OutputStats {
-        total_bytes: s.total_bytes,
-        dropped_bytes: s.dropped_bytes,
-        truncated: s.truncated,
-    };
-    policy::Outcome {
-        status: Some(exit_status(&x.status)),
-        times: Some(common::Timestamps {
-            started_at: Some(started_at.into()),
-            finished_at: Some(x.finished_at.into()),
-        }),
-        usage: Some(usage(&x.usage)),
-        stdout: Some(stats(&x.stdout)),
-        stderr: Some(stats(&x.stderr)),
-        ..Default::default()
-    }
-}
-
-fn usage(u: &toolgate_process::Usage) -> common::ResourceUsage {
+/// A run's resource usage on the wire.
+pub(crate) fn usage(u: &toolgate_process::Usage) -> common::ResourceUsage {
     common::ResourceUsage {
         wall_time: Some(proto_duration(u.wall_time)),
         user_cpu_time: Some(proto_duration(u.user_cpu)),
@@ -557,7 +529,7 @@ impl ExecutorService for ProcessAdapter {
         let l = &c.limits;
         Ok(Response::new(pb::GetCapabilitiesResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            identity: Some(self.identity.clone()),
+            identity: Some(contract::identity_to_wire(self.identity.clone())),
             namespaces: Some(pb::Namespaces {
                 user: c.namespaces.user,
                 pid: c.namespaces.pid,

@@ -60,18 +60,6 @@ impl TryFrom<Option<common::CallContext>> for CallContext {
     }
 }
 
-impl CallContext {
-    /// The wire form, as forwarded to the policy service.
-    pub(crate) fn to_wire(&self) -> common::CallContext {
-        common::CallContext {
-            call_id: self.call_id.clone(),
-            session_id: self.session_id.clone(),
-            approval_wait: prost_types::Duration::try_from(self.approval_wait).ok(),
-            description: self.description.clone(),
-        }
-    }
-}
-
 fn id(field: &'static str, v: String) -> Result<String, Status> {
     if v.is_empty() {
         return Err(status::invalid(field, format!("{field} is required")));

@@ -1,11 +1,16 @@
 //! The executor's way to the policy when both run in one process: through the policy
-//! service's own adapter ([`PolicyAdapter`]), without a network hop, so the request is parsed
-//! and answered exactly as the gRPC method does.
+//! service's own adapter ([`PolicyAdapter`]) and the executor's own contract mapping
+//! ([`contract`]), without a network hop, so every request and answer is read exactly as
+//! over gRPC.
+
+use std::time::Duration;
 
 use futures::future::BoxFuture;
-use tonic::Status;
-use toolgate_contracts::policy::v1 as pb;
 use toolgate_executor::authz::Authorizer;
+use toolgate_executor::authz::api::{
+    ApprovalStatus, AuthorizeRequest, OutcomeReport, PolicyAnswer, PolicyFailure,
+};
+use toolgate_executor::authz::contract;
 use toolgate_policy::{PolicyAdapter, PolicyCore};
 use toolgate_runtime::auth::Principal;
 
@@ -28,31 +33,48 @@ impl InProcess {
 impl Authorizer for InProcess {
     fn authorize(
         &self,
-        request: pb::AuthorizeRequest,
+        request: AuthorizeRequest,
         traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
+    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>> {
         Box::pin(async move {
-            self.policy
-                .authorize_as(&self.executor, request, traceparent.as_deref())
+            let answer = self
+                .policy
+                .authorize_as(
+                    &self.executor,
+                    contract::authorize_request(request),
+                    traceparent.as_deref(),
+                )
                 .await
+                .map_err(|s| contract::failure(&s))?;
+            contract::policy_answer(answer)
         })
     }
 
-    fn record_outcome(
-        &self,
-        request: pb::RecordOutcomeRequest,
-    ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
-        Box::pin(async move { self.policy.record_outcome_as(&self.executor, request).await })
+    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>> {
+        Box::pin(async move {
+            self.policy
+                .record_outcome_as(&self.executor, contract::outcome_request(report))
+                .await
+                .map(|_| ())
+                .map_err(|s| contract::failure(&s))
+        })
     }
 
     fn wait_for_approval(
         &self,
-        request: pb::WaitForApprovalRequest,
-    ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>> {
+        approval_id: String,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>> {
         Box::pin(async move {
-            self.policy
-                .wait_for_approval_as(&self.executor, request)
+            let answer = self
+                .policy
+                .wait_for_approval_as(
+                    &self.executor,
+                    contract::wait_request(&approval_id, timeout),
+                )
                 .await
+                .map_err(|s| contract::failure(&s))?;
+            contract::approval_status(answer)
         })
     }
 }
@@ -60,7 +82,8 @@ impl Authorizer for InProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use toolgate_contracts::common::v1::{CallContext, ToolKind};
+    use toolgate_core::{ToolCall, ToolKind};
+    use toolgate_executor::authz::api::Verdict;
     use toolgate_runtime::auth::Role;
 
     /// `toolgate up` runs the same `PolicyCore::authorize` as the policy service, so an
@@ -78,29 +101,26 @@ mod tests {
         };
         let r = InProcess::new(core, exec)
             .authorize(
-                pb::AuthorizeRequest {
-                    context: Some(CallContext {
-                        call_id: "c1".into(),
-                        session_id: "s1".into(),
-                        ..Default::default()
-                    }),
-                    call: Some(pb::ToolCall {
-                        tool: ToolKind::FsSearch as i32,
-                        path: Some(".".into()),
-                        pattern: Some("matchme".into()),
-                        ..Default::default()
-                    }),
+                AuthorizeRequest {
+                    call_id: "c1".into(),
+                    session_id: "s1".into(),
+                    description: String::new(),
                     principal: "agent".into(),
-                    ..Default::default()
+                    call: ToolCall {
+                        pattern: Some("matchme".into()),
+                        ..ToolCall::fs(ToolKind::FsSearch, ".")
+                    },
+                    labels: Default::default(),
+                    executor: Default::default(),
                 },
                 None,
             )
             .await
             .unwrap();
-        let Some(pb::authorize_response::Result::Allowed(a)) = r.result else {
+        let Verdict::Allowed { hidden, .. } = r.verdict else {
             panic!("not allowed: {r:?}");
         };
-        let hidden = a.hidden.expect("hidden paths");
+        let hidden = hidden.expect("hidden paths");
         assert_eq!(hidden.policy_version, version);
         assert!(hidden.globs.iter().any(|g| g == "**/.env"), "{hidden:?}");
     }

@@ -6,16 +6,18 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tonic::Status;
-use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1::AwaitingApproval;
-use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::status;
-use toolgate_core::Reason;
+use toolgate_core::{Reason, ToolCall};
 use toolgate_runtime::auth::Principal;
 use toolgate_runtime::metrics::ExecutorMetrics;
 use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
+use super::api::{
+    ApprovalState, AuthorizeRequest, Ended, ExecutorIdentity, PolicyAnswer, RecordedOutcome,
+    Verdict as PolicyVerdict,
+};
 use super::{Authorized, Authorizer, Reporter};
 use crate::tool_span;
 use crate::wire::CallContext;
@@ -28,7 +30,7 @@ pub(crate) struct Call {
     /// The validated context (its description travels to the approver).
     pub ctx: CallContext,
     /// The canonical call, built from the resolved request.
-    pub call: pb::ToolCall,
+    pub call: ToolCall,
     /// The caller's trace context as the handler saw it, for hops made where the current
     /// span carries none (telemetry off, inside a response stream).
     pub trace_parent: Option<String>,
@@ -51,7 +53,7 @@ pub(crate) struct Parked {
     approval_id: String,
     decision_id: String,
     rule_id: String,
-    expires_at: Option<prost_types::Timestamp>,
+    expires_at: Option<SystemTime>,
     message: String,
     deadline: Instant,
     wait_deadline: SystemTime,
@@ -76,7 +78,7 @@ pub(crate) struct Gate {
 
 struct Inner {
     authorizer: Arc<dyn Authorizer>,
-    identity: common::ExecutorIdentity,
+    identity: ExecutorIdentity,
     labels: HashMap<String, String>,
     max_wait: Duration,
     reporter: Reporter,
@@ -100,7 +102,7 @@ enum Answer {
         decision_id: String,
         why: String,
         rule_id: String,
-        expires_at: Option<prost_types::Timestamp>,
+        expires_at: Option<SystemTime>,
     },
 }
 
@@ -109,7 +111,7 @@ impl Gate {
     /// human waits and refusals are recorded in `metrics`.
     pub(crate) fn new(
         authorizer: Arc<dyn Authorizer>,
-        identity: common::ExecutorIdentity,
+        identity: ExecutorIdentity,
         labels: HashMap<String, String>,
         max_wait: Duration,
         metrics: ExecutorMetrics,
@@ -176,7 +178,7 @@ impl Gate {
                             approval_id: &approval_id,
                             decision_id: &decision_id,
                             rule_id: &rule_id,
-                            expires_at: expires_at.as_ref(),
+                            expires_at,
                         },
                         &why,
                         false,
@@ -223,37 +225,26 @@ impl Gate {
                         approval_id: &parked.approval_id,
                         decision_id: &parked.decision_id,
                         rule_id: &parked.rule_id,
-                        expires_at: parked.expires_at.as_ref(),
+                        expires_at: parked.expires_at,
                     },
                     "nobody decided within the requested approval_wait",
                     true,
                 ));
             }
-            let answer = self
+            let approval = self
                 .inner
                 .authorizer
-                .wait_for_approval(pb::WaitForApprovalRequest {
-                    approval_id: parked.approval_id.clone(),
-                    timeout: prost_types::Duration::try_from(remaining).ok(),
-                })
+                .wait_for_approval(parked.approval_id.clone(), remaining)
                 .await?;
-            let approval = answer.approval.ok_or_else(|| {
-                status::status(
-                    Reason::Internal,
-                    "the policy service answered WaitForApproval without the approval",
-                    [],
-                )
-            })?;
-            use pb::ApprovalState as S;
-            match S::try_from(approval.state).unwrap_or(S::Unspecified) {
-                S::Pending | S::Unspecified => continue,
+            use ApprovalState as S;
+            match approval.state {
+                S::Pending => continue,
                 S::Denied => {
                     tracing::info!(decided_by = %approval.decided_by, "approval denied");
                     return Err(approval_denied(
-                        &pb::Denied {
-                            approval_id: approval.approval_id.clone(),
-                            ..Default::default()
-                        },
+                        &approval.approval_id,
+                        "",
+                        "",
                         &approval.message_to_model,
                         &approval.reason,
                     ));
@@ -281,7 +272,7 @@ impl Gate {
                 // Approved (or already used by an identical call): asking again consumes it,
                 // or parks the call on a fresh approval within the same deadline.
                 S::Approved | S::Consumed | S::Completed | S::Unknown => {
-                    tracing::info!(state = ?S::try_from(approval.state), "approval decided; authorizing again");
+                    tracing::info!(state = ?approval.state, "approval decided; authorizing again");
                     match self.ask(call).await? {
                         Answer::Allowed(proof) => return Ok(proof),
                         Answer::Pending {
@@ -305,12 +296,14 @@ impl Gate {
 
     /// One Authorize round trip, refusals already turned into statuses.
     async fn ask(&self, call: &Call) -> Result<Answer, Status> {
-        let request = pb::AuthorizeRequest {
-            context: Some(call.ctx.to_wire()),
-            call: Some(call.call.clone()),
+        let request = AuthorizeRequest {
+            call_id: call.ctx.call_id.clone(),
+            session_id: call.ctx.session_id.clone(),
+            description: call.ctx.description.clone(),
             principal: call.principal.name.clone(),
+            call: call.call.clone(),
             labels: self.inner.labels.clone(),
-            executor: Some(self.inner.identity.clone()),
+            executor: self.inner.identity.clone(),
         };
         // The current span's context (this call's span when exporting), else what the handler
         // saw: an in-process authorizer stores its trace id on the ledger rows.
@@ -318,28 +311,37 @@ impl Gate {
         let started = Instant::now();
         let response = self.inner.authorizer.authorize(request, traceparent).await;
         self.inner.metrics.authorize(started.elapsed());
-        let response = response?;
-        let why = response
-            .explanation
+        let PolicyAnswer {
+            verdict,
+            explanation,
+        } = response?;
+        let why = explanation
             .as_ref()
             .map(|e| e.message.clone())
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| "the policy asks a human to approve this call".to_owned());
-        let rule_id = response
-            .explanation
+        let rule_id = explanation
             .as_ref()
-            .map(deciding_rule)
+            .map(|e| e.rule_id.clone())
             .unwrap_or_default();
         let span = &call.span;
-        use pb::authorize_response::Result as R;
-        match response.result {
-            Some(R::Allowed(a)) => {
-                tracing::debug!(decision_id = %a.decision_id, "allowed");
-                let decided_by = response
-                    .explanation
-                    .as_ref()
-                    .map(|e| e.policy_version.as_str());
-                let proof = Authorized::from_allowed(a, decided_by, rule_id);
+        match verdict {
+            PolicyVerdict::Allowed {
+                decision_id,
+                approval_id,
+                hidden,
+                sandbox_profile,
+            } => {
+                tracing::debug!(decision_id = %decision_id, "allowed");
+                let decided_by = explanation.as_ref().map(|e| e.policy_version.as_str());
+                let proof = Authorized::from_allowed(
+                    decision_id,
+                    approval_id,
+                    hidden,
+                    sandbox_profile,
+                    decided_by,
+                    rule_id,
+                );
                 tool_span::record_decision(
                     span,
                     proof.tier(),
@@ -350,51 +352,83 @@ impl Gate {
                 tool_span::record_profile(span, proof.sandbox_profile());
                 Ok(Answer::Allowed(proof))
             }
-            Some(R::Denied(d)) if !d.approval_id.is_empty() => {
-                tool_span::record_decision(span, "ask", &d.rule_id, &d.decision_id, &d.approval_id);
-                Err(approval_denied(&d, &d.message, ""))
+            PolicyVerdict::Denied {
+                decision_id,
+                rule_id,
+                message,
+                approval_id,
+            } if !approval_id.is_empty() => {
+                tool_span::record_decision(span, "ask", &rule_id, &decision_id, &approval_id);
+                Err(approval_denied(
+                    &approval_id,
+                    &decision_id,
+                    &rule_id,
+                    &message,
+                    "",
+                ))
             }
-            Some(R::Denied(d)) => {
-                tool_span::record_decision(span, "deny", &d.rule_id, &d.decision_id, "");
-                tracing::info!(rule_id = %d.rule_id, decision_id = %d.decision_id, "denied by policy");
-                let message = if d.message.is_empty() {
-                    format!("the policy denies this call (rule {})", d.rule_id)
+            PolicyVerdict::Denied {
+                decision_id,
+                rule_id,
+                message,
+                ..
+            } => {
+                tool_span::record_decision(span, "deny", &rule_id, &decision_id, "");
+                tracing::info!(rule_id = %rule_id, decision_id = %decision_id, "denied by policy");
+                let message = if message.is_empty() {
+                    format!("the policy denies this call (rule {rule_id})")
                 } else {
-                    d.message
+                    message
                 };
                 Err(status::status(
                     Reason::PolicyDenied,
                     message,
-                    [("rule_id", d.rule_id), ("decision_id", d.decision_id)],
+                    [("rule_id", rule_id), ("decision_id", decision_id)],
                 ))
             }
-            Some(R::Pending(p)) => {
-                tool_span::record_decision(span, "ask", &rule_id, &p.decision_id, &p.approval_id);
+            PolicyVerdict::Pending {
+                decision_id,
+                approval_id,
+                expires_at,
+            } => {
+                tool_span::record_decision(span, "ask", &rule_id, &decision_id, &approval_id);
                 Ok(Answer::Pending {
-                    approval_id: p.approval_id,
-                    decision_id: p.decision_id,
+                    approval_id,
+                    decision_id,
                     why,
                     rule_id,
-                    expires_at: p.expires_at,
+                    expires_at,
                 })
             }
             // Only a recorded outcome proves the call ran; an older policy service also said
             // AlreadyExecuted for calls that never reported one.
-            Some(R::AlreadyExecuted(x)) => Err(match &x.outcome {
-                Some(o) => already_executed(&call.ctx.call_id, &x, o),
-                None => outcome_unknown(&call.ctx.call_id, &x.decision_id, &x.approval_id, None),
+            PolicyVerdict::AlreadyExecuted {
+                decision_id,
+                approval_id,
+                outcome,
+            } => Err(match &outcome {
+                Some(o) => already_executed(&call.ctx.call_id, &decision_id, &approval_id, o),
+                None => outcome_unknown(&call.ctx.call_id, &decision_id, &approval_id, None),
             }),
-            Some(R::InFlight(f)) => Err(in_flight(&call.ctx.call_id, &f)),
-            Some(R::OutcomeUnknown(u)) => Err(outcome_unknown(
+            PolicyVerdict::InFlight {
+                decision_id,
+                approval_id,
+                lease_expires_at,
+            } => Err(in_flight(
                 &call.ctx.call_id,
-                &u.decision_id,
-                &u.approval_id,
-                u.lease_expired_at.as_ref(),
+                &decision_id,
+                &approval_id,
+                lease_expires_at,
             )),
-            None => Err(status::status(
-                Reason::Internal,
-                "the policy service answered Authorize without a result; nothing was run",
-                [],
+            PolicyVerdict::OutcomeUnknown {
+                decision_id,
+                approval_id,
+                lease_expired_at,
+            } => Err(outcome_unknown(
+                &call.ctx.call_id,
+                &decision_id,
+                &approval_id,
+                lease_expired_at,
             )),
         }
     }
@@ -432,21 +466,12 @@ fn refusal(s: &Status) -> Option<Reason> {
     .then_some(reason)
 }
 
-/// The deciding rule of an explanation: the first match at the final tier; `default` when
-/// no rule matched.
-fn deciding_rule(e: &pb::Explanation) -> String {
-    e.matches
-        .iter()
-        .find(|m| m.tier == e.tier)
-        .map_or_else(|| "default".to_owned(), |m| m.rule_id.clone())
-}
-
 /// A pending approval, as an `APPROVAL_REQUIRED` status names it.
 struct Pending<'a> {
     approval_id: &'a str,
     decision_id: &'a str,
     rule_id: &'a str,
-    expires_at: Option<&'a prost_types::Timestamp>,
+    expires_at: Option<SystemTime>,
 }
 
 fn approval_required(p: &Pending<'_>, why: &str, waited: bool) -> Status {
@@ -465,7 +490,7 @@ fn approval_required(p: &Pending<'_>, why: &str, waited: bool) -> Status {
         md.push(("rule_id", p.rule_id.to_owned()));
     }
     if let Some(t) = p.expires_at {
-        md.push(("expires_at", t.to_string()));
+        md.push(("expires_at", rfc3339(t)));
     }
     status::status(
         Reason::ApprovalRequired,
@@ -476,37 +501,47 @@ fn approval_required(p: &Pending<'_>, why: &str, waited: bool) -> Status {
 
 /// `PERMISSION_DENIED` / `APPROVAL_DENIED` for a human's denial (fresh, or remembered for
 /// this request in this session).
-fn approval_denied(d: &pb::Denied, message: &str, reason: &str) -> Status {
+fn approval_denied(
+    approval_id: &str,
+    decision_id: &str,
+    rule_id: &str,
+    message: &str,
+    reason: &str,
+) -> Status {
     let said = [message, reason]
         .into_iter()
         .find(|m| !m.trim().is_empty())
         .unwrap_or("no reason given");
     let mut md = vec![
-        ("approval_id", d.approval_id.clone()),
+        ("approval_id", approval_id.to_owned()),
         ("message", said.to_owned()),
     ];
-    for (k, v) in [("decision_id", &d.decision_id), ("rule_id", &d.rule_id)] {
+    for (k, v) in [("decision_id", decision_id), ("rule_id", rule_id)] {
         if !v.is_empty() {
-            md.push((k, v.clone()));
+            md.push((k, v.to_owned()));
         }
     }
     status::status(
         Reason::ApprovalDenied,
         format!(
-            "a human denied this call (approval {}): {said}. Repeating it unchanged in this session gets the same answer; change course or ask the human",
-            d.approval_id
+            "a human denied this call (approval {approval_id}): {said}. Repeating it unchanged in this session gets the same answer; change course or ask the human"
         ),
         md,
     )
 }
 
 /// `ABORTED` / `CALL_IN_FLIGHT`: the call was allowed and may still be running.
-fn in_flight(call_id: &str, f: &pb::InFlight) -> Status {
-    let mut md = vec![("decision_id", f.decision_id.clone())];
-    if !f.approval_id.is_empty() {
-        md.push(("approval_id", f.approval_id.clone()));
+fn in_flight(
+    call_id: &str,
+    decision_id: &str,
+    approval_id: &str,
+    lease_expires_at: Option<SystemTime>,
+) -> Status {
+    let mut md = vec![("decision_id", decision_id.to_owned())];
+    if !approval_id.is_empty() {
+        md.push(("approval_id", approval_id.to_owned()));
     }
-    let until = f.lease_expires_at.as_ref().map(ToString::to_string);
+    let until = lease_expires_at.map(rfc3339);
     if let Some(u) = &until {
         md.push(("lease_expires_at", u.clone()));
     }
@@ -515,7 +550,7 @@ fn in_flight(call_id: &str, f: &pb::InFlight) -> Status {
         format!(
             "call_id {call_id} was allowed (decision {}) and may still be running: it was not started again; \
              repeat the same call_id after {} to learn how it ended",
-            f.decision_id,
+            decision_id,
             until.as_deref().unwrap_or("its lease runs out")
         ),
         md,
@@ -527,14 +562,14 @@ fn outcome_unknown(
     call_id: &str,
     decision_id: &str,
     approval_id: &str,
-    lapsed: Option<&prost_types::Timestamp>,
+    lapsed: Option<SystemTime>,
 ) -> Status {
     let mut md = vec![("decision_id", decision_id.to_owned())];
     if !approval_id.is_empty() {
         md.push(("approval_id", approval_id.to_owned()));
     }
     if let Some(t) = lapsed {
-        md.push(("lease_expired_at", t.to_string()));
+        md.push(("lease_expired_at", rfc3339(t)));
     }
     status::status(
         Reason::OutcomeUnknown,
@@ -547,32 +582,39 @@ fn outcome_unknown(
 }
 
 /// `ALREADY_EXISTS` / `ALREADY_EXECUTED` with a compact summary of the recorded outcome.
-fn already_executed(call_id: &str, x: &pb::AlreadyExecuted, o: &pb::Outcome) -> Status {
-    let mut md = vec![("decision_id", x.decision_id.clone())];
-    if !x.approval_id.is_empty() {
-        md.push(("approval_id", x.approval_id.clone()));
+fn already_executed(
+    call_id: &str,
+    decision_id: &str,
+    approval_id: &str,
+    o: &RecordedOutcome,
+) -> Status {
+    let mut md = vec![("decision_id", decision_id.to_owned())];
+    if !approval_id.is_empty() {
+        md.push(("approval_id", approval_id.to_owned()));
     }
     let mut parts = Vec::new();
-    if let Some(status) = o.status.as_ref().and_then(|s| s.status.as_ref()) {
-        use common::exit_status::Status as S;
-        let (k, v) = match status {
-            S::Exited(code) => ("exit_code", code.to_string()),
-            S::Signaled(s) => ("signal", s.name.clone()),
-            S::TimedOut(_) => ("ended", "timed_out".to_owned()),
-            S::Cancelled(c) => ("ended", format!("cancelled:{}", c.cause)),
-            S::SpawnFailed(f) => ("ended", format!("spawn_failed:{}", f.reason)),
-            S::Completed(_) => ("ended", "completed".to_owned()),
+    if let Some(ended) = &o.ended {
+        let (k, v) = match ended {
+            Ended::Exited(code) => ("exit_code", code.to_string()),
+            Ended::Signaled(name) => ("signal", name.clone()),
+            Ended::TimedOut => ("ended", "timed_out".to_owned()),
+            Ended::Cancelled(cause) => ("ended", format!("cancelled:{cause}")),
+            Ended::SpawnFailed(reason) => ("ended", format!("spawn_failed:{reason}")),
+            Ended::Completed => ("ended", "completed".to_owned()),
         };
         parts.push(format!("{k}={v}"));
         md.push((k, v));
     }
-    if let Some(i) = &o.isolation {
-        md.push(("sandbox_profile", i.sandbox_profile.clone()));
+    if let Some(p) = &o.sandbox_profile {
+        md.push(("sandbox_profile", p.clone()));
     }
-    for (k, stats) in [("stdout_bytes", &o.stdout), ("stderr_bytes", &o.stderr)] {
-        if let Some(s) = stats {
-            parts.push(format!("{k}={}", s.total_bytes));
-            md.push((k, s.total_bytes.to_string()));
+    for (k, bytes) in [
+        ("stdout_bytes", o.stdout_bytes),
+        ("stderr_bytes", o.stderr_bytes),
+    ] {
+        if let Some(n) = bytes {
+            parts.push(format!("{k}={n}"));
+            md.push((k, n.to_string()));
         }
     }
     for (k, v) in [
@@ -588,11 +630,15 @@ fn already_executed(call_id: &str, x: &pb::AlreadyExecuted, o: &pb::Outcome) -> 
     status::status(
         Reason::AlreadyExecuted,
         format!(
-            "call_id {call_id} already ran (decision {}; {summary}); it is not run again: use a new call_id to run it again",
-            x.decision_id
+            "call_id {call_id} already ran (decision {decision_id}; {summary}); it is not run again: use a new call_id to run it again"
         ),
         md,
     )
+}
+
+/// A time as status metadata spells it (RFC 3339, UTC), as the v1 timestamps print.
+fn rfc3339(t: SystemTime) -> String {
+    prost_types::Timestamp::from(t).to_string()
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@ use tonic::metadata::{Ascii, MetadataValue};
 
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
-use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
 use toolgate_contracts::status;
@@ -18,8 +17,9 @@ use toolgate_core::Reason;
 use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
-use super::Authorizer;
+use super::api::{ApprovalStatus, AuthorizeRequest, OutcomeReport, PolicyAnswer, PolicyFailure};
 use super::balance::{self, Pool};
+use super::{Authorizer, contract};
 use crate::config::PolicySection;
 use toolgate_runtime::transport::{ClientTls, Dial};
 
@@ -215,23 +215,25 @@ impl GrpcAuthorizer {
 impl Authorizer for GrpcAuthorizer {
     fn authorize(
         &self,
-        request: pb::AuthorizeRequest,
+        request: AuthorizeRequest,
         traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
+    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>> {
+        let request = contract::authorize_request(request);
         async move {
-            self.call(AUTHORIZE, self.request_timeout, |channel| {
-                let request = self.request(request.clone(), traceparent.as_deref());
-                async move { PolicyServiceClient::new(channel).authorize(request).await }
-            })
-            .await
+            let answer = self
+                .call(AUTHORIZE, self.request_timeout, |channel| {
+                    let request = self.request(request.clone(), traceparent.as_deref());
+                    async move { PolicyServiceClient::new(channel).authorize(request).await }
+                })
+                .await
+                .map_err(|s| contract::failure(&s))?;
+            contract::policy_answer(answer)
         }
         .boxed()
     }
 
-    fn record_outcome(
-        &self,
-        request: pb::RecordOutcomeRequest,
-    ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
+    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>> {
+        let request = contract::outcome_request(report);
         async move {
             self.call(RECORD_OUTCOME, self.request_timeout, |channel| {
                 let request = self.request(request.clone(), None);
@@ -242,28 +244,35 @@ impl Authorizer for GrpcAuthorizer {
                 }
             })
             .await
+            .map(|_| ())
+            .map_err(|s| contract::failure(&s))
         }
         .boxed()
     }
 
     fn wait_for_approval(
         &self,
-        request: pb::WaitForApprovalRequest,
-    ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>> {
-        let wait = request
-            .timeout
-            .and_then(|d| Duration::try_from(d).ok())
-            .unwrap_or_default();
+        approval_id: String,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>> {
+        let request = contract::wait_request(&approval_id, timeout);
         async move {
-            self.call(WAIT_FOR_APPROVAL, wait + self.request_timeout, |channel| {
-                let request = self.request(request.clone(), None);
-                async move {
-                    ApprovalServiceClient::new(channel)
-                        .wait_for_approval(request)
-                        .await
-                }
-            })
-            .await
+            let answer = self
+                .call(
+                    WAIT_FOR_APPROVAL,
+                    timeout + self.request_timeout,
+                    |channel| {
+                        let request = self.request(request.clone(), None);
+                        async move {
+                            ApprovalServiceClient::new(channel)
+                                .wait_for_approval(request)
+                                .await
+                        }
+                    },
+                )
+                .await
+                .map_err(|s| contract::failure(&s))?;
+            contract::approval_status(answer)
         }
         .boxed()
     }

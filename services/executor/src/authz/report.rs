@@ -5,10 +5,9 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 use tonic::{Code, Status};
-use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::policy::v1 as pb;
 use toolgate_core::backoff::Backoff;
 
+use super::api::{ExecutorIdentity, Finished, OutcomeReport};
 use super::{Authorized, Authorizer};
 
 /// Attempts per outcome before it is given up (and logged).
@@ -23,13 +22,13 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub(crate) struct Reporter {
     authorizer: Arc<dyn Authorizer>,
-    identity: common::ExecutorIdentity,
+    identity: ExecutorIdentity,
     in_flight: Arc<watch::Sender<usize>>,
 }
 
 impl Reporter {
     /// A reporter naming this executor as the one that ran the calls.
-    pub(crate) fn new(authorizer: Arc<dyn Authorizer>, identity: common::ExecutorIdentity) -> Self {
+    pub(crate) fn new(authorizer: Arc<dyn Authorizer>, identity: ExecutorIdentity) -> Self {
         Reporter {
             authorizer,
             identity,
@@ -39,11 +38,13 @@ impl Reporter {
 
     /// Reports `outcome` for the call `proof` allowed, in the background. Safe to call from
     /// `Drop`: without a runtime the outcome is logged as lost.
-    pub(crate) fn report(&self, proof: &Authorized, mut outcome: pb::Outcome) {
-        outcome.executor = Some(self.identity.clone());
-        let request = pb::RecordOutcomeRequest {
+    pub(crate) fn report(&self, proof: &Authorized, outcome: Ran) {
+        let request = OutcomeReport {
             decision_id: proof.decision_id().to_owned(),
-            outcome: Some(outcome),
+            started_at: outcome.started_at,
+            finished_at: outcome.finished_at,
+            finished: outcome.finished,
+            executor: self.identity.clone(),
         };
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             tracing::error!(decision_id = %request.decision_id, "outcome not recorded: no runtime");
@@ -65,17 +66,17 @@ impl Reporter {
         });
     }
 
-    async fn deliver(&self, request: pb::RecordOutcomeRequest) {
+    async fn deliver(&self, request: OutcomeReport) {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         for attempt in 1..=ATTEMPTS {
             match self.authorizer.record_outcome(request.clone()).await {
-                Ok(_) => return,
-                Err(s) if retriable(&s) && attempt < ATTEMPTS => {
-                    tracing::warn!(decision_id = %request.decision_id, attempt, error = %s.message(), "outcome report failed; retrying");
+                Ok(()) => return,
+                Err(f) if f.is_retriable() && attempt < ATTEMPTS => {
+                    tracing::warn!(decision_id = %request.decision_id, attempt, error = %f.message, "outcome report failed; retrying");
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
-                Err(s) => {
-                    tracing::error!(decision_id = %request.decision_id, attempt, code = ?s.code(), error = %s.message(), "outcome not recorded");
+                Err(f) => {
+                    tracing::error!(decision_id = %request.decision_id, attempt, reason = %f.reason, error = %f.message, "outcome not recorded");
                     return;
                 }
             }
@@ -97,26 +98,19 @@ impl Reporter {
     }
 }
 
-fn retriable(s: &Status) -> bool {
-    matches!(
-        s.code(),
-        Code::Unavailable
-            | Code::DeadlineExceeded
-            | Code::Internal
-            | Code::Unknown
-            | Code::ResourceExhausted
-            | Code::Aborted
-            | Code::Cancelled
-    )
+/// How an allowed call ended, before it is reported.
+#[derive(Debug)]
+pub(crate) struct Ran {
+    /// When it started.
+    pub started_at: SystemTime,
+    /// When it ended.
+    pub finished_at: SystemTime,
+    /// What happened.
+    pub finished: Finished,
 }
 
 /// The outcome of a filesystem call: its times and the status code and reason it ended with.
-pub(crate) fn fs_outcome(started_at: SystemTime, result: Result<(), &Status>) -> pb::Outcome {
-    let completed = result.is_ok().then(|| common::ExitStatus {
-        status: Some(common::exit_status::Status::Completed(common::Completed {
-            summary: "ok".to_owned(),
-        })),
-    });
+pub(crate) fn fs_outcome(started_at: SystemTime, result: Result<(), &Status>) -> Ran {
     let (code, reason) = match result {
         Ok(()) => (Code::Ok, String::new()),
         Err(s) => (
@@ -126,14 +120,12 @@ pub(crate) fn fs_outcome(started_at: SystemTime, result: Result<(), &Status>) ->
                 .unwrap_or_default(),
         ),
     };
-    pb::Outcome {
-        status: completed,
-        times: Some(common::Timestamps {
-            started_at: Some(started_at.into()),
-            finished_at: Some(SystemTime::now().into()),
-        }),
-        result_code: toolgate_contracts::status::code_name(code).to_owned(),
-        result_reason: reason,
-        ..Default::default()
+    Ran {
+        started_at,
+        finished_at: SystemTime::now(),
+        finished: Finished::Fs {
+            code: toolgate_contracts::status::code_name(code),
+            reason,
+        },
     }
 }

@@ -14,9 +14,8 @@ use tonic::{Request, Response, Status};
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemService;
-use toolgate_contracts::policy::v1::ToolCall;
 use toolgate_contracts::status;
-use toolgate_core::ToolKind;
+use toolgate_core::{ToolCall, ToolKind};
 use toolgate_fs::{
     EditRequest, EntryKind, HiddenPaths, ListRequest, MkdirRequest, ReadRange, ReadRequest, Sha256,
     StatRequest, Truncation, Workspace, WorkspacePath, WriteRequest,
@@ -112,10 +111,7 @@ impl FsService {
         let call = Call {
             principal: prepared.principal,
             ctx: prepared.ctx,
-            call: ToolCall {
-                tool: toolgate_contracts::convert::tool_to_wire(tool) as i32,
-                ..call
-            },
+            call: ToolCall { tool, ..call },
             trace_parent: prepared.trace_parent,
             span: span.clone(),
         };
@@ -328,7 +324,7 @@ impl FsService {
         };
         let call = ToolCall {
             path: Some(self.canonical(&req.path).await?),
-            ..Default::default()
+            ..ToolCall::new(ToolKind::FsRead)
         };
         let out = self
             .perform(obs, prepared, call, move |ws| ws.read(&req))
@@ -368,7 +364,7 @@ impl FsService {
             path: Some(self.canonical_write(&req.path).await?),
             content_sha256: Some(sha256_hex(&req.content)),
             content_size: Some(req.content.len() as u64),
-            ..Default::default()
+            ..ToolCall::new(ToolKind::FsWrite)
         };
         let out = self
             .perform(obs, prepared, call, move |ws| ws.write(&req))
@@ -402,7 +398,7 @@ impl FsService {
             edit_old_sha256: Some(sha256_hex(req.old.as_bytes())),
             edit_new_sha256: Some(sha256_hex(req.new.as_bytes())),
             expected_occurrences: r.expected_occurrences,
-            ..Default::default()
+            ..ToolCall::new(ToolKind::FsEdit)
         };
         let out = self
             .perform(obs, prepared, call, move |ws| ws.edit(&req))
@@ -433,7 +429,7 @@ impl FsService {
         let call = ToolCall {
             path: Some(self.canonical(&req.path).await?),
             recursive: req.recursive,
-            ..Default::default()
+            ..ToolCall::new(ToolKind::FsList)
         };
         let out = self
             .perform_hiding(obs, prepared, call, move |ws, hidden| {
@@ -492,7 +488,7 @@ impl FsService {
         };
         let call = ToolCall {
             path: Some(self.canonical_write(&req.path).await?),
-            ..Default::default()
+            ..ToolCall::new(ToolKind::FsMkdir)
         };
         let out = self
             .perform(obs, prepared, call, move |ws| ws.mkdir(&req))
@@ -517,7 +513,7 @@ impl FsService {
         };
         let call = ToolCall {
             path: Some(self.canonical(&req.path).await?),
-            ..Default::default()
+            ..ToolCall::new(ToolKind::FsStat)
         };
         let out = self
             .perform(obs, prepared, call, move |ws| ws.stat(&req))

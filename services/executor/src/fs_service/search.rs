@@ -4,7 +4,7 @@ use tonic::{Response, Status};
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_fs::{FindRequest, SearchRequest};
 
-use toolgate_contracts::policy::v1::ToolCall;
+use toolgate_core::{ToolCall, ToolKind};
 use toolgate_runtime::auth::Principal;
 
 use super::{FsService, Observed, Prepared, entry_type, path_or_root, truncation};
@@ -50,7 +50,7 @@ pub(crate) async fn search(
         path: Some(svc.canonical(&req.path).await?),
         pattern: Some(r.pattern),
         globs: r.include_globs,
-        ..Default::default()
+        ..ToolCall::new(ToolKind::FsSearch)
     };
     let out = svc
         .perform_hiding(obs, prepared, call, move |ws, hidden| {
@@ -134,7 +134,7 @@ pub(crate) async fn find(
     let call = ToolCall {
         path: Some(svc.canonical(&req.path).await?),
         globs: r.patterns,
-        ..Default::default()
+        ..ToolCall::new(ToolKind::FsFind)
     };
     let out = svc
         .perform_hiding(obs, prepared, call, move |ws, hidden| {

@@ -8,11 +8,17 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
+use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::policy::v1 as pb;
+use toolgate_core::ToolKind;
 use toolgate_runtime::auth::Role;
 
 use super::*;
+use crate::authz::api::{ApprovalStatus, OutcomeReport, PolicyFailure};
+use crate::authz::contract;
 
-/// Answers Authorize from a script, WaitForApproval from a watched approval state.
+/// Answers Authorize from a script, WaitForApproval from a watched approval state. Scripts
+/// and records are wire messages, mapped through [`contract`] as the real authorizers do.
 struct Fake {
     answers: Mutex<VecDeque<pb::AuthorizeResponse>>,
     asked: Mutex<Vec<pb::AuthorizeRequest>>,
@@ -63,18 +69,23 @@ fn approval(state: pb::ApprovalState) -> pb::Approval {
 impl Authorizer for Fake {
     fn authorize(
         &self,
-        request: pb::AuthorizeRequest,
+        request: AuthorizeRequest,
         _traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
-        self.asked.lock().unwrap().push(request);
+    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push(contract::authorize_request(request));
         let next = self.answers.lock().unwrap().pop_front();
-        async move { next.ok_or_else(|| Status::internal("script exhausted")) }.boxed()
+        async move {
+            let answer =
+                next.ok_or_else(|| PolicyFailure::new(Reason::Internal, "script exhausted", []))?;
+            contract::policy_answer(answer)
+        }
+        .boxed()
     }
 
-    fn record_outcome(
-        &self,
-        request: pb::RecordOutcomeRequest,
-    ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
+    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>> {
         let fail = {
             let mut f = self.outcome_failures.lock().unwrap();
             let fail = *f > 0;
@@ -82,13 +93,16 @@ impl Authorizer for Fake {
             fail
         };
         if !fail {
-            self.outcomes.lock().unwrap().push(request);
+            self.outcomes
+                .lock()
+                .unwrap()
+                .push(contract::outcome_request(report));
         }
         async move {
             if fail {
-                Err(status::status(Reason::PolicyUnavailable, "down", []))
+                Err(PolicyFailure::new(Reason::PolicyUnavailable, "down", []))
             } else {
-                Ok(pb::RecordOutcomeResponse::default())
+                Ok(())
             }
         }
         .boxed()
@@ -96,13 +110,10 @@ impl Authorizer for Fake {
 
     fn wait_for_approval(
         &self,
-        request: pb::WaitForApprovalRequest,
-    ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>> {
+        _approval_id: String,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>> {
         let mut rx = self.approval.subscribe();
-        let timeout = request
-            .timeout
-            .and_then(|d| Duration::try_from(d).ok())
-            .unwrap_or_default();
         async move {
             let _ = tokio::time::timeout(
                 timeout,
@@ -110,7 +121,7 @@ impl Authorizer for Fake {
             )
             .await;
             let approval = rx.borrow().clone();
-            Ok(pb::WaitForApprovalResponse {
+            contract::approval_status(pb::WaitForApprovalResponse {
                 approval: Some(approval),
             })
         }
@@ -141,7 +152,7 @@ fn pending() -> R {
 fn gate(fake: &Arc<Fake>, max_wait: Duration) -> Gate {
     Gate::new(
         fake.clone(),
-        common::ExecutorIdentity {
+        ExecutorIdentity {
             executor_id: "exec-test".into(),
             ..Default::default()
         },
@@ -165,11 +176,7 @@ fn call(wait: Duration) -> Call {
             approval_wait: wait,
             description: "deploy the fix".into(),
         },
-        call: pb::ToolCall {
-            tool: common::ToolKind::FsWrite as i32,
-            path: Some("deploy/app.yaml".into()),
-            ..Default::default()
-        },
+        call: ToolCall::fs(ToolKind::FsWrite, "deploy/app.yaml"),
         trace_parent: None,
         span: tracing::Span::none(),
     }
