@@ -1,0 +1,26 @@
+//! Domain types the ledger stores and returns: validated at construction, never wire types.
+
+mod approval;
+mod audit;
+mod decision;
+mod ids;
+mod outcome;
+mod query;
+#[cfg(test)]
+mod tests;
+mod timestamp;
+
+pub use approval::{Approval, ApprovalState, Decide, Lease, LeaseToken, Scope, Verdict};
+pub use audit::{BrokenLink, Change, Cursor, SweepReport, VerifyReport};
+pub use decision::{
+    AllowedState, AskOutcome, AskRequest, AskVerdict, Decision, NewDecision, Recorded,
+};
+pub use ids::{
+    ApprovalId, CallId, DecisionId, PolicyVersion, Principal, RequestDigest, RuleId, SessionId,
+    TraceId,
+};
+pub use outcome::{ExecutorIdentity, ExitStatus, NewOutcome, Outcome};
+pub use query::{ApprovalFilter, CallRecord, Page, PageToken};
+pub use timestamp::Timestamp;
+
+pub(crate) use ids::random_token;

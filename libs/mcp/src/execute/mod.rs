@@ -1,0 +1,123 @@
+//! One MCP tool call as exactly one executor call: arguments to a request, the answer (or
+//! the refusal) to what the model reads.
+//!
+//! `outcome` is what a call comes to (success, refusal, failure) and the decision behind it;
+//! `fs` holds the filesystem tools, `run` the streamed `run_command`, `output` how a finished
+//! run's streams are rendered.
+
+use std::future::Future;
+
+use rmcp::RoleServer;
+use rmcp::service::RequestContext;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tonic::{Request, Status};
+use toolgate_contracts::common::v1 as common;
+use toolgate_runtime::telemetry;
+use tracing::Instrument;
+
+use crate::server::{Caller, Shared};
+
+mod fs;
+mod outcome;
+mod output;
+mod run;
+
+pub(crate) use outcome::Outcome;
+
+/// Runs `tool` with `args` for `caller`.
+pub(crate) async fn call(
+    shared: &Shared,
+    tool: &'static str,
+    args: Value,
+    caller: &Caller,
+    context: &RequestContext<RoleServer>,
+) -> Outcome {
+    let cx = Cx {
+        shared,
+        caller,
+        context,
+        tool,
+    };
+    match tool {
+        "read_file" => cx.read(args).await,
+        "write_file" => cx.write(args).await,
+        "edit_file" => cx.edit(args).await,
+        "list_directory" => cx.list(args).await,
+        "search_files" => cx.search(args).await,
+        "find_files" => cx.find(args).await,
+        "create_directory" => cx.mkdir(args).await,
+        "stat_path" => cx.stat(args).await,
+        "run_command" => cx.run(args).await,
+        other => Outcome::invalid(&format!("unknown tool `{other}`")),
+    }
+}
+
+struct Cx<'a> {
+    shared: &'a Shared,
+    caller: &'a Caller,
+    context: &'a RequestContext<RoleServer>,
+    tool: &'static str,
+}
+
+impl Cx<'_> {
+    fn call_context(&self) -> common::CallContext {
+        let wait = self.shared.config.approval_wait;
+        common::CallContext {
+            call_id: self.caller.call_id.clone(),
+            session_id: self.caller.session_id.clone(),
+            approval_wait: (!wait.is_zero())
+                .then(|| prost_types::Duration::try_from(wait).ok())
+                .flatten(),
+            description: String::new(),
+        }
+    }
+
+    /// A request carrying the agent's credential and this trace.
+    fn request<T>(&self, message: T) -> Result<Request<T>, Status> {
+        let mut r = Request::new(message);
+        if let Some(t) = &self.caller.token {
+            let v = format!("Bearer {t}").parse().map_err(|_| {
+                Status::unauthenticated("the bearer token holds characters a header cannot carry")
+            })?;
+            r.metadata_mut().insert("authorization", v);
+        }
+        telemetry::inject(r.metadata_mut());
+        Ok(r)
+    }
+
+    /// Sends one unary executor call under a client span, given up when the MCP client
+    /// cancels the request.
+    /// Sends one executor call under a client span with the agent's credential, given up
+    /// when the MCP client cancels the request. `send` makes the call and reads its answer.
+    async fn traced<T, O, F, Fut>(&self, rpc: &str, message: T, send: F) -> Result<O, Status>
+    where
+        F: FnOnce(Request<T>) -> Fut,
+        Fut: Future<Output = Result<O, Status>>,
+    {
+        let span = telemetry::client_span(rpc);
+        let result = async {
+            let request = self.request(message)?;
+            tokio::select! {
+                r = send(request) => r,
+                () = self.context.ct.cancelled() => Err(Status::cancelled(
+                    "the MCP client cancelled the call; it was abandoned (a running command is killed)",
+                )),
+            }
+        }
+        .instrument(span.clone())
+        .await;
+        telemetry::record_client_status(
+            &span,
+            result
+                .as_ref()
+                .map_or_else(Status::code, |_| tonic::Code::Ok),
+        );
+        result
+    }
+
+    fn parse<A: DeserializeOwned>(&self, args: Value) -> Result<A, Box<Outcome>> {
+        serde_json::from_value(args)
+            .map_err(|e| Box::new(Outcome::invalid(&format!("{}: {e}", self.tool))))
+    }
+}
