@@ -86,8 +86,6 @@ impl Cx<'_> {
         Ok(r)
     }
 
-    /// Sends one unary executor call under a client span, given up when the MCP client
-    /// cancels the request.
     /// Sends one executor call under a client span with the agent's credential, given up
     /// when the MCP client cancels the request. `send` makes the call and reads its answer.
     async fn traced<T, O, F, Fut>(&self, rpc: &str, message: T, send: F) -> Result<O, Status>
