@@ -29,7 +29,6 @@ use std::io::Read;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tonic::Status;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -140,6 +139,11 @@ fn agent_auth() -> AuthConfig {
 /// What an [`toolgate_executor::Authorizer`] returns (the same type as `futures::future::BoxFuture`).
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+use toolgate_executor::authz::api::{
+    ApprovalStatus, AuthorizeRequest, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure,
+    Verdict,
+};
+
 /// The benchmark's policy bypass: allows every call at once and records nothing, so the
 /// `Run` round trip measures the executor alone. Never used outside this benchmark.
 struct AllowAll;
@@ -147,35 +151,43 @@ struct AllowAll;
 impl toolgate_executor::Authorizer for AllowAll {
     fn authorize(
         &self,
-        _request: pb::AuthorizeRequest,
+        _request: AuthorizeRequest,
         _traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<pb::AuthorizeResponse, Status>> {
+    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>> {
         Box::pin(async {
-            Ok(pb::AuthorizeResponse {
-                result: Some(pb::authorize_response::Result::Allowed(pb::Allowed {
+            Ok(PolicyAnswer {
+                verdict: Verdict::Allowed {
                     decision_id: "bench-bypass".into(),
+                    approval_id: String::new(),
                     // Nothing hidden, said explicitly: an executor refuses to act without
                     // knowing which paths the policy hides.
-                    hidden: Some(pb::HiddenPaths::default()),
-                    ..Default::default()
-                })),
-                ..Default::default()
+                    hidden: Some(HiddenGlobs {
+                        policy_version: String::new(),
+                        globs: Vec::new(),
+                    }),
+                    sandbox_profile: String::new(),
+                },
+                explanation: None,
             })
         })
     }
 
-    fn record_outcome(
-        &self,
-        _request: pb::RecordOutcomeRequest,
-    ) -> BoxFuture<'_, Result<pb::RecordOutcomeResponse, Status>> {
-        Box::pin(async { Ok(pb::RecordOutcomeResponse::default()) })
+    fn record_outcome(&self, _report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>> {
+        Box::pin(async { Ok(()) })
     }
 
     fn wait_for_approval(
         &self,
-        _request: pb::WaitForApprovalRequest,
-    ) -> BoxFuture<'_, Result<pb::WaitForApprovalResponse, Status>> {
-        Box::pin(async { Err(Status::failed_precondition("the bypass never asks")) })
+        _approval_id: String,
+        _timeout: std::time::Duration,
+    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>> {
+        Box::pin(async {
+            Err(PolicyFailure::new(
+                toolgate_core::Reason::Internal,
+                "the bypass never asks",
+                [],
+            ))
+        })
     }
 }
 
