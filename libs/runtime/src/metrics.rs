@@ -477,6 +477,8 @@ pub mod testing {
             .await
             .expect("write request");
         let mut response = Vec::new();
+        // Bounded by `take`.
+        #[allow(clippy::disallowed_methods)]
         stream
             .take(1 << 20)
             .read_to_end(&mut response)

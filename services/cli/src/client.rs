@@ -19,6 +19,32 @@ pub(crate) const DEFAULT_POLICY: &str = "http://127.0.0.1:7071";
 /// Default executor endpoint (`toolgate up` listens there).
 pub(crate) const DEFAULT_EXECUTOR: &str = "http://127.0.0.1:7070";
 
+/// The most the CLI reads from standard input (or a `--stdin-file`) to send in one request:
+/// the executor's default `max_request_bytes`. More would be refused there anyway, after
+/// the CLI had held it all in memory.
+pub(crate) const INPUT_CAP: u64 = 64 << 20;
+
+/// Reads `input` whole, or refuses when it holds more than [`INPUT_CAP`] bytes; `what`
+/// names it in the error (`standard input`, a path).
+pub(crate) fn read_capped(input: impl std::io::Read, what: &str) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut buf = Vec::new();
+    // Bounded by `take`: at most one byte past the cap, enough to tell it was exceeded.
+    #[allow(clippy::disallowed_methods)]
+    input
+        .take(INPUT_CAP + 1)
+        .read_to_end(&mut buf)
+        .with_context(|| format!("cannot read {what}"))?;
+    if buf.len() as u64 > INPUT_CAP {
+        anyhow::bail!(
+            "{what} holds more than {} MiB, more than an executor accepts in one request \
+             (executor max_request_bytes); send large content in smaller pieces",
+            INPUT_CAP >> 20
+        );
+    }
+    Ok(buf)
+}
+
 /// The credential flag shared by every client command group.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct TokenArgs {

@@ -1,6 +1,6 @@
 //! `toolgate fs`: thin client commands for every FilesystemService RPC.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use clap::Subcommand;
 use toolgate_contracts::common::v1::CallContext;
@@ -209,8 +209,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         Op::Write { path } => {
-            let mut content = Vec::new();
-            std::io::stdin().read_to_end(&mut content)?;
+            let content = crate::client::read_capped(std::io::stdin(), "standard input")?;
             let r = client
                 .write_file(pb::WriteFileRequest {
                     context: ctx(),

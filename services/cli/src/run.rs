@@ -1,7 +1,7 @@
 //! `toolgate run`: one ProcessService.Run, its output streamed live, its exit status as ours.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -107,12 +107,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     };
     let stdin = match &args.stdin_file {
         None => None,
-        Some(p) if p.as_os_str() == "-" => {
-            let mut buf = Vec::new();
-            std::io::stdin().read_to_end(&mut buf)?;
-            Some(buf)
+        Some(p) if p.as_os_str() == "-" => Some(crate::client::read_capped(
+            std::io::stdin(),
+            "standard input",
+        )?),
+        Some(p) => {
+            let file =
+                std::fs::File::open(p).with_context(|| format!("cannot read {}", p.display()))?;
+            Some(crate::client::read_capped(file, &p.display().to_string())?)
         }
-        Some(p) => Some(std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?),
     };
     let request = pb::RunRequest {
         context: Some(CallContext {
