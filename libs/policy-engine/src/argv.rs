@@ -1170,6 +1170,11 @@ pub(crate) struct Args<'a> {
     /// A long option spelled as a prefix of several options: the program refuses it or
     /// picks one by rules this table does not model, so what it does is not known.
     pub ambiguous: Option<&'a str>,
+    /// Long options (without `=value`) the table did not resolve to one of its own: unknown
+    /// to it, ambiguous, or given to a program without a table.
+    unresolved: Vec<&'a str>,
+    /// Long options (without `=value`) given with their full name, not abbreviated.
+    in_full: Vec<&'a str>,
 }
 
 impl<'a> Args<'a> {
@@ -1190,6 +1195,28 @@ impl<'a> Args<'a> {
         self.options
             .iter()
             .any(|o| spellings.iter().any(|s| o.is(s)))
+    }
+
+    /// Whether an option spelled in `spellings` may have been given: [`Args::has`], or a long
+    /// option the table did not resolve (unknown to it, ambiguous, or for a program without a
+    /// table) that is a prefix of one of them. The program refuses an unknown or ambiguous
+    /// prefix, or, when the table is not complete, may read it as that option: counting it
+    /// only asks where nothing would have run. Use this for options that make a decision
+    /// stricter; an option that makes a command safer must be matched with
+    /// [`Args::has_in_full`].
+    pub(crate) fn may_have(&self, spellings: &[&str]) -> bool {
+        self.has(spellings)
+            || self.unresolved.iter().any(|u| {
+                u.len() > 2
+                    && spellings
+                        .iter()
+                        .any(|s| s.starts_with("--") && s.starts_with(u))
+            })
+    }
+
+    /// Whether the long option `long` was given spelled in full, bare or as `--long=value`.
+    pub(crate) fn has_in_full(&self, long: &str) -> bool {
+        self.in_full.contains(&long)
     }
 }
 
@@ -1245,7 +1272,27 @@ impl Table {
 /// Reads `args` (without the program name) for the program `name`. A program without a table
 /// gets the conservative reading: every word that does not start with `-` is an operand.
 pub(crate) fn parse<'a>(name: &str, args: &'a [String]) -> Args<'a> {
-    let table = TABLES.iter().find(|t| t.names.contains(&name));
+    read(TABLES.iter().find(|t| t.names.contains(&name)), args)
+}
+
+/// Reads the arguments after `program`'s subcommand `sub` (`git push`'s) with that
+/// subcommand's table, or without a table (the conservative reading) when it has none.
+pub(crate) fn parse_subcommand<'a>(
+    program: &str,
+    sub: Option<&str>,
+    args: &'a [String],
+) -> Args<'a> {
+    let table = sub.and_then(|sub| {
+        TABLES.iter().find(|t| {
+            t.names
+                .iter()
+                .any(|n| n.split_once(' ') == Some((program, sub)))
+        })
+    });
+    read(table, args)
+}
+
+fn read<'a>(table: Option<&Table>, args: &'a [String]) -> Args<'a> {
     let mut out = Args::default();
     let mut words = args.iter().map(String::as_str);
     while let Some(w) = words.next() {
@@ -1261,20 +1308,41 @@ pub(crate) fn parse<'a>(name: &str, args: &'a [String]) -> Args<'a> {
             }
             continue;
         }
-        let Some(t) = table else { continue };
-        if let Some(long) = w.strip_prefix("--") {
-            let (spelled, attached) = match long.split_once('=') {
-                Some((n, v)) => (&w[..2 + n.len()], Some(v)),
-                None => (w, None),
-            };
+        let long = w.strip_prefix("--").map(|long| match long.split_once('=') {
+            Some((n, v)) => (&w[..2 + n.len()], Some(v)),
+            None => (w, None),
+        });
+        let Some(t) = table else {
+            // Nothing is known to take a value: the next word stays an operand, and every
+            // letter of a cluster counts as an option (`-uorigin/x` holds a `-u` and an `-x`
+            // to a reader that does not know `-u` takes the rest). More options and more
+            // operands than the program sees, never fewer.
+            match long {
+                Some((spelled, _)) => {
+                    out.options.push(Opt::Long(spelled));
+                    out.unresolved.push(spelled);
+                    out.in_full.push(spelled);
+                }
+                None => out.options.extend(w[1..].chars().map(Opt::Short)),
+            }
+            continue;
+        };
+        if let Some((spelled, attached)) = long {
             let (opt, arity) = match t.resolve(spelled) {
                 Resolved::Known(full, arity) => (Opt::Long(full), arity),
-                Resolved::Unknown => (Opt::Long(spelled), Arity::Attached),
+                Resolved::Unknown => {
+                    out.unresolved.push(spelled);
+                    (Opt::Long(spelled), Arity::Attached)
+                }
                 Resolved::Ambiguous => {
                     out.ambiguous.get_or_insert(w);
+                    out.unresolved.push(spelled);
                     (Opt::Long(spelled), Arity::Attached)
                 }
             };
+            if opt == Opt::Long(spelled) {
+                out.in_full.push(spelled);
+            }
             out.options.push(opt);
             let mut taken = [None, None];
             match (attached, arity) {
@@ -1457,6 +1525,17 @@ mod tests {
             parse("file", &words("-bf list --magic=m f")).files,
             [("list", false), ("m", false)]
         );
+    }
+
+    #[test]
+    fn programs_without_a_table_count_every_letter_of_a_cluster() {
+        let a = words("-uorigin/x --pag=sh f -- -z");
+        let p = parse("frobnicate", &a);
+        assert!(p.has(&["-u", "-o", "-x", "--pag"]));
+        assert!(!p.has(&["-z", "--pager"]));
+        assert!(p.may_have(&["--pager"]));
+        assert_eq!(p.operands, ["f", "-z"]);
+        assert!(p.values.is_empty() && p.ambiguous.is_none());
     }
 
     #[test]

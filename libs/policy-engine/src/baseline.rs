@@ -356,50 +356,6 @@ pub(crate) fn is_sensitive_variable(name: &str) -> bool {
         )
 }
 
-/// Splits `args` at `--`: option-looking words before it, and whether a word is an option.
-fn options(args: &[String]) -> impl Iterator<Item = &str> {
-    args.iter()
-        .map(String::as_str)
-        .take_while(|a| *a != "--")
-        .filter(|a| a.starts_with('-') && a.len() > 1)
-}
-
-/// Whether a short flag `c` appears alone or in a cluster (`-rf`).
-fn has_short(args: &[String], c: char) -> bool {
-    options(args).any(|a| {
-        !a.starts_with("--")
-            && a[1..].chars().all(|x| x.is_ascii_alphanumeric())
-            && a[1..].contains(c)
-    })
-}
-
-/// Whether a long flag appears, bare, as `--flag=value`, or abbreviated.
-///
-/// getopt_long, argp and git's parse-options all take a unique prefix for the whole option
-/// (`git reset --har`, `man --pag=sh`). Without the program's full option list a prefix is
-/// taken as the flag whenever it could name it: an ambiguous prefix makes the program fail,
-/// so counting it only asks where nothing would have run. Use this only for flags that make
-/// a decision stricter; a flag that makes a command safer must be matched with
-/// [`has_long_exact`].
-fn has_long(args: &[String], flag: &str) -> bool {
-    options(args).any(|a| {
-        let name = a.split_once('=').map_or(a, |(n, _)| n);
-        name.len() > 2 && flag.starts_with(name)
-    })
-}
-
-/// Whether a long flag appears exactly, bare or as `--flag=value`.
-fn has_long_exact(args: &[String], flag: &str) -> bool {
-    options(args).any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
-}
-
-/// Whether short option `c` is given to a parse-options (git) or getopt program, in a cluster
-/// of any letters: `-uorigin/x` is `-u origin/x`. It may over-match when an earlier option in
-/// the cluster takes the rest as its value, which only asks more.
-fn has_short_any(args: &[String], c: char) -> bool {
-    options(args).any(|a| !a.starts_with("--") && a[1..].contains(c))
-}
-
 /// Operands (non-option words; everything after `--`).
 pub(crate) fn operands(args: &[String]) -> Vec<&str> {
     let mut out = Vec::new();
@@ -754,17 +710,11 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             }
         }
         "rg" => {
-            unsafe_flag |= has_long(args, "--pre")
-                || has_long(args, "--hostname-bin")
-                || has_long(args, "--search-zip")
-                || has_short(args, 'z');
+            // rg has no table: every letter of a cluster counts, and so does any prefix of
+            // a long option (`--p=sh`).
+            unsafe_flag |= parsed.may_have(&["--pre", "--hostname-bin", "--search-zip", "-z"]);
             // The first operand is the pattern unless one came from -e/-f.
-            let skip = usize::from(
-                !(has_short(args, 'e')
-                    || has_short(args, 'f')
-                    || has_long(args, "--regexp")
-                    || has_long(args, "--file")),
-            );
+            let skip = usize::from(!parsed.may_have(&["-e", "-f", "--regexp", "--file"]));
             f.paths.extend(
                 ops.iter()
                     .skip(skip)
@@ -865,20 +815,23 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         }
         "man" => {
             // man-db reads options with argp: clusters take any value (`-P'sh -c id'`).
-            unsafe_flag |= has_short_any(args, 'H')
-                || has_long(args, "--html")
-                || has_short_any(args, 'P')
-                || has_long(args, "--pager")
-                || has_long(args, "--preprocessor")
-                || has_short_any(args, 'p')
-                || has_short_any(args, 'l');
+            // man has no table, so every letter of a cluster counts.
+            unsafe_flag |= parsed.may_have(&[
+                "-H",
+                "--html",
+                "-P",
+                "--pager",
+                "--preprocessor",
+                "-p",
+                "-l",
+            ]);
         }
-        "tree" => unsafe_flag |= has_short(args, 'o') || has_short(args, 'R'),
+        "tree" => unsafe_flag |= parsed.has(&["-o", "-R"]),
         "date" => {
             unsafe_flag |= parsed.has(&["-s", "--set", "-f", "--file"]);
         }
         "uniq" | "xxd" => {
-            unsafe_flag |= ops.len() > 1 || has_short(args, 'r');
+            unsafe_flag |= ops.len() > 1 || parsed.has(&["-r"]);
             f.paths
                 .extend(ops.iter().take(1).map(|o| ((*o).to_owned(), Access::Read)));
         }
@@ -919,7 +872,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 f.paths.push(((*last).to_owned(), Access::Write));
             }
         }
-        "history" if (has_short(args, 'w') || has_short(args, 'a')) => {
+        "history" if parsed.has(&["-w", "-a"]) => {
             f.paths
                 .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
         }
@@ -941,7 +894,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
     if NETWORK_CLIENTS.contains(&name) {
         f.rules.push(&NETWORK);
     }
-    if is_package_install(name, args, &ops) {
+    if is_package_install(name, args, &parsed) {
         f.rules.push(&PACKAGE_INSTALL);
     }
     if unsafe_flag {
@@ -982,17 +935,25 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
     if args.iter().any(|a| a.contains("ext::")) {
         *unsafe_flag = true;
     }
-    *unsafe_flag |= has_long(rest, "--output")
-        || has_long(rest, "--upload-pack")
-        || has_long(rest, "--receive-pack")
-        || has_long(rest, "--exec")
-        || has_long(rest, "--ext-diff")
-        || has_long(rest, "--open-files-in-pager")
-        || has_long(rest, "--config")
-        || has_long(rest, "--template")
-        || (sub == Some("ls-remote") && has_short_any(rest, 'u'))
-        || (sub == Some("grep") && has_short_any(rest, 'O'));
-    let rest_ops = operands(rest);
+    // The subcommand's options, read with its table where it has one (so that `-m -f` is a
+    // message, not --force); without one, every letter of a cluster counts (`-uorigin/x`)
+    // and so does any prefix of a long option.
+    let opts = crate::argv::parse_subcommand("git", sub, rest);
+    if opts.ambiguous.is_some() {
+        f.rules.push(&AMBIGUOUS_OPTION);
+    }
+    *unsafe_flag |= opts.may_have(&[
+        "--output",
+        "--upload-pack",
+        "--receive-pack",
+        "--exec",
+        "--ext-diff",
+        "--open-files-in-pager",
+        "--config",
+        "--template",
+    ]) || (sub == Some("ls-remote") && opts.may_have(&["-u"]))
+        || (sub == Some("grep") && opts.may_have(&["-O"]));
+    let rest_ops = &opts.operands;
     // Paths git reads outside the index: `diff --no-index a b`, and pathspecs after `--`.
     if sub == Some("diff") && rest.iter().any(|a| a == "--no-index") {
         f.paths
@@ -1003,43 +964,44 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
     }
     match sub {
         Some("push")
-            if (has_long(rest, "--force")
-                || has_short_any(rest, 'f')
-                || has_long(rest, "--force-with-lease")
-                || has_long(rest, "--force-if-includes")
-                || has_long(rest, "--mirror")
-                || has_long(rest, "--delete")
-                || has_short_any(rest, 'd')
-                || has_long(rest, "--prune")
-                || rest_ops
-                    .iter()
-                    .any(|o| o.starts_with('+') || o.starts_with(':'))) =>
+            if (opts.may_have(&[
+                "-f",
+                "--force",
+                "--force-with-lease",
+                "--force-if-includes",
+                "--mirror",
+                "-d",
+                "--delete",
+                "--prune",
+            ]) || rest_ops
+                .iter()
+                .any(|o| o.starts_with('+') || o.starts_with(':'))) =>
         {
             f.rules.push(&FORCE_PUSH);
         }
         Some("rebase" | "filter-branch" | "filter-repo" | "replace") => {
             f.rules.push(&HISTORY_REWRITE);
         }
-        Some("reset") if has_long(rest, "--hard") => {
+        Some("reset") if opts.may_have(&["--hard"]) => {
             f.rules.push(&HISTORY_REWRITE);
             f.rules.push(&GIT_DISCARD);
         }
-        Some("reset") if has_long(rest, "--merge") || has_long(rest, "--keep") => {
+        Some("reset") if opts.may_have(&["--merge", "--keep"]) => {
             f.rules.push(&HISTORY_REWRITE);
         }
-        Some("commit") if has_long(rest, "--amend") => f.rules.push(&HISTORY_REWRITE),
-        Some("clean") if has_short_any(rest, 'f') || has_long(rest, "--force") => {
-            f.rules.push(&HISTORY_REWRITE);
-            f.rules.push(&GIT_DISCARD);
-        }
-        Some("checkout" | "switch") if has_short_any(rest, 'f') || has_long(rest, "--force") => {
+        Some("commit") if opts.may_have(&["--amend"]) => f.rules.push(&HISTORY_REWRITE),
+        Some("clean") if opts.may_have(&["-f", "--force"]) => {
             f.rules.push(&HISTORY_REWRITE);
             f.rules.push(&GIT_DISCARD);
         }
-        Some("switch") if has_long(rest, "--discard-changes") => f.rules.push(&GIT_DISCARD),
-        Some("checkout") if git_checkout_discards(rest) => f.rules.push(&GIT_DISCARD),
-        Some("restore") if git_restore_discards(rest) => f.rules.push(&GIT_DISCARD),
-        Some("update-ref") if has_short_any(rest, 'd') => f.rules.push(&HISTORY_REWRITE),
+        Some("checkout" | "switch") if opts.may_have(&["-f", "--force"]) => {
+            f.rules.push(&HISTORY_REWRITE);
+            f.rules.push(&GIT_DISCARD);
+        }
+        Some("switch") if opts.may_have(&["--discard-changes"]) => f.rules.push(&GIT_DISCARD),
+        Some("checkout") if git_checkout_discards(rest, &opts) => f.rules.push(&GIT_DISCARD),
+        Some("restore") if git_restore_discards(&opts) => f.rules.push(&GIT_DISCARD),
+        Some("update-ref") if opts.may_have(&["-d"]) => f.rules.push(&HISTORY_REWRITE),
         Some("reflog")
             if rest_ops
                 .first()
@@ -1075,37 +1037,29 @@ fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool) {
 /// is a branch or a path depending on the repository, which a script does not show; it is
 /// taken as a path when it looks like one (`.`, `./x`, a glob, `:(magic)`, a file extension),
 /// and as a branch otherwise.
-fn git_checkout_discards(rest: &[String]) -> bool {
+fn git_checkout_discards(rest: &[String], opts: &crate::argv::Args<'_>) -> bool {
+    // Any `--`, even one that is an option's value (`-b --`), is taken as the pathspec
+    // separator: that only asks more.
     if rest.iter().any(|a| a == "--")
-        || has_short_any(rest, 'p')
-        || has_long(rest, "--patch")
-        || has_long(rest, "--ours")
-        || has_long(rest, "--theirs")
-        || has_long(rest, "--pathspec-from-file")
+        || opts.may_have(&[
+            "-p",
+            "--patch",
+            "-2",
+            "--ours",
+            "-3",
+            "--theirs",
+            "--pathspec-from-file",
+        ])
     {
         return true;
     }
-    // Options that take a separate value; their values are not operands.
-    let mut ops = Vec::new();
-    let mut it = rest.iter();
-    while let Some(a) = it.next() {
-        if matches!(a.as_str(), "-b" | "-B" | "--orphan" | "--conflict") {
-            it.next();
-        } else if !a.starts_with('-') {
-            ops.push(a.as_str());
-        }
-    }
-    match ops.as_slice() {
+    // The table knows which options take a value (`-b`, `-B`, `--orphan`, `--conflict`);
+    // their values are not operands.
+    match opts.operands.as_slice() {
         [] => false,
         [one] => looks_like_path(one),
         // `git checkout -b new start` names a start point, not paths.
-        [_, _]
-            if rest
-                .iter()
-                .any(|a| matches!(a.as_str(), "-b" | "-B" | "--orphan")) =>
-        {
-            false
-        }
+        [_, _] if opts.has(&["-b", "-B", "--orphan"]) => false,
         _ => true,
     }
 }
@@ -1126,9 +1080,11 @@ fn looks_like_path(word: &str) -> bool {
 }
 
 /// Whether `git restore` writes the work tree: unless only `--staged` is given, it does.
-fn git_restore_discards(rest: &[String]) -> bool {
-    let staged = has_short_any(rest, 'S') || has_long(rest, "--staged");
-    let worktree = has_short_any(rest, 'W') || has_long(rest, "--worktree");
+fn git_restore_discards(opts: &crate::argv::Args<'_>) -> bool {
+    // `--staged` makes the command safer, so only a real one counts (`-s -S` names a source
+    // called `-S`); `--worktree` makes it worse, so a doubtful one counts too.
+    let staged = opts.has(&["-S", "--staged"]);
+    let worktree = opts.may_have(&["-W", "--worktree"]);
     !staged || worktree
 }
 
@@ -1138,7 +1094,8 @@ fn git_is_read_only(name: &str, args: &[String]) -> bool {
         return true;
     }
     let (_, sub, rest) = git_split(args);
-    let ops = operands(rest);
+    let opts = crate::argv::parse_subcommand("git", sub, rest);
+    let ops = &opts.operands;
     match sub {
         Some(
             "log" | "show" | "diff" | "status" | "blame" | "shortlog" | "describe" | "rev-parse"
@@ -1147,10 +1104,15 @@ fn git_is_read_only(name: &str, args: &[String]) -> bool {
         ) => true,
         Some("branch") => {
             ops.is_empty()
-                && !['d', 'D', 'm', 'M', 'c', 'C', 'f', 'u']
-                    .iter()
-                    .any(|c| has_short_any(rest, *c))
-                && ![
+                && !opts.may_have(&[
+                    "-d",
+                    "-D",
+                    "-m",
+                    "-M",
+                    "-c",
+                    "-C",
+                    "-f",
+                    "-u",
                     "--delete",
                     "--move",
                     "--copy",
@@ -1158,11 +1120,10 @@ fn git_is_read_only(name: &str, args: &[String]) -> bool {
                     "--set-upstream-to",
                     "--unset-upstream",
                     "--edit-description",
-                ]
-                .iter()
-                .any(|o| has_long(rest, o))
+                ])
         }
-        Some("tag") => ops.is_empty() || has_short(rest, 'l') || has_long_exact(rest, "--list"),
+        // `--list` makes it read-only, so only its full spelling counts.
+        Some("tag") => ops.is_empty() || opts.has(&["-l"]) || opts.has_in_full("--list"),
         Some("remote") => ops.is_empty(),
         Some("stash") => ops.first().is_some_and(|s| matches!(*s, "list" | "show")),
         Some("reflog") => ops.first().is_none_or(|s| *s == "show"),
@@ -1170,7 +1131,8 @@ fn git_is_read_only(name: &str, args: &[String]) -> bool {
     }
 }
 
-fn is_package_install(name: &str, args: &[String], ops: &[&str]) -> bool {
+fn is_package_install(name: &str, args: &[String], parsed: &crate::argv::Args<'_>) -> bool {
+    let ops = &parsed.operands;
     let first = ops.first().copied().unwrap_or("");
     let second = ops.get(1).copied().unwrap_or("");
     match name {
@@ -1228,7 +1190,7 @@ fn is_package_install(name: &str, args: &[String], ops: &[&str]) -> bool {
                     | "del"
                     | "update"
                     | "reinstall"
-            ) || has_short(args, 'i')
+            ) || parsed.has(&["-i"])
         }
         "pacman" | "yay" | "paru" => args
             .iter()
@@ -1630,6 +1592,103 @@ mod tests {
             git_chdir(&argv("-C /path/to/repo push origin main")),
             vec!["/path/to/repo"]
         );
+    }
+
+    fn has(s: &str, id: &str) -> bool {
+        ids(s).contains(&id)
+    }
+
+    #[test]
+    fn git_push_force_in_a_cluster_after_an_operand_or_abbreviated_asks() {
+        for c in [
+            "git push -fq",
+            "git push -qf origin main",
+            "git push origin main -f",
+            "git push -uf origin main",
+            "git push --force-with-lease=main",
+            "git push --force-with-lease=main:abc origin main",
+            "git push --force-w origin main",
+            "git push --force-i origin main",
+            "git push --forc origin main",
+            "git push --fo origin main",
+            "git -c x=y push --forc origin main",
+            "git push --no-force -f",
+            "git push --mir origin",
+            "git push -d origin topic",
+            "git push -vd origin topic",
+            "git push --del origin topic",
+            "git push --pru origin",
+            "git push --end-of-options -f",
+            "git push origin :topic",
+        ] {
+            assert!(has(c, "baseline.git-force-push"), "{c}");
+        }
+    }
+
+    #[test]
+    fn git_push_receive_pack_spellings_are_unsafe() {
+        for c in [
+            "git push --receive-pack=x origin",
+            "git push --recei x origin",
+            "git push --exec x origin",
+            "git push --ex=x origin",
+        ] {
+            assert!(has(c, "baseline.exec-or-write-flag"), "{c}");
+        }
+    }
+
+    #[test]
+    fn git_subcommands_without_a_table_count_every_cluster_letter() {
+        assert!(has("git ls-remote -qu x .", "baseline.exec-or-write-flag"));
+        assert!(has("git grep -nO x", "baseline.exec-or-write-flag"));
+        assert!(has("git log --out=x", "baseline.exec-or-write-flag"));
+        assert!(has("git diff --ext", "baseline.exec-or-write-flag"));
+        assert!(safe("git log -n 3 --stat"));
+    }
+
+    #[test]
+    fn rg_preprocessor_and_zip_spellings() {
+        for c in [
+            "rg -uuz pat .",
+            "rg -z pat .",
+            "rg -nz pat .",
+            "rg --pre=x pat .",
+            "rg --pr x pat .",
+            "rg --search-z pat .",
+            "rg --host=x pat .",
+        ] {
+            assert!(has(c, "baseline.exec-or-write-flag"), "{c}");
+        }
+        assert!(safe("rg -n pat src"));
+        assert!(!has(
+            "rg --pre-glob *.x pat .",
+            "baseline.exec-or-write-flag"
+        ));
+    }
+
+    #[test]
+    fn man_pager_and_tree_output_in_clusters() {
+        assert!(has("man -aP cat ls", "baseline.exec-or-write-flag"));
+        assert!(has("man --pag=sh ls", "baseline.exec-or-write-flag"));
+        assert!(has("man -kH x", "baseline.exec-or-write-flag"));
+        assert!(has("tree -ao out", "baseline.exec-or-write-flag"));
+        assert!(has("tree -R", "baseline.exec-or-write-flag"));
+        assert!(has("xxd -r -p x", "baseline.exec-or-write-flag"));
+        assert!(safe("tree -a src"));
+    }
+
+    #[test]
+    fn history_writes_in_clusters() {
+        let a = argv("history -aw f");
+        let f = classify_argv(&a[0], &a[1..]);
+        assert_eq!(f.paths, [("f".to_owned(), Access::Write)]);
+    }
+
+    #[test]
+    fn package_manager_short_install_flags() {
+        assert!(has("dpkg -i x.deb", "baseline.package-install"));
+        assert!(has("rpm -Uvhi x.rpm", "baseline.package-install"));
+        assert!(has("rpm -ivh x.rpm", "baseline.package-install"));
     }
 
     #[test]
