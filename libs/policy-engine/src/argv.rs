@@ -13,6 +13,11 @@
 //! takes any word starting with `-p` for `-postscript`) have no table, and
 //! `tests/engine/argv_opens.rs` runs the real programs, with every abbreviated and clustered spelling
 //! of every option that takes a value, to check that no file they open is missed.
+//!
+//! git's subcommands read their options with git's parse-options, which follows the same
+//! rules. Those the baseline looks into have tables named `git <subcommand>`, read with
+//! [`parse_subcommand`] (so that `git commit -m -f` has no `-f`, and `git clean -xdf` has),
+//! and a unit test compares each with the long options the installed git prints.
 
 /// How one program's options take values.
 struct Table {
@@ -1131,6 +1136,485 @@ const TABLES: &[Table] = &[
         writes: &[],
         stop_at_operand: false,
     },
+    // git's subcommands read their options with parse-options, which takes any unique prefix of a
+    // long option and `--no-` before most of them. Each table lists what `git <subcommand> -h` and
+    // `git <subcommand> --git-completion-helper-all` (git 2.47) print; values are only checked
+    // for the subcommands whose flags the baseline looks at. `--contains`, `--merged` and their
+    // kin take the next word unless they are the last one, which `long` reads the same way.
+    Table {
+        names: &["git push"],
+        short: "o",
+        short_optional: "",
+        long: &[
+            "--repo",
+            "--recurse-submodules",
+            "--receive-pack",
+            "--exec",
+            "--push-option",
+        ],
+        flags: &[
+            "--verbose",
+            "--quiet",
+            "--all",
+            "--branches",
+            "--mirror",
+            "--delete",
+            "--tags",
+            "--dry-run",
+            "--porcelain",
+            "--force",
+            "--force-with-lease",
+            "--force-if-includes",
+            "--thin",
+            "--set-upstream",
+            "--progress",
+            "--prune",
+            "--no-verify",
+            "--verify",
+            "--follow-tags",
+            "--signed",
+            "--atomic",
+            "--ipv4",
+            "--ipv6",
+            "--no-verbose",
+            "--no-quiet",
+            "--no-repo",
+            "--no-all",
+            "--no-branches",
+            "--no-mirror",
+            "--no-delete",
+            "--no-tags",
+            "--no-dry-run",
+            "--no-porcelain",
+            "--no-force",
+            "--no-force-with-lease",
+            "--no-force-if-includes",
+            "--no-recurse-submodules",
+            "--no-thin",
+            "--no-receive-pack",
+            "--no-exec",
+            "--no-set-upstream",
+            "--no-progress",
+            "--no-prune",
+            "--no-follow-tags",
+            "--no-signed",
+            "--no-atomic",
+            "--no-push-option",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git reset"],
+        short: "",
+        short_optional: "",
+        long: &["--pathspec-from-file"],
+        flags: &[
+            "--quiet",
+            "--no-refresh",
+            "--refresh",
+            "--mixed",
+            "--soft",
+            "--hard",
+            "--merge",
+            "--keep",
+            "--recurse-submodules",
+            "--patch",
+            "--intent-to-add",
+            "--pathspec-file-nul",
+            "--no-quiet",
+            "--no-recurse-submodules",
+            "--no-patch",
+            "--no-intent-to-add",
+            "--no-pathspec-from-file",
+            "--no-pathspec-file-nul",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git commit"],
+        short: "FmcCt",
+        short_optional: "Su",
+        long: &[
+            "--file",
+            "--author",
+            "--date",
+            "--message",
+            "--reedit-message",
+            "--reuse-message",
+            "--fixup",
+            "--squash",
+            "--trailer",
+            "--template",
+            "--cleanup",
+            "--pathspec-from-file",
+        ],
+        flags: &[
+            "--quiet",
+            "--verbose",
+            "--reset-author",
+            "--signoff",
+            "--edit",
+            "--status",
+            "--gpg-sign",
+            "--all",
+            "--include",
+            "--interactive",
+            "--patch",
+            "--only",
+            "--no-verify",
+            "--verify",
+            "--dry-run",
+            "--short",
+            "--branch",
+            "--ahead-behind",
+            "--porcelain",
+            "--long",
+            "--null",
+            "--amend",
+            "--no-post-rewrite",
+            "--post-rewrite",
+            "--untracked-files",
+            "--pathspec-file-nul",
+            "--allow-empty",
+            "--allow-empty-message",
+            "--no-quiet",
+            "--no-verbose",
+            "--no-file",
+            "--no-author",
+            "--no-date",
+            "--no-message",
+            "--no-reedit-message",
+            "--no-reuse-message",
+            "--no-fixup",
+            "--no-squash",
+            "--no-reset-author",
+            "--no-signoff",
+            "--no-template",
+            "--no-edit",
+            "--no-cleanup",
+            "--no-status",
+            "--no-gpg-sign",
+            "--no-all",
+            "--no-include",
+            "--no-interactive",
+            "--no-patch",
+            "--no-only",
+            "--no-dry-run",
+            "--no-short",
+            "--no-branch",
+            "--no-ahead-behind",
+            "--no-porcelain",
+            "--no-long",
+            "--no-null",
+            "--no-amend",
+            "--no-untracked-files",
+            "--no-pathspec-from-file",
+            "--no-pathspec-file-nul",
+            "--no-allow-empty",
+            "--no-allow-empty-message",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git clean"],
+        short: "e",
+        short_optional: "",
+        long: &["--exclude"],
+        flags: &[
+            "--quiet",
+            "--dry-run",
+            "--force",
+            "--interactive",
+            "--no-quiet",
+            "--no-dry-run",
+            "--no-force",
+            "--no-interactive",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git checkout"],
+        short: "bB",
+        short_optional: "t",
+        long: &["--conflict", "--orphan", "--pathspec-from-file"],
+        flags: &[
+            "--guess",
+            "--overlay",
+            "--quiet",
+            "--recurse-submodules",
+            "--progress",
+            "--merge",
+            "--detach",
+            "--track",
+            "--force",
+            "--overwrite-ignore",
+            "--ignore-other-worktrees",
+            "--ours",
+            "--theirs",
+            "--patch",
+            "--ignore-skip-worktree-bits",
+            "--pathspec-file-nul",
+            "--no-guess",
+            "--no-overlay",
+            "--no-quiet",
+            "--no-recurse-submodules",
+            "--no-progress",
+            "--no-merge",
+            "--no-conflict",
+            "--no-detach",
+            "--no-track",
+            "--no-force",
+            "--no-orphan",
+            "--no-overwrite-ignore",
+            "--no-ignore-other-worktrees",
+            "--no-patch",
+            "--no-ignore-skip-worktree-bits",
+            "--no-pathspec-from-file",
+            "--no-pathspec-file-nul",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git switch"],
+        short: "cC",
+        short_optional: "t",
+        long: &["--create", "--force-create", "--conflict", "--orphan"],
+        flags: &[
+            "--guess",
+            "--discard-changes",
+            "--quiet",
+            "--recurse-submodules",
+            "--progress",
+            "--merge",
+            "--detach",
+            "--track",
+            "--force",
+            "--overwrite-ignore",
+            "--ignore-other-worktrees",
+            "--no-create",
+            "--no-force-create",
+            "--no-guess",
+            "--no-discard-changes",
+            "--no-quiet",
+            "--no-recurse-submodules",
+            "--no-progress",
+            "--no-merge",
+            "--no-conflict",
+            "--no-detach",
+            "--no-track",
+            "--no-force",
+            "--no-orphan",
+            "--no-overwrite-ignore",
+            "--no-ignore-other-worktrees",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git restore"],
+        short: "s",
+        short_optional: "",
+        long: &["--source", "--conflict", "--pathspec-from-file"],
+        flags: &[
+            "--staged",
+            "--worktree",
+            "--ignore-unmerged",
+            "--overlay",
+            "--quiet",
+            "--recurse-submodules",
+            "--progress",
+            "--merge",
+            "--ours",
+            "--theirs",
+            "--patch",
+            "--ignore-skip-worktree-bits",
+            "--pathspec-file-nul",
+            "--no-source",
+            "--no-staged",
+            "--no-worktree",
+            "--no-ignore-unmerged",
+            "--no-overlay",
+            "--no-quiet",
+            "--no-recurse-submodules",
+            "--no-progress",
+            "--no-merge",
+            "--no-conflict",
+            "--no-patch",
+            "--no-ignore-skip-worktree-bits",
+            "--no-pathspec-from-file",
+            "--no-pathspec-file-nul",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git update-ref"],
+        short: "m",
+        short_optional: "",
+        long: &[],
+        flags: &[
+            "--no-deref",
+            "--deref",
+            "--stdin",
+            "--create-reflog",
+            "--no-stdin",
+            "--no-create-reflog",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git branch"],
+        short: "u",
+        short_optional: "t",
+        long: &[
+            "--set-upstream-to",
+            "--contains",
+            "--no-contains",
+            "--with",
+            "--without",
+            "--merged",
+            "--no-merged",
+            "--sort",
+            "--points-at",
+            "--format",
+        ],
+        flags: &[
+            "--verbose",
+            "--quiet",
+            "--track",
+            "--set-upstream",
+            "--unset-upstream",
+            "--color",
+            "--remotes",
+            "--abbrev",
+            "--all",
+            "--delete",
+            "--move",
+            "--omit-empty",
+            "--copy",
+            "--list",
+            "--show-current",
+            "--create-reflog",
+            "--edit-description",
+            "--force",
+            "--column",
+            "--ignore-case",
+            "--recurse-submodules",
+            "--no-verbose",
+            "--no-quiet",
+            "--no-track",
+            "--no-set-upstream",
+            "--no-set-upstream-to",
+            "--no-unset-upstream",
+            "--no-color",
+            "--no-abbrev",
+            "--no-delete",
+            "--no-move",
+            "--no-omit-empty",
+            "--no-copy",
+            "--no-list",
+            "--no-show-current",
+            "--no-create-reflog",
+            "--no-edit-description",
+            "--no-force",
+            "--no-column",
+            "--no-sort",
+            "--no-points-at",
+            "--no-ignore-case",
+            "--no-recurse-submodules",
+            "--no-format",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
+    Table {
+        names: &["git tag"],
+        short: "mFu",
+        short_optional: "n",
+        long: &[
+            "--message",
+            "--file",
+            "--trailer",
+            "--cleanup",
+            "--local-user",
+            "--contains",
+            "--no-contains",
+            "--with",
+            "--without",
+            "--merged",
+            "--no-merged",
+            "--sort",
+            "--points-at",
+            "--format",
+        ],
+        flags: &[
+            "--list",
+            "--delete",
+            "--verify",
+            "--annotate",
+            "--edit",
+            "--sign",
+            "--force",
+            "--create-reflog",
+            "--column",
+            "--omit-empty",
+            "--color",
+            "--ignore-case",
+            "--no-annotate",
+            "--no-file",
+            "--no-edit",
+            "--no-sign",
+            "--no-cleanup",
+            "--no-local-user",
+            "--no-force",
+            "--no-create-reflog",
+            "--no-column",
+            "--no-omit-empty",
+            "--no-sort",
+            "--no-points-at",
+            "--no-format",
+            "--no-color",
+            "--no-ignore-case",
+        ],
+        abbreviations: true,
+        long2: &[],
+        reads: &[],
+        writes: &[],
+        stop_at_operand: false,
+    },
 ];
 
 /// An option as the program sees it.
@@ -1536,6 +2020,109 @@ mod tests {
         assert!(p.may_have(&["--pager"]));
         assert_eq!(p.operands, ["f", "-z"]);
         assert!(p.values.is_empty() && p.ambiguous.is_none());
+    }
+
+    #[test]
+    fn may_have_counts_unresolved_prefixes_only() {
+        // Unknown to the table: it may abbreviate the option asked about.
+        let a = words("--frob f");
+        let p = parse("sort", &a);
+        assert!(p.may_have(&["--frobnicate"]));
+        // Resolved to another option: it is that option, not a prefix of this one.
+        let a = words("--o f");
+        let p = parse_subcommand("git", Some("commit"), &a);
+        assert!(p.has(&["--only"]));
+        assert!(!p.may_have(&["--output"]));
+        // Two letters after `--` abbreviate nothing, and a short option is never a prefix.
+        let a = words("-- -o");
+        let p = parse("frobnicate", &a);
+        assert!(!p.may_have(&["--output"]));
+        // Ambiguous: it may be any of them.
+        let a = words("--forc");
+        let p = parse_subcommand("git", Some("push"), &a);
+        assert_eq!(p.ambiguous, Some("--forc"));
+        assert!(p.may_have(&["--force"]) && !p.has(&["--force"]));
+    }
+
+    #[test]
+    fn has_in_full_ignores_abbreviations() {
+        let a = words("--lis v*");
+        let p = parse_subcommand("git", Some("tag"), &a);
+        assert!(p.has(&["--list"]));
+        assert!(!p.has_in_full("--list"));
+        let a = words("--list=v*");
+        let p = parse_subcommand("git", Some("tag"), &a);
+        assert!(p.has_in_full("--list"));
+    }
+
+    #[test]
+    fn git_subcommand_values_are_not_flags() {
+        let git = |sub: &str, s: &str| -> (Vec<String>, bool) {
+            let a = words(s);
+            let p = parse_subcommand("git", Some(sub), &a);
+            let ops = p.operands.iter().map(|o| (*o).to_owned()).collect();
+            (ops, p.has(&["-f", "--force"]))
+        };
+        assert_eq!(
+            git("push", "-o -f origin main"),
+            (words("origin main"), false)
+        );
+        assert_eq!(git("push", "-fo x origin"), (words("origin"), true));
+        assert_eq!(git("push", "-uf origin"), (words("origin"), true));
+        assert_eq!(git("push", "--repo=x -f"), (vec![], true));
+        assert_eq!(git("clean", "-xdf"), (vec![], true));
+        assert_eq!(git("clean", "-ef"), (vec![], false));
+        assert_eq!(git("checkout", "-fb new main"), (words("main"), true));
+        // An optional value is the rest of the word: `-t` takes `fb`.
+        assert_eq!(git("checkout", "-tfb new"), (words("new"), false));
+        assert_eq!(git("commit", "-m -f"), (vec![], false));
+        assert_eq!(git("commit", "-uno -f"), (vec![], true));
+        assert_eq!(git("branch", "--contains -f x"), (words("x"), false));
+        // A subcommand without a table, or no subcommand, gets the conservative reading.
+        let a = words("-n 3 -f x");
+        let p = parse_subcommand("git", Some("log"), &a);
+        assert_eq!(p.operands, ["3", "x"]);
+        assert!(p.has(&["-f"]));
+        assert_eq!(parse_subcommand("git", None, &a).operands, ["3", "x"]);
+        // A subcommand table is not a program's table.
+        assert_eq!(parse("git push", &a).operands, ["3", "x"]);
+    }
+
+    #[test]
+    fn git_subcommand_tables_list_exactly_gits_long_options() {
+        // `--git-completion-helper-all` prints every long option, hidden ones too, with `=`
+        // after those that require a value. Options that take the next word unless they are
+        // the last one (`--contains`) print without `=` and are in `long` all the same.
+        let repo = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(repo.path())
+                .output()
+                .expect("git is installed")
+        };
+        assert!(git(&["init", "-q"]).status.success());
+        for t in TABLES {
+            let Some(sub) = t.names[0].strip_prefix("git ") else {
+                continue;
+            };
+            let out = git(&[sub, "--git-completion-helper-all"]);
+            let helper = String::from_utf8(out.stdout).unwrap();
+            let mut listed: Vec<&str> = t.long.iter().chain(t.flags).copied().collect();
+            listed.sort_unstable();
+            let mut printed: Vec<&str> = helper
+                .split_whitespace()
+                .filter(|o| *o != "--")
+                .map(|o| o.trim_end_matches('='))
+                .collect();
+            printed.sort_unstable();
+            assert_eq!(listed, printed, "git {sub}");
+            for o in helper.split_whitespace() {
+                if let Some(o) = o.strip_suffix('=') {
+                    assert!(t.long.contains(&o), "git {sub} {o} takes a value");
+                }
+            }
+        }
     }
 
     #[test]

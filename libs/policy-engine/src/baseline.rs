@@ -1626,6 +1626,33 @@ mod tests {
     }
 
     #[test]
+    fn git_push_option_values_are_not_flags() {
+        for c in [
+            "git push -o -f origin main",
+            "git push -o-f origin main",
+            "git push --push-option -d origin main",
+            "git push --push-opt=-f origin main",
+            "git push --repo -f",
+            "git push -- -f",
+        ] {
+            assert!(!has(c, "baseline.git-force-push"), "{c}");
+        }
+        // A refspec is still read after an option that takes a value.
+        assert!(has(
+            "git push -o ci.skip origin +main",
+            "baseline.git-force-push"
+        ));
+    }
+
+    #[test]
+    fn git_push_ambiguous_prefix_asks_as_ambiguous() {
+        // git itself refuses `--forc`: --force, --force-with-lease, --force-if-includes.
+        assert!(has("git push --forc", "baseline.ambiguous-option"));
+        assert!(has("git push --rec x", "baseline.ambiguous-option"));
+        assert!(has("git push --rec x", "baseline.exec-or-write-flag"));
+    }
+
+    #[test]
     fn git_push_receive_pack_spellings_are_unsafe() {
         for c in [
             "git push --receive-pack=x origin",
@@ -1634,6 +1661,175 @@ mod tests {
             "git push --ex=x origin",
         ] {
             assert!(has(c, "baseline.exec-or-write-flag"), "{c}");
+        }
+    }
+
+    #[test]
+    fn git_clean_force_in_any_cluster_asks() {
+        for c in [
+            "git clean -xdf",
+            "git clean -dfx",
+            "git clean -qfd",
+            "git clean -e x -f",
+            "git clean --force",
+            "git clean --fo",
+            "git clean -n --force",
+        ] {
+            assert!(has(c, "baseline.git-discard-changes"), "{c}");
+        }
+        // `-e` takes the rest of the word or the next one: a pattern called `f`, no force.
+        assert!(!has("git clean -ef", "baseline.git-discard-changes"));
+        assert!(!has("git clean -e -f", "baseline.git-discard-changes"));
+    }
+
+    #[test]
+    fn git_reset_hard_however_spelled_asks() {
+        for c in [
+            "git reset --hard",
+            "git reset --ha HEAD~1",
+            "git reset --hard=",
+            "git reset -q --hard",
+            "git reset HEAD~1 --hard",
+            "git reset --hard -- f",
+        ] {
+            assert!(has(c, "baseline.git-discard-changes"), "{c}");
+        }
+        assert!(has(
+            "git reset --kee HEAD~1",
+            "baseline.git-history-rewrite"
+        ));
+        // `--m` is --mixed or --merge: git refuses it, and the baseline asks.
+        assert!(has("git reset --m HEAD~1", "baseline.git-history-rewrite"));
+        // A file named `--hard` listing pathspecs is not a hard reset.
+        assert!(!has(
+            "git reset --pathspec-from-file --hard",
+            "baseline.git-discard-changes"
+        ));
+    }
+
+    #[test]
+    fn git_commit_message_is_not_amend() {
+        assert!(!has(
+            "git commit -m --amend",
+            "baseline.git-history-rewrite"
+        ));
+        assert!(!has("git commit -m--amend", "baseline.git-history-rewrite"));
+        assert!(!has(
+            "git commit --message --amend",
+            "baseline.git-history-rewrite"
+        ));
+        for c in [
+            "git commit --amend",
+            "git commit -am x --amend",
+            "git commit --am -m x",
+            "git commit -m x --amen",
+        ] {
+            assert!(has(c, "baseline.git-history-rewrite"), "{c}");
+        }
+        assert!(has(
+            "git commit --template x",
+            "baseline.exec-or-write-flag"
+        ));
+        assert!(has("git commit --templ=x", "baseline.exec-or-write-flag"));
+    }
+
+    #[test]
+    fn git_checkout_and_switch_force_and_values() {
+        for c in [
+            "git checkout -qf main",
+            "git checkout main -f",
+            "git checkout --forc main",
+            "git switch -fc new",
+            "git switch --disc main",
+            "git checkout -2 f",
+            "git checkout --the f",
+            "git checkout -b new main -- f",
+        ] {
+            assert!(has(c, "baseline.git-discard-changes"), "{c}");
+        }
+        // Branch names are option values, not a second operand that would be a path.
+        for c in [
+            "git checkout -qb new main",
+            "git checkout -bnew main",
+            "git checkout --orphan=new main",
+            "git switch -c -f",
+            "git switch -C new main",
+        ] {
+            assert!(!has(c, "baseline.git-discard-changes"), "{c}");
+        }
+    }
+
+    #[test]
+    fn git_restore_staged_only_when_it_is_an_option() {
+        assert!(!has(
+            "git restore --staged f",
+            "baseline.git-discard-changes"
+        ));
+        assert!(!has("git restore -qS f", "baseline.git-discard-changes"));
+        assert!(!has("git restore --stag f", "baseline.git-discard-changes"));
+        for c in [
+            // `-s` takes `-S` as the source; the work tree is restored.
+            "git restore -s -S f",
+            "git restore -sS f",
+            "git restore -SW f",
+            "git restore --staged --work f",
+            // `--s` is --source or --staged: ambiguous, so not taken for --staged.
+            "git restore --s f",
+        ] {
+            assert!(has(c, "baseline.git-discard-changes"), "{c}");
+        }
+    }
+
+    #[test]
+    fn git_update_ref_delete_not_its_message() {
+        assert!(has(
+            "git update-ref -d refs/heads/x",
+            "baseline.git-history-rewrite"
+        ));
+        assert!(has(
+            "git update-ref -zd refs/heads/x",
+            "baseline.git-history-rewrite"
+        ));
+        assert!(!has(
+            "git update-ref -m -d refs/heads/x HEAD",
+            "baseline.git-history-rewrite"
+        ));
+    }
+
+    #[test]
+    fn git_tag_lists_only_with_a_real_list_option() {
+        assert!(safe("git tag"));
+        assert!(safe("git tag -l v*"));
+        assert!(safe("git tag -n5 -l v*"));
+        assert!(safe("git tag --list v*"));
+        assert!(safe("git tag --list=v*"));
+        // A message `-l` creates a tag.
+        assert!(!safe("git tag -m -l v1"));
+        assert!(!safe("git tag -ml v1"));
+        assert!(!safe("git tag v1"));
+        // Only the full spelling of a flag that makes a command safer counts.
+        assert!(!safe("git tag --lis v*"));
+        assert!(!safe("git tag --c"));
+    }
+
+    #[test]
+    fn git_branch_changes_are_not_read_only() {
+        assert!(safe("git branch"));
+        assert!(safe("git branch -vv"));
+        assert!(safe("git branch --sort=-committerdate"));
+        assert!(safe("git branch --format %(refname)"));
+        assert!(safe("git branch --contains HEAD"));
+        for c in [
+            "git branch -vd x",
+            "git branch -D x",
+            "git branch -uorigin/main",
+            "git branch --set-up=origin/main",
+            "git branch --del x",
+            "git branch --contains HEAD -d x",
+            "git branch x",
+            "git branch --unset",
+        ] {
+            assert!(!safe(c), "{c}");
         }
     }
 
