@@ -479,7 +479,8 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         }
         "man" => {
             // man-db reads options with argp: clusters take any value (`-P'sh -c id'`).
-            // man has no table, so every letter of a cluster counts.
+            // man has no table, so every letter of a cluster counts. A configuration file
+            // (`-C`) can DEFINE the pager and formatters man runs.
             unsafe_flag |= parsed.may_have(&[
                 "-H",
                 "--html",
@@ -488,6 +489,9 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 "--preprocessor",
                 "-p",
                 "-l",
+                "--local-file",
+                "-C",
+                "--config-file",
             ]);
         }
         "tree" => unsafe_flag |= parsed.has(&["-o", "-R"]),

@@ -408,6 +408,21 @@ fn man_pager_and_tree_output_in_clusters() {
 }
 
 #[test]
+fn man_local_file_and_config_file_ask_however_spelled() {
+    for c in [
+        "man -l page.1",
+        "man --local-file page.1",
+        "man --local page.1",
+        "man -C evil.conf ls",
+        "man -aC evil.conf ls",
+        "man --config-file=evil.conf ls",
+        "man --conf=evil.conf ls",
+    ] {
+        assert!(has(c, "baseline.exec-or-write-flag"), "{c}");
+    }
+}
+
+#[test]
 fn history_writes_in_clusters() {
     let a = argv("history -aw f");
     let f = classify_argv(&a[0], &a[1..]);
