@@ -242,6 +242,50 @@ fn git_subcommand_tables_list_exactly_gits_long_options() {
 }
 
 #[test]
+fn git_subcommand_tables_read_short_options_as_git_h_prints_them() {
+    // `git <sub> -h` prints `-b <branch>` for a short option that requires a value,
+    // `-n[<n>]` or `-t, --track[=...]` for an optional one, and the option alone for a flag.
+    let repo = tempfile::tempdir().unwrap();
+    for t in super::git::SUBCOMMANDS {
+        let sub = t.names[0].strip_prefix("git ").unwrap();
+        let out = std::process::Command::new("git")
+            .args([sub, "-h"])
+            .current_dir(repo.path())
+            .output()
+            .expect("git is installed");
+        // Outside a repository some subcommands print their usage on stderr.
+        let usage = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+        let (mut required, mut optional) = (String::new(), String::new());
+        let mut seen = String::new();
+        for line in usage.lines() {
+            let spec = line.trim_start();
+            let spec = spec.split_once("  ").map_or(spec, |(s, _)| s);
+            let mut chars = spec.chars();
+            let (Some('-'), Some(c)) = (chars.next(), chars.next()) else {
+                continue;
+            };
+            if c == '-' {
+                continue;
+            }
+            seen.push(c);
+            if spec.contains(" <") {
+                required.push(c);
+            } else if spec.contains("[=") || spec.contains("[<") {
+                optional.push(c);
+            }
+        }
+        assert!(!seen.is_empty(), "git {sub} -h printed no short option");
+        let sorted = |s: &str| {
+            let mut v: Vec<char> = s.chars().collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(sorted(t.short), sorted(&required), "git {sub}");
+        assert_eq!(sorted(t.short_optional), sorted(&optional), "git {sub}");
+    }
+}
+
+#[test]
 fn awk_options_end_at_the_program() {
     let a = words("-F , -v x=1 {print} -F f");
     let p = parse("awk", &a);
