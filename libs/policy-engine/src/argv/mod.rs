@@ -213,6 +213,13 @@ pub(crate) fn parse_subcommand<'a>(
     read(table, args)
 }
 
+/// The operands of `args` read without a table: every word that does not start with `-`
+/// (and `-` itself), and every word after `--`. User rules' subcommand lists are compared with
+/// these words, whichever programs have tables.
+pub(crate) fn operands(args: &[String]) -> Vec<&str> {
+    read(None, args).operands
+}
+
 fn read<'a>(table: Option<&Table>, args: &'a [String]) -> Args<'a> {
     let mut out = Args::default();
     let mut words = args.iter().map(String::as_str);

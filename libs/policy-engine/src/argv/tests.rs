@@ -30,6 +30,14 @@ fn unknown_programs_keep_every_non_option_word() {
 }
 
 #[test]
+fn operands_for_user_rules_ignore_tables() {
+    let a = words("-n 20 - f -- -x");
+    assert_eq!(operands(&a), ["20", "-", "f", "-x"]);
+    // tail's table would take `20` as -n's value; these words ignore every table.
+    assert_eq!(parse("tail", &a).operands, ["-", "f", "-x"]);
+}
+
+#[test]
 fn file_valued_options_name_files() {
     let a = words("-f pats --exclude-from=ex foo f");
     assert_eq!(parse("grep", &a).files, [("pats", false), ("ex", false)]);

@@ -201,30 +201,19 @@ const NETWORK_CLIENTS: &[&str] = &[
     "fetch",
 ];
 
-/// Operands (non-option words; everything after `--`).
-pub(crate) fn operands(args: &[String]) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut after = false;
-    for a in args {
-        if !after && a == "--" {
-            after = true;
-        } else if after || !a.starts_with('-') || a == "-" {
-            out.push(a.as_str());
-        }
-    }
-    out
-}
-
 /// The words a command pattern's subcommand list is compared with.
 pub(crate) fn subcommand_words(name: &str, args: &[String]) -> Vec<String> {
     if name == "git" {
         let (_, sub, rest) = git_split(args);
         sub.into_iter()
             .map(str::to_owned)
-            .chain(operands(rest).into_iter().map(str::to_owned))
+            .chain(crate::argv::operands(rest).into_iter().map(str::to_owned))
             .collect()
     } else {
-        operands(args).into_iter().map(str::to_owned).collect()
+        crate::argv::operands(args)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
     }
 }
 
