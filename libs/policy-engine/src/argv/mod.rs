@@ -82,7 +82,8 @@ impl Opt<'_> {
 pub(crate) struct Args<'a> {
     /// The words that are not options or option values, in order.
     pub operands: Vec<&'a str>,
-    /// Every option given, abbreviations resolved, in order.
+    /// Every option given, abbreviations resolved, in order. Without a table, every letter
+    /// of a cluster, and long options as spelled.
     pub options: Vec<Opt<'a>>,
     /// The values options took, in order.
     pub values: Vec<(Opt<'a>, &'a str)>,
@@ -191,7 +192,8 @@ impl Table {
 }
 
 /// Reads `args` (without the program name) for the program `name`. A program without a table
-/// gets the conservative reading: every word that does not start with `-` is an operand.
+/// gets the conservative reading: every word that does not start with `-` is an operand, and
+/// every letter of a cluster an option.
 pub(crate) fn parse<'a>(name: &str, args: &'a [String]) -> Args<'a> {
     read(TABLES.iter().find(|t| t.names.contains(&name)), args)
 }
