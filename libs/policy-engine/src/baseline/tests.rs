@@ -368,6 +368,32 @@ fn git_branch_changes_are_not_read_only() {
 }
 
 #[test]
+fn git_abbreviations_resolve_to_the_option_git_picks() {
+    // These ran against git 2.47: the abbreviation named the option shown, and nothing was
+    // discarded, rewritten or run.
+    // `--or` is --orphan, which takes `f.rs` as the new branch's name: no path operand.
+    assert!(!has(
+        "git checkout --or f.rs",
+        "baseline.git-discard-changes"
+    ));
+    // `--tr` is --trailer, which takes `--amend` as its value.
+    assert!(!has(
+        "git commit --tr --amend",
+        "baseline.git-history-rewrite"
+    ));
+    // `--r` is --recurse-submodules for checkout, not a prefix of --receive-pack.
+    assert!(!has("git checkout --r -d", "baseline.exec-or-write-flag"));
+    // `--ou` is --ours for restore, not --output; `--c` is --cleanup for commit, not --config.
+    assert!(!has("git restore --ou -S f", "baseline.exec-or-write-flag"));
+    assert!(!has(
+        "git commit --c strip -m x",
+        "baseline.exec-or-write-flag"
+    ));
+    // A subcommand without a table gets no such reading: `--o` for log still counts.
+    assert!(has("git log --o x", "baseline.exec-or-write-flag"));
+}
+
+#[test]
 fn git_subcommands_without_a_table_count_every_cluster_letter() {
     assert!(has("git ls-remote -qu x .", "baseline.exec-or-write-flag"));
     assert!(has("git grep -nO x", "baseline.exec-or-write-flag"));
