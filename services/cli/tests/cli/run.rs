@@ -191,3 +191,62 @@ fn json_prints_one_line_per_event() {
     assert_eq!(v["reason"], "POLICY_DENIED");
     assert_eq!(v["metadata"]["rule_id"], "no-shutdown");
 }
+
+/// Input the CLI sends in one request (`fs write` from standard input, `run --stdin-file`)
+/// is read up to the executor's default request limit and refused beyond it, before anything
+/// is sent: nothing is written, nothing runs.
+#[test]
+fn input_beyond_an_executors_request_limit_is_refused_before_sending() {
+    use std::io::Write as _;
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+    let too_big = (64 << 20) + 1;
+
+    let mut child = up
+        .command("agent", &["fs", "write", "big.bin"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        // The CLI stops reading at the cap; a broken pipe after it is expected.
+        let _ = stdin.write_all(&vec![b'x'; too_big]);
+    });
+    let o = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("standard input holds more than 64 MiB"),
+        "{err}"
+    );
+    assert!(!ws.path().join("big.bin").exists());
+
+    let file = state.path().join("stdin.bin");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(too_big as u64)
+        .unwrap();
+    let marker = ws.path().join("ran");
+    let o = up.run(
+        "agent",
+        &[
+            "run",
+            "--stdin-file",
+            file.to_str().unwrap(),
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("holds more than 64 MiB"),
+        "{}",
+        text(&o)
+    );
+    assert!(!marker.exists(), "nothing ran");
+}
