@@ -1,9 +1,33 @@
 //! Conversions between wire types and domain types.
 
-use toolgate_core::{Tier, ToolCall, ToolKind};
+use toolgate_core::{ExecutorIdentity, Tier, ToolCall, ToolKind};
 
 use crate::common::v1 as pb;
 use crate::policy::v1 as policy;
+
+/// An executor's identity on the wire.
+pub fn identity_to_wire(e: ExecutorIdentity) -> pb::ExecutorIdentity {
+    pb::ExecutorIdentity {
+        executor_id: e.executor_id,
+        pod: e.pod,
+        namespace: e.namespace,
+        node: e.node,
+        image: e.image,
+        version: e.version,
+    }
+}
+
+/// A wire executor identity in domain terms.
+pub fn identity_from_wire(e: pb::ExecutorIdentity) -> ExecutorIdentity {
+    ExecutorIdentity {
+        executor_id: e.executor_id,
+        pod: e.pod,
+        namespace: e.namespace,
+        node: e.node,
+        image: e.image,
+        version: e.version,
+    }
+}
 
 /// A domain tool call on the wire.
 pub fn tool_call_to_wire(c: ToolCall) -> policy::ToolCall {

@@ -1,4 +1,5 @@
-//! [`ToolCall`]: one call in domain terms, the same value on both sides of the policy seam.
+//! [`ToolCall`]: one call in domain terms, the same value on both sides of the policy seam;
+//! [`ExecutorIdentity`]: who runs it.
 
 use std::collections::BTreeMap;
 
@@ -103,4 +104,21 @@ impl ToolCall {
             ..ToolCall::new(ToolKind::ProcessRun)
         }
     }
+}
+
+/// Who an executor is, as it reports itself to the policy service beside its credential.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecutorIdentity {
+    /// The configured id, else `host:pid`.
+    pub executor_id: String,
+    /// Kubernetes pod name, when set.
+    pub pod: String,
+    /// Kubernetes namespace, when set.
+    pub namespace: String,
+    /// Kubernetes node, when set.
+    pub node: String,
+    /// Container image, when set.
+    pub image: String,
+    /// This build's version.
+    pub version: String,
 }

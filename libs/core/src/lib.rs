@@ -8,7 +8,7 @@ use std::fmt;
 pub mod backoff;
 mod call;
 
-pub use call::ToolCall;
+pub use call::{ExecutorIdentity, ToolCall};
 
 /// What replaces a secret wherever toolgate shows or stores text: stored ledger rows,
 /// `--print-config`, URLs in messages and logs, credentials in debug output.

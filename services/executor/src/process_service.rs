@@ -32,7 +32,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::authz::api::{ExecutorIdentity, Finished};
-use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, contract, fs_outcome};
+use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, fs_outcome};
 use crate::confined::Confined;
 use crate::fs_service::sha256_hex;
 use crate::tool_span::ToolSpan;
@@ -529,7 +529,9 @@ impl ExecutorService for ProcessAdapter {
         let l = &c.limits;
         Ok(Response::new(pb::GetCapabilitiesResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            identity: Some(contract::identity_to_wire(self.identity.clone())),
+            identity: Some(toolgate_contracts::convert::identity_to_wire(
+                self.identity.clone(),
+            )),
             namespaces: Some(pb::Namespaces {
                 user: c.namespaces.user,
                 pid: c.namespaces.pid,

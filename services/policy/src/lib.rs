@@ -52,7 +52,7 @@ use toolgate_runtime::{grpc, shutdown, telemetry};
 pub use crate::core::{
     ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
     Classification, ClassifyRequest, DecideRequest, HiddenPaths, ListApprovalsRequest, PolicyCore,
-    PolicyDescription, PolicyError, RecordOutcomeRequest, ReportedIdentity, WaitRequest,
+    PolicyDescription, PolicyError, RecordOutcomeRequest, WaitRequest,
 };
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;

@@ -6,25 +6,9 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
+pub use toolgate_core::ExecutorIdentity;
 use toolgate_core::{Code, Reason, ReasonedError, ToolCall};
 use toolgate_process::{Isolation, Status as RunStatus, StreamSummary, Usage};
-
-/// Who an executor is, as it reports itself beside its credential.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExecutorIdentity {
-    /// The configured id, else `host:pid`.
-    pub executor_id: String,
-    /// Kubernetes pod name, when set.
-    pub pod: String,
-    /// Kubernetes namespace, when set.
-    pub namespace: String,
-    /// Kubernetes node, when set.
-    pub node: String,
-    /// Container image, when set.
-    pub image: String,
-    /// This build's version.
-    pub version: String,
-}
 
 /// One call the executor is about to run.
 #[derive(Debug, Clone)]

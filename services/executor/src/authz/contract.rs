@@ -6,28 +6,16 @@ use std::time::{Duration, SystemTime};
 
 use tonic::Status;
 use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::convert::tool_call_to_wire;
+use toolgate_contracts::convert::{identity_to_wire, tool_call_to_wire};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 
 use super::api::{
-    ApprovalState, ApprovalStatus, AuthorizeRequest, Ended, ExecutorIdentity, Explanation,
-    Finished, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure, RecordedOutcome, Verdict,
+    ApprovalState, ApprovalStatus, AuthorizeRequest, Ended, Explanation, Finished, HiddenGlobs,
+    OutcomeReport, PolicyAnswer, PolicyFailure, RecordedOutcome, Verdict,
 };
 use crate::process_service::{exit_status, usage};
-
-/// The wire identity of an executor.
-pub fn identity_to_wire(e: ExecutorIdentity) -> common::ExecutorIdentity {
-    common::ExecutorIdentity {
-        executor_id: e.executor_id,
-        pod: e.pod,
-        namespace: e.namespace,
-        node: e.node,
-        image: e.image,
-        version: e.version,
-    }
-}
 
 /// `Authorize`'s request.
 pub fn authorize_request(r: AuthorizeRequest) -> pb::AuthorizeRequest {
@@ -260,6 +248,7 @@ impl From<PolicyFailure> for Status {
 
 #[cfg(test)]
 mod tests {
+    use super::super::api::ExecutorIdentity;
     use super::*;
 
     #[test]

@@ -6,47 +6,30 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use toolgate_core::ExecutorIdentity;
 use toolgate_ledger::{
     self as ledger, ApprovalFilter, ApprovalId, ApprovalState, CallId, DecisionId, NewOutcome,
     PageToken, SessionId, Timestamp, Verdict,
 };
 use toolgate_policy_engine::{CallContext, Decision, Policy, ToolCall};
 
-/// What an executor reported about itself, kept beside its credential on the decision.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReportedIdentity {
-    /// The executor's own id.
-    pub executor_id: String,
-    /// Its pod.
-    pub pod: String,
-    /// Its namespace.
-    pub namespace: String,
-    /// Its node.
-    pub node: String,
-    /// Its image.
-    pub image: String,
-    /// Its version.
-    pub version: String,
-}
-
-impl ReportedIdentity {
-    /// The non-empty fields as a JSON object, or `None` when nothing was reported.
-    pub(crate) fn to_json(&self) -> Option<String> {
-        let fields = [
-            ("executor_id", &self.executor_id),
-            ("pod", &self.pod),
-            ("namespace", &self.namespace),
-            ("node", &self.node),
-            ("image", &self.image),
-            ("version", &self.version),
-        ];
-        let map: serde_json::Map<String, serde_json::Value> = fields
-            .into_iter()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.clone())))
-            .collect();
-        (!map.is_empty()).then(|| serde_json::Value::Object(map).to_string())
-    }
+/// What an executor reported about itself as the JSON object kept beside its credential on
+/// the decision: its non-empty fields, or `None` when it reported nothing.
+pub(crate) fn reported_json(e: &ExecutorIdentity) -> Option<String> {
+    let fields = [
+        ("executor_id", &e.executor_id),
+        ("pod", &e.pod),
+        ("namespace", &e.namespace),
+        ("node", &e.node),
+        ("image", &e.image),
+        ("version", &e.version),
+    ];
+    let map: serde_json::Map<String, serde_json::Value> = fields
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v.clone())))
+        .collect();
+    (!map.is_empty()).then(|| serde_json::Value::Object(map).to_string())
 }
 
 /// A call an executor is about to run.
@@ -65,7 +48,7 @@ pub struct AuthorizeRequest {
     /// The workspace's labels.
     pub labels: BTreeMap<String, String>,
     /// What the executor said about itself.
-    pub executor: Option<ReportedIdentity>,
+    pub executor: Option<ExecutorIdentity>,
 }
 
 /// What an allowed call must not reveal, from the policy that decided it.

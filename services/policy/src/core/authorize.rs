@@ -12,7 +12,9 @@ use toolgate_policy_engine::digest::{canonical_json, digest_of_canonical};
 use toolgate_runtime::auth::{Principal, Role};
 use toolgate_runtime::telemetry;
 
-use super::api::{Authorization, AuthorizeRequest, Authorized, RecordOutcomeRequest};
+use super::api::{
+    Authorization, AuthorizeRequest, Authorized, RecordOutcomeRequest, reported_json,
+};
 use super::{PolicyCore, PolicyError, hidden_paths, internal, parse_id, require, text};
 use crate::{stored, trace};
 
@@ -83,7 +85,7 @@ impl PolicyCore {
                 .or_else(|| traceparent.and_then(trace::trace_id))
                 .and_then(|t| ledger::TraceId::try_from(t).ok()),
             executor: Some(parse_id("executor", caller.name.clone())?),
-            executor_reported: req.executor.as_ref().and_then(|e| e.to_json()),
+            executor_reported: req.executor.as_ref().and_then(reported_json),
             // A run may take its whole timeout before it can report.
             lease: Some(
                 call.timeout_ms

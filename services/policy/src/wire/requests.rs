@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::convert::identity_from_wire;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_ledger::{ApprovalFilter, ApprovalId, ApprovalState, PageToken, Verdict};
 use toolgate_policy_engine::CallContext;
@@ -11,7 +11,7 @@ use toolgate_policy_engine::CallContext;
 use super::tool_call;
 use crate::core::{
     AuthorizeRequest, CancelRequest, ClassifyRequest, DecideRequest, ListApprovalsRequest,
-    PolicyError, RecordOutcomeRequest, ReportedIdentity, WaitRequest, parse_id,
+    PolicyError, RecordOutcomeRequest, WaitRequest, parse_id,
 };
 use crate::outcome;
 
@@ -36,19 +36,8 @@ pub(crate) fn authorize_request(
         description: context.description,
         call: tool_call(req.call)?,
         labels: req.labels.into_iter().collect(),
-        executor: req.executor.map(reported_identity),
+        executor: req.executor.map(identity_from_wire),
     })
-}
-
-fn reported_identity(e: common::ExecutorIdentity) -> ReportedIdentity {
-    ReportedIdentity {
-        executor_id: e.executor_id,
-        pod: e.pod,
-        namespace: e.namespace,
-        node: e.node,
-        image: e.image,
-        version: e.version,
-    }
 }
 
 /// `RecordOutcome`'s request.
