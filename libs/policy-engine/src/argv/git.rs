@@ -47,6 +47,9 @@ pub(super) const SUBCOMMANDS: &[Table] = &[
             "--atomic",
             "--ipv4",
             "--ipv6",
+            // Older gits (2.39) also list the negations.
+            "--no-ipv4",
+            "--no-ipv6",
             "--no-verbose",
             "--no-quiet",
             "--no-repo",
@@ -102,6 +105,12 @@ pub(super) const SUBCOMMANDS: &[Table] = &[
             "--no-intent-to-add",
             "--no-pathspec-from-file",
             "--no-pathspec-file-nul",
+            // Older gits (2.39) also list the negations of the modes.
+            "--no-mixed",
+            "--no-soft",
+            "--no-hard",
+            "--no-merge",
+            "--no-keep",
         ],
         abbreviations: true,
         long2: &[],
@@ -380,6 +389,9 @@ pub(super) const SUBCOMMANDS: &[Table] = &[
             "--format",
         ],
         flags: &[
+            // Older gits (2.39) also list these negations.
+            "--no-all",
+            "--no-remotes",
             "--verbose",
             "--quiet",
             "--track",
