@@ -32,7 +32,7 @@ use futures::future::BoxFuture;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 
 pub use clock::{Clock, ManualClock};
 pub use error::{Error, Result};
@@ -261,23 +261,13 @@ struct Job {
     reply: oneshot::Sender<Result<Recorded>>,
 }
 
-/// Aborts background tasks when the last handle goes.
-struct Tasks(Vec<JoinHandle<()>>);
-
-impl Drop for Tasks {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
-    }
-}
-
 /// The SQL ledger (Postgres or SQLite). Cheap to clone.
 #[derive(Clone)]
 pub struct SqlLedger {
     core: Arc<Core>,
     writer: mpsc::Sender<Job>,
-    _tasks: Arc<Tasks>,
+    /// The writer and the LISTEN connection; dropping the last handle aborts them.
+    _tasks: Arc<JoinSet<()>>,
 }
 
 impl std::fmt::Debug for SqlLedger {
@@ -311,20 +301,16 @@ impl SqlLedger {
         } else {
             core.retry(|| migrate::check(&core.pool)).await?;
         }
-        let mut tasks = Vec::new();
+        let mut tasks = JoinSet::new();
         if let Target::Pg(o) = &t {
-            tasks.push(notify::listen(o.clone(), hub).await?);
+            notify::listen(o.clone(), hub, &mut tasks).await?;
         }
         let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 8);
-        tasks.push(tokio::spawn(run_writer(
-            core.clone(),
-            rx,
-            config.max_batch.max(1),
-        )));
+        tasks.spawn(run_writer(core.clone(), rx, config.max_batch.max(1)));
         Ok(SqlLedger {
             core,
             writer: tx,
-            _tasks: Arc::new(Tasks(tasks)),
+            _tasks: Arc::new(tasks),
         })
     }
 

@@ -8,7 +8,7 @@ use toolgate_core::backoff::Backoff;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 
 use crate::db::CHANNEL;
 use crate::error::Result;
@@ -130,9 +130,13 @@ impl Drop for WaitGuard {
     }
 }
 
-/// Starts the process's single LISTEN connection; returns once LISTEN is active,
-/// so a waiter registered afterwards cannot miss a later commit.
-pub(crate) async fn listen(options: PgConnectOptions, hub: Arc<Hub>) -> Result<JoinHandle<()>> {
+/// Starts the process's single LISTEN connection as a task of `tasks`; returns once LISTEN is
+/// active, so a waiter registered afterwards cannot miss a later commit.
+pub(crate) async fn listen(
+    options: PgConnectOptions,
+    hub: Arc<Hub>,
+    tasks: &mut JoinSet<()>,
+) -> Result<()> {
     // A dedicated one-connection pool: the listener holds its connection forever and
     // must not shrink the query pool; the pool only serves to reconnect.
     let pool = PgPoolOptions::new()
@@ -144,7 +148,7 @@ pub(crate) async fn listen(options: PgConnectOptions, hub: Arc<Hub>) -> Result<J
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.ignore_pool_close_event(true);
     listener.listen(CHANNEL).await?;
-    Ok(tokio::spawn(async move {
+    tasks.spawn(async move {
         let fresh = || Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         let mut backoff = fresh();
         loop {
@@ -163,7 +167,8 @@ pub(crate) async fn listen(options: PgConnectOptions, hub: Arc<Hub>) -> Result<J
                 }
             }
         }
-    }))
+    });
+    Ok(())
 }
 
 #[cfg(test)]

@@ -70,7 +70,7 @@ pub enum Error {
     },
 }
 
-/// What [`serve_with_options`] takes beyond the configuration.
+/// What [`serve_with`] takes beyond the configuration and the authorizer.
 #[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
     /// Record into these metrics, registered in a registry the caller serves (`toolgate up`
@@ -119,30 +119,21 @@ pub async fn serve(
 ) -> Result<(), Error> {
     config.validate_policy().map_err(Error::Config)?;
     let authorizer = GrpcAuthorizer::new(&config.policy).map_err(Error::Config)?;
-    serve_with(config, listener, shutdown, Arc::new(authorizer)).await
-}
-
-/// Serves every executor gRPC service on `listener` until `shutdown` fires, authorizing every
-/// call with `authorizer`, then drains in-flight calls for at most the configured grace
-/// period and flushes outcome reports.
-pub async fn serve_with(
-    config: Config,
-    listener: TcpListener,
-    shutdown: shutdown::Shutdown,
-    authorizer: Arc<dyn Authorizer>,
-) -> Result<(), Error> {
-    serve_with_options(
+    serve_with(
         config,
         listener,
         shutdown,
-        authorizer,
+        Arc::new(authorizer),
         ServeOptions::default(),
     )
     .await
 }
 
-/// [`serve_with`], with [`ServeOptions`].
-pub async fn serve_with_options(
+/// Serves every executor gRPC service on `listener` until `shutdown` fires, authorizing every
+/// call with `authorizer`, then drains in-flight calls for at most the configured grace
+/// period and flushes outcome reports; what [`serve`] does with a `GrpcAuthorizer`, and what
+/// `toolgate up` calls with its in-process one.
+pub async fn serve_with(
     config: Config,
     listener: TcpListener,
     shutdown: shutdown::Shutdown,

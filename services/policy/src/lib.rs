@@ -94,7 +94,7 @@ pub enum Error {
     },
 }
 
-/// What [`serve_with_options`] takes beyond the configuration and the core.
+/// What [`serve_with`] takes beyond the configuration and the core.
 #[derive(Debug, Clone, Default)]
 pub struct ServeOptions {
     /// The registry the core's metrics are registered in, served on `metrics_listen`.
@@ -153,26 +153,17 @@ pub async fn serve(
         metrics_registry: Some(Arc::new(registry)),
         quiet: false,
     };
-    serve_with_options(config, core, listener, shutdown, options).await
+    serve_with(config, core, listener, shutdown, options).await
 }
 
 /// Serves `PolicyService` and `ApprovalService` from `core` on `listener` until `shutdown`
-/// fires, then drains in-flight calls for at most the configured grace period.
+/// fires, then drains in-flight calls for at most the configured grace period; what
+/// [`serve`] does with a core it opened itself, and what `toolgate up` calls with its own.
 ///
 /// Prints one JSON line `{"service": "toolgate-policy", "listening": "ip:port"}` on stdout
-/// once the socket accepts calls.
+/// once the socket accepts calls (unless [`ServeOptions::quiet`]); it gains
+/// `"metrics": "ip:port"` when the metrics endpoint is served.
 pub async fn serve_with(
-    config: Config,
-    core: PolicyCore,
-    listener: TcpListener,
-    shutdown: shutdown::Shutdown,
-) -> Result<(), Error> {
-    serve_with_options(config, core, listener, shutdown, ServeOptions::default()).await
-}
-
-/// [`serve_with`], with [`ServeOptions`]. The listening line gains `"metrics": "ip:port"`
-/// when the metrics endpoint is served.
-pub async fn serve_with_options(
     config: Config,
     core: PolicyCore,
     listener: TcpListener,
@@ -208,21 +199,21 @@ pub async fn serve_with_options(
     let ledger = core.ledger();
     let up = ledger.health().await.is_ok();
     set_health(&health, up).await;
-    let mut tasks = vec![
-        tokio::spawn(probe_health(
-            ledger.clone(),
-            health.clone(),
-            Duration::from_millis(config.ledger.health_interval_ms),
-            up,
-            shutdown.clone(),
-        )),
-        tokio::spawn(sweep(
-            ledger,
-            core.metrics().clone(),
-            Duration::from_millis(config.ledger.sweep_interval_ms),
-            shutdown.clone(),
-        )),
-    ];
+    // Background work that ends with the server: dropping the set aborts it.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(probe_health(
+        ledger.clone(),
+        health.clone(),
+        Duration::from_millis(config.ledger.health_interval_ms),
+        up,
+        shutdown.clone(),
+    ));
+    tasks.spawn(sweep(
+        ledger,
+        core.metrics().clone(),
+        Duration::from_millis(config.ledger.sweep_interval_ms),
+        shutdown.clone(),
+    ));
 
     // One machine-readable line on stdout so scripts and tests learn the bound ports.
     let mut line = serde_json::json!({
@@ -233,13 +224,13 @@ pub async fn serve_with_options(
     if let Some((listener, registry)) = metrics_listener {
         line["metrics"] = listener.local_addr()?.to_string().into();
         let serve = metrics::serve(listener, registry, shutdown.clone());
-        tasks.push(tokio::spawn(async move {
+        tasks.spawn(async move {
             if let Err(e) = serve.await {
                 tracing::error!(error = %e, "metrics endpoint failed");
             }
-        }));
+        });
     }
-    let _tasks = Tasks(tasks);
+    let _tasks = tasks;
     if !options_quiet {
         println!("{line}");
     }
@@ -272,17 +263,6 @@ pub async fn serve_with_options(
     })
     .await?;
     Ok(())
-}
-
-/// Aborts background tasks when the server returns.
-struct Tasks(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for Tasks {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
-    }
 }
 
 const POLICY: &str = <PolicyServiceServer<PolicyAdapter> as NamedService>::NAME;

@@ -277,7 +277,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let policy_task = {
         let (stop, trigger) = (stop.clone(), trigger.clone());
         tokio::spawn(async move {
-            let r = toolgate_policy::serve_with_options(
+            let r = toolgate_policy::serve_with(
                 policy_cfg,
                 core,
                 policy_listener,
@@ -295,7 +295,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let executor_task = {
         let (stop, trigger) = (stop.clone(), trigger.clone());
         tokio::spawn(async move {
-            let r = toolgate_executor::serve_with_options(
+            let r = toolgate_executor::serve_with(
                 exec_cfg,
                 executor_listener,
                 stop,

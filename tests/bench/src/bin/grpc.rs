@@ -86,6 +86,7 @@ fn main() {
             l,
             shutdown.clone(),
             Arc::new(AllowAll),
+            toolgate_executor::ServeOptions::default(),
         ));
         addr
     });
