@@ -97,8 +97,24 @@ pub(super) fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool)
         "--config",
         "--template",
     ]) || (sub == Some("ls-remote") && opts.may_have(&["-u"]))
-        || (sub == Some("grep") && opts.may_have(&["-O"]));
+        || (sub == Some("grep") && opts.may_have(&["-O"]))
+        // `clone -c core.sshCommand=...` / `-u <cmd>`: the short forms of --config and
+        // --upload-pack, each a way to make the clone run a program.
+        || (sub == Some("clone") && opts.may_have(&["-c", "-u"]));
     let rest_ops = &opts.operands;
+    // Files git reads because an option names them: a commit or tag message (`-F`), a
+    // commit template (`-t`), a pathspec list. They are paths like any other (outside the
+    // workspace, denied ones).
+    if matches!(sub, Some("commit" | "tag")) {
+        f.paths.extend(
+            opts.values_of(&["-F", "--file", "-t", "--template"])
+                .map(|v| (v.to_owned(), Access::Read)),
+        );
+    }
+    f.paths.extend(
+        opts.values_of(&["--pathspec-from-file"])
+            .map(|v| (v.to_owned(), Access::Read)),
+    );
     // Paths git reads outside the index: `diff --no-index a b`, and pathspecs after `--`.
     if sub == Some("diff") && rest.iter().any(|a| a == "--no-index") {
         f.paths
@@ -146,7 +162,10 @@ pub(super) fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool)
         Some("switch") if opts.may_have(&["--discard-changes"]) => f.rules.push(&GIT_DISCARD),
         Some("checkout") if git_checkout_discards(rest, &opts) => f.rules.push(&GIT_DISCARD),
         Some("restore") if git_restore_discards(&opts) => f.rules.push(&GIT_DISCARD),
-        Some("update-ref") if opts.may_have(&["-d"]) => f.rules.push(&HISTORY_REWRITE),
+        // `--stdin` takes `delete <ref>` commands as well as updates.
+        Some("update-ref") if opts.may_have(&["-d", "--stdin"]) => {
+            f.rules.push(&HISTORY_REWRITE);
+        }
         Some("reflog")
             if rest_ops
                 .first()

@@ -489,3 +489,60 @@ fn package_installs_ask() {
     }
     assert!(!ids("cargo build").contains(&"baseline.package-install"));
 }
+
+#[test]
+fn git_clone_config_and_upload_pack_short_forms_are_unsafe() {
+    for c in [
+        "git clone -c core.sshCommand=x ssh://h/r",
+        "git clone -ccore.sshCommand=x ssh://h/r",
+        "git clone -qc core.fsmonitor=x https://h/r",
+        "git clone -u 'touch /tmp/x' file:///r",
+        "git clone --config=core.sshCommand=x ssh://h/r",
+        "git clone --upload-pack=x file:///r",
+    ] {
+        assert!(ids(c).contains(&UNSAFE_FLAG.id), "{c}: {:?}", ids(c));
+    }
+    assert!(ids("git clone -q https://h/r dir").is_empty());
+}
+
+#[test]
+fn git_update_ref_stdin_can_delete_refs() {
+    assert!(has(
+        "git update-ref --stdin",
+        "baseline.git-history-rewrite"
+    ));
+    assert!(has(
+        "git update-ref -z --stdin",
+        "baseline.git-history-rewrite"
+    ));
+}
+
+#[test]
+fn git_message_and_pathspec_files_are_paths_read() {
+    let read = |s: &str| {
+        let a = argv(s);
+        classify_argv(&a[0], &a[1..])
+            .paths
+            .into_iter()
+            .filter(|(_, access)| *access == Access::Read)
+            .map(|(p, _)| p)
+            .collect::<Vec<_>>()
+    };
+    for (c, path) in [
+        ("git commit -F /etc/shadow", "/etc/shadow"),
+        ("git commit -qF/etc/shadow", "/etc/shadow"),
+        ("git commit --file=../secret", "../secret"),
+        ("git commit --fil ../secret", "../secret"),
+        ("git commit -t ~/.ssh/id_rsa", "~/.ssh/id_rsa"),
+        ("git tag -a v1 -F ../notes", "../notes"),
+        ("git reset --pathspec-from-file=/etc/passwd", "/etc/passwd"),
+        (
+            "git restore --pathspec-from-file /etc/passwd",
+            "/etc/passwd",
+        ),
+    ] {
+        assert!(read(c).iter().any(|p| p == path), "{c}: {:?}", read(c));
+    }
+    // A message given inline is not a path.
+    assert!(read("git commit -m /etc/shadow").is_empty());
+}
