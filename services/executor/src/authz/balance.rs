@@ -153,7 +153,8 @@ impl Lease {
         h.backoff = None;
     }
 
-    /// The attempt never reached the replica: set it aside for a while.
+    /// The attempt never reached the replica, or lost its connection mid-call: set it aside
+    /// for a while.
     pub(crate) fn unreachable(&self) {
         let mut h = lock(&self.0.health);
         let wait = h

@@ -146,9 +146,13 @@ impl GrpcAuthorizer {
                         }
                     }
                     Err(s) => {
-                        // An answer from the replica proves it reachable; a connection lost
-                        // mid-call proves nothing (the next attempt on it will tell).
-                        if s.code() != Code::Unavailable {
+                        // An answer from the replica proves it reachable. A connection lost
+                        // mid-call is not resent (the call may have been decided), but the
+                        // replica is set aside like an unreachable one: a caller's next call
+                        // would otherwise go out on the same dead connection and fail too.
+                        if s.code() == Code::Unavailable {
+                            backend.unreachable();
+                        } else {
                             backend.reached();
                         }
                         return Err(self.fail(method, s));
