@@ -52,6 +52,34 @@ impl Default for LogConfig {
     }
 }
 
+/// A service binary's `main`: runs `run` on a multi-threaded runtime and exits 0, or prints
+/// the error once (`name: ...`, causes as [`said_once`]) and exits 1.
+pub fn run_main<E>(
+    name: &str,
+    run: impl std::future::Future<Output = Result<(), E>>,
+) -> std::process::ExitCode
+where
+    E: AsRef<dyn std::error::Error + Send + Sync + 'static>,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{name}: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {}", said_once(e.as_ref()));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// An error and its causes joined with `: `, each said once: a cause whose text its wrapper
 /// already printed (hyper's "tcp connect error" inside tonic's, a parse error that repeats
 /// its source) is left out. What every binary prints when it exits on an error.

@@ -21,26 +21,7 @@ struct Args {
 
 /// Runs, and on an error prints it once, chain included, and exits 1.
 fn main() -> std::process::ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("toolgate-executor: cannot start the async runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run()) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!(
-                "toolgate-executor: {}",
-                toolgate_runtime::logging::said_once(e.as_ref())
-            );
-            std::process::ExitCode::FAILURE
-        }
-    }
+    toolgate_runtime::logging::run_main("toolgate-executor", run())
 }
 
 async fn run() -> anyhow::Result<()> {
