@@ -7,8 +7,10 @@ use std::fmt;
 
 pub mod backoff;
 mod call;
+mod integrity;
 
 pub use call::{ExecutorIdentity, ToolCall};
+pub use integrity::{IntegrityChange, IntegrityViolation};
 
 /// What replaces a secret wherever toolgate shows or stores text: stored ledger rows,
 /// `--print-config`, URLs in messages and logs, credentials in debug output.

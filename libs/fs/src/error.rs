@@ -139,6 +139,15 @@ pub enum Error {
         /// The path as given.
         path: String,
     },
+    /// The workspace was renamed under the walk that prepares a run's view, again and
+    /// again: its masks could not be computed from one consistent tree.
+    #[error(
+        "the workspace kept changing while the run's view was prepared (`{path}` moved); retry when renames in the workspace have stopped"
+    )]
+    Unsettled {
+        /// The path that moved last.
+        path: String,
+    },
     /// An unexpected operating system error.
     #[error("{op} `{path}` failed: {source}")]
     Io {
@@ -170,7 +179,7 @@ impl ReasonedError for Error {
             Error::NotAFile { .. } => Reason::NotAFile,
             Error::NotADirectory { .. } => Reason::NotADirectory,
             Error::SymlinkLoop { .. } => Reason::SymlinkLoop,
-            Error::Conflict { .. } => Reason::Conflict,
+            Error::Conflict { .. } | Error::Unsettled { .. } => Reason::Conflict,
             Error::EditMismatch { .. } => Reason::EditMismatch,
             Error::TooLarge { .. } => Reason::TooLarge,
             Error::NoSpace { .. } => Reason::NoSpace,
@@ -223,6 +232,7 @@ impl ReasonedError for Error {
             | Error::NotADirectory { path }
             | Error::SymlinkLoop { path }
             | Error::NoSpace { path }
+            | Error::Unsettled { path }
             | Error::Io { path, .. } => meta.push(("path", path.clone())),
         }
         meta

@@ -43,7 +43,7 @@ mod write;
 pub use cwd::OpenDirectory;
 pub use error::{Error, Result};
 pub use list::{Entry, ListOutcome, ListRequest, Truncation};
-pub use masks::{MAX_MASK_WALK_ENTRIES, RunMasks, is_plain_relative};
+pub use masks::{GIT_PROTECTED, MAX_MASK_WALK_ENTRIES, ProtectedSet, RunMasks, is_plain_relative};
 pub use path::{Sha256, WorkspacePath};
 pub use read::{ReadOutcome, ReadRange, ReadRequest, StatOutcome, StatRequest};
 pub use search::{
