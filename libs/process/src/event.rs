@@ -3,6 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
+use toolgate_core::IntegrityViolation;
 
 /// One event of a run, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +107,9 @@ pub struct Exited {
     pub usage: Usage,
     /// When the run ended.
     pub finished_at: SystemTime,
+    /// What the after-run audit of the protected set found and undid (`None`: no audit was
+    /// asked for, or the run never started); `Err` says why the audit could not finish.
+    pub audit: Option<Result<Vec<IntegrityViolation>, String>>,
 }
 
 /// How a run ended.

@@ -40,4 +40,4 @@ pub use event::{
 };
 pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner};
 pub use sandbox::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
-pub use spec::{Command, RunRequest, RunSpec};
+pub use spec::{Audit, Command, RunRequest, RunSpec};

@@ -28,7 +28,7 @@ use crate::event::{
 };
 use crate::output::{StreamLimits, pump};
 use crate::sandbox::{Built, Masks, Resolved, Sandboxes, Unavailable};
-use crate::spec::{Command, RunSpec};
+use crate::spec::{Audit, Command, RunSpec};
 use crate::sys::sandbox::SandboxSetup;
 use crate::sys::{self, ChildSetup, Reaped};
 
@@ -501,6 +501,7 @@ impl Runner {
         let RunSpec {
             request: req,
             trace_parent,
+            audit,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
@@ -585,6 +586,7 @@ impl Runner {
                         ..Usage::default()
                     },
                     finished_at: SystemTime::now(),
+                    audit: None,
                 };
                 // The channel is fresh and has room for at least one event.
                 let _ = tx.try_send(Event::Exited(exited));
@@ -622,6 +624,7 @@ impl Runner {
             drain: config.drain_after_exit,
             final_send_timeout: config.final_send_timeout,
             kill_on_cap: req.kill_on_cap,
+            audit,
             limits: [
                 StreamLimits { cap: caps[0], tail },
                 StreamLimits { cap: caps[1], tail },

@@ -4,7 +4,7 @@ use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use bytes::Bytes;
-use toolgate_core::{Reason, ReasonedError};
+use toolgate_core::{IntegrityViolation, Reason, ReasonedError};
 
 use crate::config::is_env_name;
 
@@ -150,6 +150,31 @@ pub struct RunSpec {
     pub(crate) request: RunRequest,
     /// The W3C trace context the child gets as `TRACEPARENT`.
     pub(crate) trace_parent: Option<String>,
+    /// Checked once every process of the run is gone, before `Exited` is sent.
+    pub(crate) audit: Option<Audit>,
+}
+
+/// The after-run audit of the workspace's protected set: runs on the blocking pool once every
+/// process of the run is gone, before its `Exited` event; what it returns is reported there.
+pub struct Audit(Box<dyn FnOnce() -> Result<Vec<IntegrityViolation>, String> + Send>);
+
+impl Audit {
+    /// An audit that calls `check`.
+    pub fn new(
+        check: impl FnOnce() -> Result<Vec<IntegrityViolation>, String> + Send + 'static,
+    ) -> Self {
+        Audit(Box::new(check))
+    }
+
+    pub(crate) fn run(self) -> Result<Vec<IntegrityViolation>, String> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for Audit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Audit")
+    }
 }
 
 impl RunSpec {
@@ -171,6 +196,11 @@ impl RunSpec {
     /// Sets what the run's view hides or binds read-only in the workspace.
     pub fn set_masks(&mut self, masks: crate::sandbox::Masks) {
         self.request.masks = masks;
+    }
+
+    /// Has `audit` check the workspace after the run, before its outcome is reported.
+    pub fn set_audit(&mut self, audit: Audit) {
+        self.audit = Some(audit);
     }
 
     /// The sandbox profile asked for; empty is the executor's default.
@@ -241,6 +271,7 @@ impl TryFrom<RunRequest> for RunSpec {
         Ok(RunSpec {
             request,
             trace_parent: None,
+            audit: None,
         })
     }
 }

@@ -11,7 +11,7 @@ use tonic::Status;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 use toolgate_fs::{Canonical, OpenDirectory, Workspace, WorkspacePath};
-use toolgate_process::{Capabilities, EffectiveLimits, Run, RunSpec, Runner};
+use toolgate_process::{Audit, Capabilities, EffectiveLimits, Run, RunSpec, Runner};
 
 use crate::authz::Authorized;
 
@@ -131,7 +131,16 @@ impl Confined {
             hidden_files: masks.hidden_files,
             hidden_dirs: masks.hidden_dirs,
             protected: masks.protected,
+            pinned: masks.pinned,
         });
+        // The second line behind the binds: what the run created in the protected set is
+        // found and removed before its outcome is reported.
+        let (workspace, before, hidden) = (self.workspace.clone(), masks.snapshot, hidden.clone());
+        spec.set_audit(Audit::new(move || {
+            workspace
+                .audit_run(&before, &hidden)
+                .map_err(|e| format!("the after-run audit of the protected set failed: {e}"))
+        }));
         self.runner
             .try_run(spec)
             .map_err(|e| status::from_error(&e))

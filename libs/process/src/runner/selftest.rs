@@ -56,6 +56,7 @@ impl Inner {
             hidden_files: vec![".env".into()],
             hidden_dirs: Vec::new(),
             protected: vec![".git/hooks".into()],
+            pinned: vec![".git".into()],
         };
         let out_s = out.display().to_string();
         let tmp_s = host_tmp.display().to_string();
@@ -92,6 +93,10 @@ impl Inner {
             (
                 "write a protected path",
                 "echo x > .git/hooks/pre-commit".to_owned(),
+            ),
+            (
+                "rename a pinned directory",
+                "mv .git .git-away && echo ESCAPED".to_owned(),
             ),
         ];
         if !built.profile.network {

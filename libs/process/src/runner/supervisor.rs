@@ -93,6 +93,7 @@ pub(super) struct Supervisor {
     pub(super) drain: Duration,
     pub(super) final_send_timeout: Duration,
     pub(super) kill_on_cap: bool,
+    pub(super) audit: Option<Audit>,
     pub(super) limits: [StreamLimits; 2],
     pub(super) started: Instant,
 }
@@ -162,6 +163,16 @@ impl Supervisor {
                 (None, None) => Status::Exited(-1),
             },
         };
+        // Every process of the run is gone (its PID namespace died with its first process),
+        // so nothing it started can change the workspace after the audit.
+        let audit = match self.audit.take() {
+            Some(audit) => Some(
+                tokio::task::spawn_blocking(move || audit.run())
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the audit panicked: {e}"))),
+            ),
+            None => None,
+        };
         let exited = Event::Exited(Exited {
             status,
             stdout,
@@ -173,6 +184,7 @@ impl Supervisor {
                 peak_rss_bytes: reaped.max_rss,
             },
             finished_at: SystemTime::now(),
+            audit,
         });
         // A stalled consumer must not hold the run (and its admission slot) forever; during a
         // shutdown it gets only the kill grace period.

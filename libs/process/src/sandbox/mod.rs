@@ -197,6 +197,16 @@ impl Sandboxes {
             dst: cstr(workspace)?,
             attrs: ws_attrs,
         });
+        // Pins first: the binds below then land inside them, and the pins' parents before
+        // their children, or a later pin would cover an earlier one's mounts.
+        for rel in &masks.pinned {
+            let p = beneath(workspace, rel)?;
+            ops.push(MountOp::Bind {
+                src: cstr(&p)?,
+                dst: cstr(&p)?,
+                attrs: ws_attrs,
+            });
+        }
         let masked = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         for rel in &masks.protected {
             let p = beneath(workspace, rel)?;

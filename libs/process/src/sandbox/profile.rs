@@ -192,4 +192,8 @@ pub struct Masks {
     pub hidden_dirs: Vec<PathBuf>,
     /// Existing paths bound read-only onto themselves.
     pub protected: Vec<PathBuf>,
+    /// Directories bound onto themselves (writable unless the workspace is read-only), parents
+    /// first, so the run can neither rename nor remove them: a mount point is busy in its own
+    /// namespace. Every directory on the way to a hidden or protected path is one.
+    pub pinned: Vec<PathBuf>,
 }
