@@ -1,6 +1,8 @@
 //! Conversions between wire types and domain types.
 
-use toolgate_core::{ExecutorIdentity, Tier, ToolCall, ToolKind};
+use toolgate_core::{
+    ExecutorIdentity, IntegrityChange, IntegrityViolation, Tier, ToolCall, ToolKind,
+};
 
 use crate::common::v1 as pb;
 use crate::policy::v1 as policy;
@@ -147,6 +149,50 @@ pub fn tier_from_wire(v: i32) -> Option<Tier> {
     })
 }
 
+/// The wire form of an after-run audit: what it found, or why it could not finish.
+pub fn audit_to_wire(a: &Result<Vec<IntegrityViolation>, String>) -> pb::IntegrityAudit {
+    let violation = |v: &IntegrityViolation| pb::IntegrityViolation {
+        path: v.path.clone(),
+        change: match v.change {
+            IntegrityChange::Created => pb::IntegrityChange::Created,
+            IntegrityChange::Modified => pb::IntegrityChange::Modified,
+            IntegrityChange::Removed => pb::IntegrityChange::Removed,
+        } as i32,
+        reverted: v.reverted,
+    };
+    match a {
+        Ok(found) => pb::IntegrityAudit {
+            completed: true,
+            violations: found.iter().map(violation).collect(),
+            error: String::new(),
+        },
+        Err(why) => pb::IntegrityAudit {
+            completed: false,
+            violations: Vec::new(),
+            error: why.clone(),
+        },
+    }
+}
+
+/// The domain form of a wire audit; a change this build does not know reads as `modified`.
+pub fn audit_from_wire(a: pb::IntegrityAudit) -> Result<Vec<IntegrityViolation>, String> {
+    if !a.completed {
+        return Err(a.error);
+    }
+    Ok(a.violations
+        .into_iter()
+        .map(|v| IntegrityViolation {
+            change: match pb::IntegrityChange::try_from(v.change) {
+                Ok(pb::IntegrityChange::Created) => IntegrityChange::Created,
+                Ok(pb::IntegrityChange::Removed) => IntegrityChange::Removed,
+                _ => IntegrityChange::Modified,
+            },
+            path: v.path,
+            reverted: v.reverted,
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +231,20 @@ mod tests {
         for t in [Tier::Auto, Tier::Ask, Tier::Deny] {
             assert_eq!(tier_from_wire(tier_to_wire(t) as i32), Some(t));
         }
+    }
+
+    #[test]
+    fn an_audit_round_trips_and_a_failed_one_keeps_its_reason() {
+        let found = vec![IntegrityViolation {
+            path: ".git/hooks/pre-commit".into(),
+            change: IntegrityChange::Created,
+            reverted: true,
+        }];
+        assert_eq!(
+            audit_from_wire(audit_to_wire(&Ok(found.clone()))),
+            Ok(found)
+        );
+        let failed: Result<Vec<IntegrityViolation>, String> = Err("walk failed".into());
+        assert_eq!(audit_from_wire(audit_to_wire(&failed)), failed);
     }
 }

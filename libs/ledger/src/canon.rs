@@ -210,6 +210,10 @@ pub(crate) fn outcome(kind: &str, o: &Outcome) -> Vec<u8> {
     if let Some(isolation) = &o.isolation {
         fields.push(("isolation", isolation.as_str().into()));
     }
+    // Schema 4 added the after-run audit, under the same rule.
+    if let Some(integrity) = &o.integrity {
+        fields.push(("integrity", integrity.as_str().into()));
+    }
     // Schema 3 added the reporting executor's credential, under the same rule.
     if let Some(p) = &o.executor_principal {
         fields.push(("executor_principal", p.as_str().into()));

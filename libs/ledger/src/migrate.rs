@@ -25,6 +25,9 @@ const V2_OUTCOME_ISOLATION: &str = include_str!("../migrations/0002_outcome_isol
 /// authenticated credential, with what the executor reported about itself kept beside it.
 const V3_LEASES_AND_EXECUTORS: &str = include_str!("../migrations/0003_leases_and_executors.sql");
 
+/// Schema 4: a run's outcome records what the after-run audit of the protected set found.
+const V4_OUTCOME_INTEGRITY: &str = include_str!("../migrations/0004_outcome_integrity.sql");
+
 const PG: &[Migration] = &[
     Migration {
         version: 1,
@@ -40,6 +43,11 @@ const PG: &[Migration] = &[
         version: 3,
         name: "decision leases and executor credentials",
         sql: V3_LEASES_AND_EXECUTORS,
+    },
+    Migration {
+        version: 4,
+        name: "outcome integrity audit",
+        sql: V4_OUTCOME_INTEGRITY,
     },
 ];
 
@@ -59,10 +67,15 @@ const LITE: &[Migration] = &[
         name: "decision leases and executor credentials",
         sql: V3_LEASES_AND_EXECUTORS,
     },
+    Migration {
+        version: 4,
+        name: "outcome integrity audit",
+        sql: V4_OUTCOME_INTEGRITY,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS tg_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 

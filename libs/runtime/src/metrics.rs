@@ -28,6 +28,7 @@
 //! | `toolgate_executor_fs_ops_total` | counter | `op`, `code` | filesystem operations by operation and gRPC status code |
 //! | `toolgate_executor_authorize_duration_seconds` | histogram | | Authorize round trip from the executor to the policy service |
 //! | `toolgate_executor_approval_wait_duration_seconds` | histogram | | time a call spent waiting for a human decision |
+//! | `toolgate_executor_integrity_violations_total` | counter | `change` | protected paths a run changed that the after-run audit found (`created`, `modified`, `removed`), and audits that could not finish (`audit_failed`) |
 //! | `toolgate_executor_sandbox_profile_available` | gauge | `profile` | 1 when the profile is enforceable and passed the startup self-test, else 0 |
 //!
 //! Per RPC, with [`server_layer`] on a tonic server: `grpc_server_handled_total{grpc_service,
@@ -290,6 +291,12 @@ pub struct ExecutorMetrics {
     authorize: Histogram,
     approval_wait: Histogram,
     sandbox_profiles: Family<ProfileLabels, Gauge>,
+    integrity: Family<ChangeLabels, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChangeLabels {
+    change: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -311,6 +318,7 @@ impl ExecutorMetrics {
             authorize: request_buckets(),
             approval_wait: human_buckets(),
             sandbox_profiles: Family::default(),
+            integrity: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("executor");
         r.register(
@@ -367,8 +375,16 @@ impl ExecutorMetrics {
             "1 when the sandbox profile is enforceable and passed the startup self-test, else 0",
             m.sandbox_profiles.clone(),
         );
+        r.register(
+            "integrity_violations",
+            "Protected paths a run changed that the after-run audit found, by change",
+            m.integrity.clone(),
+        );
         // Series the alerts and the dashboard select by label exist from the start, at 0,
         // so a rate over them is 0 rather than absent ("no data") until the first event.
+        for change in ["created", "modified", "removed", "audit_failed"] {
+            let _ = m.integrity.get_or_create(&ChangeLabels { change });
+        }
         for stream in [Stream::Stdout, Stream::Stderr] {
             let _ = m.output.get_or_create(&StreamLabels { stream });
             let _ = m.output_truncations.get_or_create(&StreamLabels { stream });
@@ -404,6 +420,12 @@ impl ExecutorMetrics {
         if truncated {
             self.output_truncations.get_or_create(&labels).inc();
         }
+    }
+
+    /// Counts one change to the protected set found by an after-run audit (`created`,
+    /// `modified`, `removed`), or an audit that could not finish (`audit_failed`).
+    pub fn integrity_violation(&self, change: &'static str) {
+        self.integrity.get_or_create(&ChangeLabels { change }).inc();
     }
 
     /// Counts a call refused before running; `reason` is `toolgate_core::Reason::as_str`.

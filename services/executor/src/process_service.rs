@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime};
 use futures::{Stream, StreamExt, stream};
 use tonic::{Request, Response, Status};
 use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::convert::audit_to_wire;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::executor_service_server::ExecutorService;
 use toolgate_contracts::executor::v1::process_service_server::ProcessService;
@@ -258,6 +259,19 @@ impl RunRecord {
                 ] {
                     self.metrics.output(stream, s.total_bytes, s.truncated);
                 }
+                match &x.audit {
+                    Some(Ok(found)) => {
+                        for v in found {
+                            self.metrics.integrity_violation(v.change.as_str());
+                            tracing::warn!(path = %v.path, change = %v.change, reverted = v.reverted, "the run changed the protected set");
+                        }
+                    }
+                    Some(Err(why)) => {
+                        self.metrics.integrity_violation("audit_failed");
+                        tracing::error!(error = %why, "after-run audit failed");
+                    }
+                    None => {}
+                }
                 self.tool
                     .truncated(x.stdout.truncated || x.stderr.truncated);
                 self.tool.finish(match x.status {
@@ -278,6 +292,7 @@ impl RunRecord {
                             stdout: (&x.stdout).into(),
                             stderr: (&x.stderr).into(),
                             isolation: self.isolation.take().map(Box::new),
+                            audit: x.audit.clone(),
                         },
                     },
                 );
@@ -440,6 +455,7 @@ fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
             stderr: Some(summary(&x.stderr)),
             usage: Some(usage(&x.usage)),
             finished_at: Some(prost_types::Timestamp::from(x.finished_at)),
+            audit: x.audit.as_ref().map(audit_to_wire),
         }),
     };
     pb::RunResponse { event: Some(event) }

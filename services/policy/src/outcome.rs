@@ -94,6 +94,67 @@ pub(crate) fn from_wire(
         stderr_truncated,
         error,
         isolation: o.isolation.map(|i| isolation_json(&i)),
+        integrity: o.audit.map(|a| audit_json(&a)),
+    })
+}
+
+/// The stored form of a run's after-run audit: a JSON object with the wire field names, the
+/// change spelled as in `toolgate_core::IntegrityChange::as_str` (the ledger redacts it).
+fn audit_json(a: &common::IntegrityAudit) -> String {
+    let found: Vec<serde_json::Value> = a
+        .violations
+        .iter()
+        .map(|v| {
+            let change = common::IntegrityChange::try_from(v.change)
+                .unwrap_or(common::IntegrityChange::Unspecified);
+            serde_json::json!({
+                "path": v.path,
+                "change": change_name(change),
+                "reverted": v.reverted,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "completed": a.completed,
+        "violations": found,
+        "error": a.error,
+    })
+    .to_string()
+}
+
+fn change_name(c: common::IntegrityChange) -> &'static str {
+    match c {
+        common::IntegrityChange::Created => "created",
+        common::IntegrityChange::Modified => "modified",
+        common::IntegrityChange::Removed => "removed",
+        common::IntegrityChange::Unspecified => "unspecified",
+    }
+}
+
+/// The wire form of a stored audit; a change this build does not know reads as unspecified.
+fn audit_from_json(text: &str) -> Option<common::IntegrityAudit> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let violations = v["violations"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| common::IntegrityViolation {
+                    path: x["path"].as_str().unwrap_or_default().to_owned(),
+                    change: match x["change"].as_str() {
+                        Some("created") => common::IntegrityChange::Created,
+                        Some("modified") => common::IntegrityChange::Modified,
+                        Some("removed") => common::IntegrityChange::Removed,
+                        _ => common::IntegrityChange::Unspecified,
+                    } as i32,
+                    reverted: x["reverted"].as_bool().unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(common::IntegrityAudit {
+        completed: v["completed"].as_bool().unwrap_or_default(),
+        violations,
+        error: v["error"].as_str().unwrap_or_default().to_owned(),
     })
 }
 
@@ -210,6 +271,7 @@ pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
         result_code,
         result_reason,
         isolation: o.isolation.as_deref().and_then(isolation_from_json),
+        audit: o.integrity.as_deref().and_then(audit_from_json),
     }
 }
 
@@ -278,9 +340,31 @@ mod tests {
             error: n.error.clone(),
             recorded_at: n.finished_at,
             isolation: None,
+            integrity: None,
         });
         assert_eq!(back.result_code, "NOT_FOUND");
         assert_eq!(back.result_reason, "NOT_FOUND");
+    }
+
+    #[test]
+    fn an_audit_is_stored_and_read_back_with_its_changes() {
+        let audit = common::IntegrityAudit {
+            completed: true,
+            violations: vec![common::IntegrityViolation {
+                path: ".git/hooks/pre-commit".into(),
+                change: common::IntegrityChange::Created as i32,
+                reverted: true,
+            }],
+            error: String::new(),
+        };
+        let back = audit_from_json(&audit_json(&audit)).unwrap();
+        assert_eq!(back, audit);
+        let failed = common::IntegrityAudit {
+            completed: false,
+            violations: Vec::new(),
+            error: "walk failed".into(),
+        };
+        assert_eq!(audit_from_json(&audit_json(&failed)).unwrap(), failed);
     }
 
     #[test]

@@ -92,6 +92,9 @@ pub struct NewOutcome {
     pub error: Option<String>,
     /// For a run: the confinement that was applied (JSON as the executor reported it).
     pub isolation: Option<String>,
+    /// For a run: what the after-run audit of the protected set found and undid (JSON as the
+    /// executor reported it; schema 4).
+    pub integrity: Option<String>,
 }
 
 /// A recorded outcome.
@@ -125,4 +128,7 @@ pub struct Outcome {
     pub recorded_at: Timestamp,
     /// For a run: the confinement that was applied (JSON), when reported.
     pub isolation: Option<String>,
+    /// For a run: what the after-run audit of the protected set found and undid (JSON), when
+    /// reported (schema 4).
+    pub integrity: Option<String>,
 }

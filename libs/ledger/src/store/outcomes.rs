@@ -5,6 +5,7 @@ use super::*;
 impl Core {
     pub(crate) async fn record_outcome(&self, no: &NewOutcome) -> Result<Outcome> {
         let error = self.redactor.opt(no.error.as_deref());
+        let integrity = self.redactor.opt(no.integrity.as_deref());
         let executor = ExecutorIdentity {
             pod: self.redactor.redact(&no.executor.pod),
             node: self.redactor.redact(&no.executor.node),
@@ -43,6 +44,7 @@ impl Core {
                 error: error.clone(),
                 recorded_at: now,
                 isolation: no.isolation.clone(),
+                integrity: integrity.clone(),
             };
             let prior = tx
                 .fetch_opt(

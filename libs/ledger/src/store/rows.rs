@@ -50,7 +50,7 @@ columns! {
         "decision_id", "approval_id", "executor_pod", "executor_node", "executor_namespace",
         "executor_image", "started_at", "finished_at", "exit_kind", "exit_value", "stdout_bytes",
         "stderr_bytes", "stdout_truncated", "stderr_truncated", "error", "recorded_at", "isolation",
-        "executor_principal",
+        "executor_principal", "integrity",
     ]
 }
 
@@ -249,6 +249,7 @@ pub(crate) fn outcome_from(r: &Row) -> Result<Outcome> {
         recorded_at: ts(r.get("outcome_recorded_at")?),
         isolation: r.get("outcome_isolation")?,
         executor_principal: opt_id(r.get("outcome_executor_principal")?)?,
+        integrity: r.get("outcome_integrity")?,
     })
 }
 
@@ -273,6 +274,7 @@ pub(super) fn outcome_args(o: &Outcome) -> Vec<Arg> {
         o.recorded_at.as_micros(),
         o.isolation.clone(),
         o.executor_principal.as_ref().map(|p| p.as_str()),
+        o.integrity.clone(),
     ]
 }
 

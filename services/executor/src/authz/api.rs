@@ -229,6 +229,8 @@ pub enum Finished {
         stderr: OutputStats,
         /// What it was given, from its `Started` event.
         isolation: Option<Box<Isolation>>,
+        /// What the after-run audit of the protected set found and undid.
+        audit: Option<Result<Vec<toolgate_core::IntegrityViolation>, String>>,
     },
     /// A run whose client went away before it ended.
     Disconnected,

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use tonic::Status;
 use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::convert::{identity_to_wire, tool_call_to_wire};
+use toolgate_contracts::convert::{audit_to_wire, identity_to_wire, tool_call_to_wire};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
@@ -145,6 +145,7 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
             stdout,
             stderr,
             isolation,
+            audit,
         } => {
             let stats = |s: &super::api::OutputStats| common::OutputStats {
                 total_bytes: s.total_bytes,
@@ -165,6 +166,7 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
                     network: i.network,
                     pid_limit: i.pid_limit.unwrap_or(0),
                 }),
+                audit: audit.as_ref().map(audit_to_wire),
                 ..Default::default()
             }
         }

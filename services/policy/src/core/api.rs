@@ -102,8 +102,8 @@ pub enum Authorization {
         decision_id: DecisionId,
         /// The approval it consumed, if any.
         approval_id: Option<ApprovalId>,
-        /// What happened.
-        outcome: ledger::Outcome,
+        /// What happened (boxed: an outcome is several times the size of the other answers).
+        outcome: Box<ledger::Outcome>,
     },
     /// This `call_id` was allowed and may still be running.
     InFlight {

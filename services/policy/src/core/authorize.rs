@@ -235,7 +235,7 @@ fn replayed(d: &ledger::Decision, outcome: Option<ledger::Outcome>) -> Authoriza
         (Some(outcome), _) => Authorization::AlreadyExecuted {
             decision_id,
             approval_id,
-            outcome,
+            outcome: Box::new(outcome),
         },
         (None, Some(AllowedState::InFlight(until))) => Authorization::InFlight {
             decision_id,

@@ -203,6 +203,7 @@ pub(crate) fn deny(name: &str, message: &str) -> Decide {
 pub(crate) fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
     NewOutcome {
         isolation: None,
+        integrity: None,
         decision_id: d.id.clone(),
         lease_token: lease,
         executor_principal: Some(Principal::try_from("executor-0").unwrap()),
