@@ -8,6 +8,7 @@ mod transport;
 
 mod enforcement;
 mod filesystem;
+mod integrity;
 mod metrics;
 mod process;
 mod trace;

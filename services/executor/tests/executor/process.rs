@@ -12,7 +12,7 @@ use toolgate_contracts::executor::v1::executor_service_client::ExecutorServiceCl
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::executor::v1::run_response::Event;
 
-fn script(s: &str) -> pb::RunRequest {
+pub(crate) fn script(s: &str) -> pb::RunRequest {
     pb::RunRequest {
         context: ctx(),
         command: Some(pb::run_request::Command::Script(s.into())),
@@ -20,7 +20,7 @@ fn script(s: &str) -> pb::RunRequest {
     }
 }
 
-fn argv(a: &[&str]) -> pb::RunRequest {
+pub(crate) fn argv(a: &[&str]) -> pb::RunRequest {
     pb::RunRequest {
         context: ctx(),
         command: Some(pb::run_request::Command::Argv(pb::Argv {
@@ -31,14 +31,14 @@ fn argv(a: &[&str]) -> pb::RunRequest {
 }
 
 /// Everything a run streamed: stdout bytes, stderr bytes, the events in order, the final event.
-struct Outcome {
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+pub(crate) struct Outcome {
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: Vec<u8>,
     kinds: Vec<&'static str>,
-    exited: pb::Exited,
+    pub(crate) exited: pb::Exited,
 }
 
-async fn run(exe: &Executor, req: pb::RunRequest) -> Result<Outcome, tonic::Status> {
+pub(crate) async fn run(exe: &Executor, req: pb::RunRequest) -> Result<Outcome, tonic::Status> {
     let mut client = ProcessServiceClient::new(exe.channel().await);
     let mut stream = client.run(req).await?.into_inner();
     let (mut stdout, mut stderr, mut kinds, mut exited) =
@@ -71,7 +71,7 @@ async fn run(exe: &Executor, req: pb::RunRequest) -> Result<Outcome, tonic::Stat
     })
 }
 
-fn status(o: &Outcome) -> S {
+pub(crate) fn status(o: &Outcome) -> S {
     o.exited.status.clone().unwrap().status.unwrap()
 }
 
@@ -352,12 +352,12 @@ reason = "dotenv files and private keys hold secrets"
 paths = ["**/.env", "**/*.pem"]
 "#;
 
-const SECRET: &str = "SECRET=matchme-4711";
+pub(crate) const SECRET: &str = "SECRET=matchme-4711";
 
 /// What a script printed and how it ended. What the policy asks about is approved by a
 /// human (the suite's approver) and then runs: an approved command is confined exactly like
 /// an automatic one. A policy deny counts as blocked (nothing ran).
-async fn sh(exe: &Executor, script_text: &str) -> (String, String, S) {
+pub(crate) async fn sh(exe: &Executor, script_text: &str) -> (String, String, S) {
     let mut req = script(script_text);
     req.context = support::ctx_waiting(30);
     let o = match run(exe, req).await {
@@ -376,9 +376,9 @@ async fn sh(exe: &Executor, script_text: &str) -> (String, String, S) {
 
 /// A workspace with a secret, a repository, agent config, and an executor over it running
 /// as `uid` (root when `None`). The policy service always runs as root.
-struct Escape {
-    sb: Sandbox,
-    exe: Executor,
+pub(crate) struct Escape {
+    pub(crate) sb: Sandbox,
+    pub(crate) exe: Executor,
     _policy: support::Policy,
     _approver: support::AbortOnDrop,
     /// A listener on the host's loopback that no run may reach.
@@ -388,7 +388,7 @@ struct Escape {
 }
 
 impl Escape {
-    async fn start(uid: Option<u32>) -> Escape {
+    pub(crate) async fn start(uid: Option<u32>) -> Escape {
         use std::os::unix::fs::PermissionsExt;
         let sb = Sandbox::new();
         let ws = &sb.ws;
