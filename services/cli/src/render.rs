@@ -356,13 +356,14 @@ impl serde_json::ser::Formatter for InertFormatter {
     ) -> std::io::Result<()> {
         let mut rest = fragment;
         while let Some(i) = rest.find(display::needs_escape) {
-            writer.write_all(rest[..i].as_bytes())?;
-            let c = rest[i..].chars().next().unwrap_or_default();
+            let (head, tail) = rest.split_at(i);
+            writer.write_all(head.as_bytes())?;
+            let c = tail.chars().next().unwrap_or_default();
             let mut units = [0u16; 2];
             for u in c.encode_utf16(&mut units) {
                 write!(writer, "\\u{u:04x}")?;
             }
-            rest = &rest[i + c.len_utf8()..];
+            rest = &tail[c.len_utf8()..];
         }
         writer.write_all(rest.as_bytes())
     }
@@ -476,7 +477,7 @@ mod tests {
         let line = watch_line(&pb::WatchApprovalsResponse {
             cursor: "1".into(),
             kind: 0,
-            approval: Some(a.clone()),
+            approval: Some(a),
         });
         assert!(inert(&line) && !line.contains('\n'), "{line}");
     }

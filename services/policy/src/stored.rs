@@ -116,12 +116,10 @@ pub(crate) fn explanation_from_json(json: &str) -> Option<(pb::Explanation, Stri
 fn strings<M: FromIterator<(String, String)>>(v: &Value, key: &str) -> M {
     v.get(key)
         .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_else(|| std::iter::empty().collect())
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
+        .collect()
 }
 
 /// Decodes a stored canonical request into the wire `ToolCall` (secrets already redacted).
