@@ -54,6 +54,7 @@ pub fn tool_call_to_wire(c: ToolCall) -> policy::ToolCall {
         stderr_cap_bytes: c.stderr_cap_bytes,
         kill_on_cap: c.kill_on_cap,
         sandbox_profile: c.sandbox_profile,
+        bound_files: c.bound_files.into_iter().collect(),
     }
 }
 
@@ -70,6 +71,12 @@ pub fn tool_call_from_wire(c: policy::ToolCall) -> Result<ToolCall, (&'static st
         return Err((
             "call",
             "a process.run call sets exactly one of `argv` or `script`",
+        ));
+    }
+    if !process && !c.bound_files.is_empty() {
+        return Err((
+            "call.bound_files",
+            "only a process.run call binds workspace files",
         ));
     }
     if !process && c.path.as_deref().is_none_or(str::is_empty) {
@@ -96,6 +103,7 @@ pub fn tool_call_from_wire(c: policy::ToolCall) -> Result<ToolCall, (&'static st
         stderr_cap_bytes: c.stderr_cap_bytes,
         kill_on_cap: c.kill_on_cap,
         sandbox_profile: c.sandbox_profile,
+        bound_files: c.bound_files.into_iter().collect(),
     })
 }
 

@@ -52,6 +52,10 @@ pub struct ToolCall {
     pub kill_on_cap: bool,
     /// Requested sandbox profile.
     pub sandbox_profile: Option<String>,
+    /// Workspace files a `process.run` names: canonical workspace-relative path to the
+    /// digest of the content the executor read (the wire `ToolCall.bound_files` documents
+    /// the form). An approval covers these contents, not only the names.
+    pub bound_files: BTreeMap<String, String>,
 }
 
 impl ToolCall {
@@ -78,6 +82,7 @@ impl ToolCall {
             stderr_cap_bytes: None,
             kill_on_cap: false,
             sandbox_profile: None,
+            bound_files: BTreeMap::new(),
         }
     }
 

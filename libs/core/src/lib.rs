@@ -7,6 +7,7 @@ use std::fmt;
 
 pub mod backoff;
 mod call;
+pub mod display;
 mod integrity;
 
 pub use call::{ExecutorIdentity, ToolCall};

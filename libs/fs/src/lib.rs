@@ -29,6 +29,7 @@
 
 #![warn(missing_docs)]
 
+mod bind;
 mod cwd;
 mod error;
 mod list;
@@ -40,6 +41,7 @@ mod walk;
 mod workspace;
 mod write;
 
+pub use bind::{BOUND_HASH_CAP, MAX_BOUND_FILES, MAX_BOUND_WORDS};
 pub use cwd::OpenDirectory;
 pub use error::{Error, Result};
 pub use list::{Entry, ListOutcome, ListRequest, Truncation};

@@ -113,6 +113,9 @@ fn canonical_bytes(
     if !call.env.is_empty() {
         fields.push(("env", Field::Map(&call.env)));
     }
+    if !call.bound_files.is_empty() {
+        fields.push(("bound_files", Field::Map(&call.bound_files)));
+    }
     fields.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
 
     let mut out = Vec::with_capacity(256);
@@ -272,6 +275,27 @@ mod tests {
         assert_ne!(
             d(&ToolCall::script("ls"), "A"),
             d(&ToolCall::argv(["ls"]), "A")
+        );
+    }
+
+    #[test]
+    fn an_approved_script_rewritten_afterwards_is_a_different_request() {
+        let bound = |sha: &str| {
+            let mut c = ToolCall::argv(["sh", "build.sh"]);
+            c.bound_files.insert("build.sh".to_owned(), sha.to_owned());
+            c
+        };
+        let d = |c: &ToolCall| request_digest(c, "s", "p", "v");
+        assert_ne!(d(&bound("aa")), d(&bound("bb")));
+        assert_eq!(d(&bound("aa")), d(&bound("aa")));
+        // A call that binds no file keeps the digest it had before files were bound.
+        assert_eq!(
+            canonical_json(&ToolCall::argv(["sh", "build.sh"]), "s", "p", "v"),
+            r#"{"argv":["sh","build.sh"],"policy_version":"v","principal":"p","session_id":"s","tool":"process.run","v":1}"#
+        );
+        assert_eq!(
+            canonical_json(&bound("aa"), "s", "p", "v"),
+            r#"{"argv":["sh","build.sh"],"bound_files":{"build.sh":"aa"},"policy_version":"v","principal":"p","session_id":"s","tool":"process.run","v":1}"#
         );
     }
 

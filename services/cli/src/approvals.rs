@@ -240,9 +240,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn one_line(a: &pb::Approval) -> String {
-    let mut s = format!("{} {}", a.approval_id, render::state(a.state));
+    let mut s = format!(
+        "{} {}",
+        toolgate_core::display::escape(&a.approval_id),
+        render::state(a.state)
+    );
     if !a.decided_by.is_empty() {
-        s.push_str(&format!(" by {}", a.decided_by));
+        s.push_str(&format!(
+            " by {}",
+            toolgate_core::display::escape(&a.decided_by)
+        ));
     }
     if a.state == pb::ApprovalState::Approved as i32 {
         s.push_str(&format!(
@@ -262,7 +269,7 @@ fn print_one(
 ) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     if json {
-        writeln!(out, "{}", render::approval_json(a))?;
+        writeln!(out, "{}", render::safe_json(&render::approval_json(a)))?;
     } else {
         out.write_all(text(a).as_bytes())?;
     }
@@ -314,7 +321,7 @@ async fn list(
     let mut out = std::io::stdout().lock();
     if json {
         let v: Vec<_> = all.iter().map(render::approval_json).collect();
-        writeln!(out, "{}", serde_json::Value::Array(v))?;
+        writeln!(out, "{}", render::safe_json(&serde_json::Value::Array(v)))?;
     } else if all.is_empty() {
         writeln!(out, "no approvals match")?;
     } else {
@@ -358,7 +365,7 @@ async fn watch(
                 "kind": render::event_kind(ev.kind),
                 "approval": ev.approval.as_ref().map(render::approval_json),
             });
-            writeln!(out, "{v}")?;
+            writeln!(out, "{}", render::safe_json(&v))?;
         } else {
             writeln!(out, "{}", render::watch_line(&ev))?;
         }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
+use toolgate_core::display::escape;
 use toolgate_runtime::auth::Bearer;
 use toolgate_runtime::transport::{ClientTls, ClientTlsConfig, Dial};
 
@@ -192,13 +193,14 @@ impl fmt::Display for CallError {
         if !self.reason.is_empty() {
             write!(f, " {}", self.reason)?;
         }
-        write!(f, ": {}", self.status.message())?;
+        // A message can quote the request (a path, a command): shown escaped, like approvals.
+        write!(f, ": {}", escape(self.status.message()))?;
         for (k, v) in &self.metadata {
             // Said once: the status message already carries the policy's or approver's words.
             if k == "message" && self.status.message().contains(v.as_str()) {
                 continue;
             }
-            write!(f, "\n  {k}: {v}")?;
+            write!(f, "\n  {}: {}", escape(k), escape(v))?;
         }
         if self.status.code() == tonic::Code::Unauthenticated {
             write!(

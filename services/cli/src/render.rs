@@ -1,11 +1,17 @@
 //! How approvals look on a terminal and as JSON.
+//!
+//! Everything in an approval that the request or a person wrote is shown through
+//! [`toolgate_core::display`]: a terminal must never obey a character the agent chose (an
+//! escape sequence that rewrites the line, a bidi override that reorders it). The JSON
+//! output stays real JSON, with those characters written as `\uXXXX` escapes.
 
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::convert::{tier_from_wire, tool_from_wire};
+use toolgate_contracts::convert::{tier_from_wire, tool_call_from_wire, tool_from_wire};
 use toolgate_contracts::policy::v1 as pb;
+use toolgate_core::display::{self, escape, word};
 
 /// `pending`, `approved`, ...
 pub(crate) fn state(v: i32) -> String {
@@ -71,35 +77,24 @@ pub(crate) fn time(t: Option<&prost_types::Timestamp>) -> String {
     t.map(ToString::to_string).unwrap_or_default()
 }
 
-/// A word as a shell would need it quoted, for showing argv.
-fn shell_word(w: &str) -> String {
-    if !w.is_empty()
-        && w.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        w.to_owned()
-    } else {
-        format!("'{}'", w.replace('\'', r"'\''"))
-    }
-}
-
 /// What the call does, in one line: the script, the argv, or the path.
 pub(crate) fn summary(call: Option<&pb::ToolCall>) -> String {
     let Some(c) = call else {
         return String::new();
     };
     let what = if let Some(s) = &c.script {
-        s.clone()
+        escape(s).into_owned()
     } else if !c.argv.is_empty() {
-        c.argv
-            .iter()
-            .map(|w| shell_word(w))
-            .collect::<Vec<_>>()
-            .join(" ")
+        c.argv.iter().map(|w| word(w)).collect::<Vec<_>>().join(" ")
     } else {
-        c.path.clone().unwrap_or_default()
+        escape(c.path.as_deref().unwrap_or_default()).into_owned()
     };
-    format!("{} {}", tool(c.tool), what.replace('\n', "⏎"))
+    let binds = if c.bound_files.is_empty() {
+        String::new()
+    } else {
+        format!(" (binds {} file(s))", c.bound_files.len())
+    };
+    format!("{} {what}{binds}", tool(c.tool))
 }
 
 fn clip(s: &str, max: usize) -> String {
@@ -123,11 +118,11 @@ pub(crate) fn table(approvals: &[pb::Approval]) -> String {
         let _ = writeln!(
             out,
             "{:<36}  {:<9}  {:<20}  {:<16}  {:<16}  {}",
-            a.approval_id,
+            escape(&a.approval_id),
             state(a.state),
             clip(&created, 20),
-            clip(&a.session_id, 16),
-            clip(&a.principal, 16),
+            clip(&escape(&a.session_id), 16),
+            clip(&escape(&a.principal), 16),
             clip(&summary(a.call.as_ref()), 70)
         );
     }
@@ -139,16 +134,16 @@ pub(crate) fn watch_line(ev: &pb::WatchApprovalsResponse) -> String {
     let (id, st, session, principal, call) =
         ev.approval.as_ref().map_or_else(Default::default, |a| {
             (
-                a.approval_id.clone(),
+                escape(&a.approval_id).into_owned(),
                 state(a.state),
-                a.session_id.clone(),
-                a.principal.clone(),
+                escape(&a.session_id).into_owned(),
+                escape(&a.principal).into_owned(),
                 summary(a.call.as_ref()),
             )
         });
     format!(
         "{} {} {id} {st} session={session} principal={principal} {call}",
-        ev.cursor,
+        escape(&ev.cursor),
         event_kind(ev.kind)
     )
 }
@@ -156,9 +151,10 @@ pub(crate) fn watch_line(ev: &pb::WatchApprovalsResponse) -> String {
 /// The full explanation an approver reads before deciding.
 pub(crate) fn show(a: &pb::Approval) -> String {
     let mut o = String::new();
+    // Every value is escaped here, whatever wrote it.
     let mut field = |k: &str, v: &str| {
         if !v.is_empty() {
-            let _ = writeln!(o, "{k:<12}{v}");
+            let _ = writeln!(o, "{k:<12}{}", escape(v));
         }
     };
     field("approval", &a.approval_id);
@@ -167,48 +163,19 @@ pub(crate) fn show(a: &pb::Approval) -> String {
     field("principal", &a.principal);
     field("call id", &a.call_id);
     if let Some(c) = &a.call {
-        field("tool", &tool(c.tool));
-        if let Some(s) = &c.script {
-            field("script", s);
+        match tool_call_from_wire(c.clone()) {
+            // The rows come escaped.
+            Ok(call) => o.push_str(&display::call_text(&call)),
+            Err((_, why)) => {
+                let _ = writeln!(o, "{:<12}{}", "call", escape(why));
+            }
         }
-        if !c.argv.is_empty() {
-            let argv: Vec<_> = c.argv.iter().map(|w| shell_word(w)).collect();
-            field("argv", &argv.join(" "));
-        }
-        field("path", c.path.as_deref().unwrap_or_default());
-        field("cwd", c.cwd.as_deref().unwrap_or_default());
-        if c.content_size.is_some() || c.content_sha256.is_some() {
-            field(
-                "content",
-                &format!(
-                    "{} bytes, sha256 {}",
-                    c.content_size.unwrap_or_default(),
-                    c.content_sha256.as_deref().unwrap_or("?")
-                ),
-            );
-        }
-        if c.edit_old_sha256.is_some() {
-            field(
-                "edit",
-                &format!(
-                    "replace sha256 {} with sha256 {} ({} occurrence(s))",
-                    c.edit_old_sha256.as_deref().unwrap_or_default(),
-                    c.edit_new_sha256.as_deref().unwrap_or_default(),
-                    c.expected_occurrences.unwrap_or(1)
-                ),
-            );
-        }
-        if !c.env.is_empty() {
-            let mut env: Vec<_> = c.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            env.sort();
-            field("env", &env.join(" "));
-        }
-        field("stdin", c.stdin_sha256.as_deref().unwrap_or_default());
-        if let Some(t) = c.timeout_ms {
-            field("timeout", &format!("{t} ms"));
-        }
-        field("sandbox", c.sandbox_profile.as_deref().unwrap_or_default());
     }
+    let mut field = |k: &str, v: &str| {
+        if !v.is_empty() {
+            let _ = writeln!(o, "{k:<12}{}", escape(v));
+        }
+    };
     field("description", &a.description);
     field("digest", &a.request_digest);
     field("policy", &a.policy_version);
@@ -244,7 +211,7 @@ pub(crate) fn show(a: &pb::Approval) -> String {
 fn explanation(o: &mut String, e: &pb::Explanation) {
     let _ = writeln!(o, "{:<12}{}", "decision", tier(e.tier));
     if !e.message.is_empty() {
-        let _ = writeln!(o, "{:<12}{}", "why", e.message);
+        let _ = writeln!(o, "{:<12}{}", "why", escape(&e.message));
     }
     if !e.matches.is_empty() {
         let _ = writeln!(o, "rules:");
@@ -253,35 +220,41 @@ fn explanation(o: &mut String, e: &pb::Explanation) {
                 o,
                 "  [{}] {} ({}): {}",
                 tier(m.tier),
-                m.rule_id,
+                escape(&m.rule_id),
                 source(m.source),
-                m.reason
+                escape(&m.reason)
             );
         }
     }
     if !e.commands.is_empty() {
         let _ = writeln!(o, "commands:");
         for c in &e.commands {
-            let argv: Vec<_> = c.argv.iter().map(|w| shell_word(w)).collect();
+            let argv: Vec<_> = c.argv.iter().map(|w| word(w)).collect();
             let _ = write!(o, "  [{}] {}", tier(c.tier), argv.join(" "));
             if !c.rule_ids.is_empty() {
-                let _ = write!(o, "  rules: {}", c.rule_ids.join(", "));
+                let _ = write!(o, "  rules: {}", escape(&c.rule_ids.join(", ")));
             }
             if !c.fully_analyzed {
                 let _ = write!(o, "  (not fully analysed)");
             }
             o.push('\n');
             for n in &c.notes {
-                let _ = writeln!(o, "      note: {n}");
+                let _ = writeln!(o, "      note: {}", escape(n));
             }
         }
     }
     if !e.paths.is_empty() {
         let _ = writeln!(o, "paths:");
         for p in &e.paths {
-            let _ = write!(o, "  [{}] {} {}", tier(p.tier), access(p.access), p.path);
+            let _ = write!(
+                o,
+                "  [{}] {} {}",
+                tier(p.tier),
+                access(p.access),
+                word(&p.path)
+            );
             if !p.rule_ids.is_empty() {
-                let _ = write!(o, "  rules: {}", p.rule_ids.join(", "));
+                let _ = write!(o, "  rules: {}", escape(&p.rule_ids.join(", ")));
             }
             o.push('\n');
         }
@@ -311,6 +284,7 @@ fn call_json(c: &pb::ToolCall) -> Value {
         "stdin_sha256": opt(c.stdin_sha256.clone()),
         "timeout_ms": opt(c.timeout_ms),
         "sandbox_profile": opt(c.sandbox_profile.clone()),
+        "bound_files": c.bound_files,
     })
 }
 
@@ -356,7 +330,43 @@ pub(crate) fn approval_json(a: &pb::Approval) -> Value {
         "consumed_at": time(a.consumed_at.as_ref()),
         "consumed_decision_id": a.consumed_decision_id,
         "trace_id": a.trace_id,
+        "display": a.display,
     })
+}
+
+/// `v` as compact JSON in which every character [`display::needs_escape`] names is written
+/// as a `\uXXXX` escape (JSON escapes only C0 controls itself): real JSON that decodes to
+/// exactly `v`, and inert on a terminal.
+pub(crate) fn safe_json(v: &Value) -> String {
+    let mut out = Vec::with_capacity(256);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, InertFormatter);
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde::Serialize::serialize(v, &mut ser);
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// serde_json's compact formatter, escaping what a terminal could act on or hide.
+struct InertFormatter;
+
+impl serde_json::ser::Formatter for InertFormatter {
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some(i) = rest.find(display::needs_escape) {
+            let (head, tail) = rest.split_at(i);
+            writer.write_all(head.as_bytes())?;
+            let c = tail.chars().next().unwrap_or_default();
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                write!(writer, "\\u{u:04x}")?;
+            }
+            rest = &tail[c.len_utf8()..];
+        }
+        writer.write_all(rest.as_bytes())
+    }
 }
 
 /// A run's exit status in words, for messages.
@@ -379,10 +389,115 @@ mod tests {
 
     #[test]
     fn words_are_quoted_only_when_needed() {
-        assert_eq!(shell_word("ls"), "ls");
-        assert_eq!(shell_word("a b"), "'a b'");
-        assert_eq!(shell_word("it's"), r"'it'\''s'");
-        assert_eq!(shell_word(""), "''");
+        assert_eq!(word("ls"), "ls");
+        assert_eq!(word("a b"), "'a b'");
+        assert_eq!(word("it's"), r"'it'\''s'");
+        assert_eq!(word(""), "''");
+    }
+
+    /// Whether a terminal would print `s` as it is: no control but the newlines that end
+    /// rows, nothing that reorders or hides text.
+    fn inert(s: &str) -> bool {
+        !s.chars().any(|c| c != '\n' && display::needs_escape(c))
+    }
+
+    /// An approval in which every string the agent or a person wrote tries to rewrite the
+    /// approver's screen.
+    fn hostile_approval() -> pb::Approval {
+        let h = |s: &str| format!("{s}\x1b[2K\rcargo fmt --check\u{202e}\u{9b}0m\u{200b}");
+        let mut env = std::collections::HashMap::new();
+        env.insert(h("K"), h("v"));
+        let mut bound = std::collections::HashMap::new();
+        bound.insert(h("build.sh"), h("ab"));
+        pb::Approval {
+            approval_id: h("apr"),
+            session_id: h("s"),
+            principal: h("p"),
+            call_id: h("c"),
+            call: Some(pb::ToolCall {
+                tool: common::ToolKind::ProcessRun as i32,
+                script: Some(h("rm -rf src\nsh build.sh")),
+                cwd: Some(h("sub")),
+                env,
+                bound_files: bound,
+                sandbox_profile: Some(h("workspace")),
+                ..Default::default()
+            }),
+            explanation: Some(pb::Explanation {
+                message: h("why"),
+                matches: vec![pb::RuleMatch {
+                    rule_id: h("r"),
+                    reason: h("reason"),
+                    ..Default::default()
+                }],
+                commands: vec![pb::CommandExplanation {
+                    argv: vec![h("rm"), h("-rf")],
+                    rule_ids: vec![h("r")],
+                    notes: vec![h("note")],
+                    ..Default::default()
+                }],
+                paths: vec![pb::PathExplanation {
+                    path: h("src"),
+                    rule_ids: vec![h("r")],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            description: h("formatting"),
+            decided_by: h("alice"),
+            reason: h("ok"),
+            message_to_model: h("go"),
+            consumed_by: h("exec"),
+            consumed_decision_id: h("dec"),
+            trace_id: h("t"),
+            request_digest: h("d"),
+            policy_version: h("v"),
+            display: h("display"),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn escape_sequences_in_a_request_never_reach_the_approvers_terminal() {
+        let a = hostile_approval();
+        let shown = show(&a);
+        assert!(inert(&shown), "{shown}");
+        // The script's newline starts a row of its own, marked as part of the script.
+        assert!(
+            shown.contains(concat!(
+                "script      | rm -rf src\n",
+                r"            | sh build.sh\x1b[2K\rcargo fmt --check\u{202e}\u{9b}0m\u{200b}",
+            )),
+            "{shown}"
+        );
+        assert!(shown.contains("binds       "), "{shown}");
+        let table = table(std::slice::from_ref(&a));
+        assert!(inert(&table), "{table}");
+        assert_eq!(table.lines().count(), 2, "{table}");
+        let line = watch_line(&pb::WatchApprovalsResponse {
+            cursor: "1".into(),
+            kind: 0,
+            approval: Some(a),
+        });
+        assert!(inert(&line) && !line.contains('\n'), "{line}");
+    }
+
+    #[test]
+    fn json_output_is_real_json_and_inert() {
+        let a = hostile_approval();
+        let v = approval_json(&a);
+        let text = safe_json(&v);
+        assert!(inert(&text) && !text.contains('\n'), "{text}");
+        assert!(
+            text.contains(r"\u202e") && text.contains(r"\u009b"),
+            "{text}"
+        );
+        let back: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+        // Beyond the basic plane: a tag character as a surrogate pair.
+        let tag = safe_json(&Value::from("a\u{e0041}"));
+        assert_eq!(tag, r#""a\udb40\udc41""#);
+        assert_eq!(serde_json::from_str::<Value>(&tag).unwrap(), "a\u{e0041}");
     }
 
     #[test]
@@ -399,6 +514,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(summary(Some(&r)), "process.run echo 'hi there'");
+        let s = pb::ToolCall {
+            tool: common::ToolKind::ProcessRun as i32,
+            script: Some("ls\nrm -rf /".into()),
+            ..Default::default()
+        };
+        assert_eq!(summary(Some(&s)), r"process.run ls\nrm -rf /");
         assert_eq!(clip("abcdef", 4), "abc…");
     }
 }

@@ -5,6 +5,7 @@
 //! an [`Authorized`] proof, which only the policy service's `allowed` answer produces. The
 //! fields are private to this module, so no other code reaches the workspace or the runner.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tonic::Status;
@@ -79,6 +80,24 @@ impl Confined {
         self.runner
             .profile(name)
             .map_err(|e| status::from_error(&e))
+    }
+
+    /// The workspace files `words` name from the canonical directory `cwd`, with the
+    /// digests of their content (no effect): what the run's approval binds. Bounded (at
+    /// most 32 files, 1 MiB hashed of each); on a multi-thread runtime the worker says it
+    /// blocks, as for the mask walk.
+    pub(crate) fn bound_files(&self, cwd: &str, words: &[String]) -> BTreeMap<String, String> {
+        if words.is_empty() {
+            return BTreeMap::new();
+        }
+        let bind = || {
+            self.workspace
+                .bound_files(cwd, words.iter().map(String::as_str))
+        };
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(bind),
+            _ => bind(),
+        }
     }
 
     /// What the runner can do on this host.

@@ -8,6 +8,7 @@
 //! knows the `ErrorInfo` shape.
 
 pub mod authz;
+mod bound;
 pub mod config;
 mod confined;
 mod fs_service;

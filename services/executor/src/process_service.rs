@@ -34,6 +34,7 @@ use tracing::field::Empty;
 
 use crate::authz::api::{ExecutorIdentity, Finished};
 use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, fs_outcome};
+use crate::bound;
 use crate::confined::Confined;
 use crate::fs_service::sha256_hex;
 use crate::tool_span::ToolSpan;
@@ -115,6 +116,9 @@ impl ProcessAdapter {
         };
         let spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
         let effective = self.confined.effective(&spec)?;
+        let bound_files = self
+            .confined
+            .bound_files(&cwd.canonical, &bound::words(spec.command()));
         let (argv, script) = match spec.command() {
             Command::Argv(a) => (Some(a.clone()), None),
             Command::Script(s) => (None, Some(s.clone())),
@@ -130,6 +134,7 @@ impl ProcessAdapter {
             stderr_cap_bytes: Some(effective.stderr_cap),
             kill_on_cap: limits.kill_on_cap,
             sandbox_profile: Some(profile),
+            bound_files,
             ..ToolCall::new(ToolKind::ProcessRun)
         };
         Ok(Resolved { ctx, spec, call })

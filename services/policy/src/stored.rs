@@ -112,6 +112,16 @@ pub(crate) fn explanation_from_json(json: &str) -> Option<(pb::Explanation, Stri
     Some((explanation, text(&v, "description")))
 }
 
+/// The object of strings under `key` (`env`, `bound_files`), empty when absent.
+fn strings<M: FromIterator<(String, String)>>(v: &Value, key: &str) -> M {
+    v.get(key)
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
+        .collect()
+}
+
 /// Decodes a stored canonical request into the wire `ToolCall` (secrets already redacted).
 ///
 /// `None` when the text is not a canonical request.
@@ -135,21 +145,14 @@ pub(crate) fn tool_call_from_json(json: &str) -> Option<pb::ToolCall> {
         argv: texts(&v, "argv"),
         script: s("script"),
         cwd: s("cwd"),
-        env: v
-            .get("env")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        env: strings(&v, "env"),
         stdin_sha256: s("stdin_sha256"),
         timeout_ms: n("timeout_ms"),
         stdout_cap_bytes: n("stdout_cap_bytes"),
         stderr_cap_bytes: n("stderr_cap_bytes"),
         kill_on_cap: b("kill_on_cap"),
         sandbox_profile: s("sandbox_profile"),
+        bound_files: strings(&v, "bound_files"),
     })
 }
 
@@ -168,6 +171,8 @@ mod tests {
         call.timeout_ms = Some(5_000);
         call.kill_on_cap = true;
         call.sandbox_profile = Some("workspace-write".into());
+        call.bound_files
+            .insert("infra/apply.sh".into(), "ab".repeat(32));
         let json = canonical_json(&call, "s1", "agent-1", "v1");
         let wire = tool_call_from_json(&json).unwrap();
         let back = crate::wire::tool_call(Some(wire)).unwrap();

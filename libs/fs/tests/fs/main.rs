@@ -6,5 +6,6 @@
 mod common;
 
 mod attacks;
+mod bind;
 mod ops;
 mod race;

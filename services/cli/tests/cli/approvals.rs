@@ -213,3 +213,144 @@ fn cancel_is_final_and_watch_resumes_from_a_cursor() {
         "{next:?}"
     );
 }
+
+fn sha256_hex(content: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(content))
+}
+
+/// Approves `id` once as the approver.
+fn approve(up: &Up, id: &str) {
+    let ok = up.run("approver", &["approvals", "approve", id]);
+    assert!(ok.status.success(), "{}", text(&ok));
+}
+
+/// After `sh build.sh` was approved, the agent rewrote build.sh: the approval must not cover
+/// the new content, whether the call is an argv or a script and whether the file is rewritten
+/// on disk or through the fs API. The unchanged file stays covered.
+#[test]
+fn a_script_rewritten_after_its_approval_needs_a_new_approval() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+    let approved = b"echo approved > out.txt\n";
+    std::fs::write(ws.path().join("build.sh"), approved).unwrap();
+
+    let ask = up.run("agent", &["run", "--", "sh", "build.sh"]);
+    assert_eq!(ask.status.code(), Some(75), "{}", text(&ask));
+    let first = support::awaited_approval(&ask);
+    // The approver sees which content the approval binds.
+    let show = up.run("approver", &["approvals", "show", &first]);
+    let show = String::from_utf8_lossy(&show.stdout);
+    let binds = format!(
+        "binds       build.sh sha256:{}…",
+        &sha256_hex(approved)[..16]
+    );
+    assert!(show.contains(&binds), "{binds:?} missing from:\n{show}");
+    approve(&up, &first);
+
+    // The agent rewrites the script on disk after the approval.
+    std::fs::write(ws.path().join("build.sh"), b"echo rewritten > out.txt\n").unwrap();
+    let again = up.run("agent", &["run", "--", "sh", "build.sh"]);
+    assert_eq!(again.status.code(), Some(75), "{}", text(&again));
+    let second = support::awaited_approval(&again);
+    assert_ne!(second, first, "the old approval was reused for new content");
+    assert!(
+        !ws.path().join("out.txt").exists(),
+        "the rewritten script ran"
+    );
+
+    // Approved as it is now, the unchanged file is covered and runs.
+    approve(&up, &second);
+    let run = up.run("agent", &["run", "--", "sh", "build.sh"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "rewritten\n"
+    );
+
+    // The same through a script, rewritten through the fs API.
+    let script = ["run", "--script", "cd . && bash ./build.sh"];
+    let ask = up.run("agent", &script);
+    assert_eq!(ask.status.code(), Some(75), "{}", text(&ask));
+    let third = support::awaited_approval(&ask);
+    approve(&up, &third);
+    let mut write = up
+        .command("agent", &["fs", "write", "build.sh"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut write.stdin.take().unwrap(), b"echo api > out.txt\n").unwrap();
+    let written = write.wait_with_output().unwrap();
+    assert!(written.status.success(), "{}", text(&written));
+    let again = up.run("agent", &script);
+    assert_eq!(again.status.code(), Some(75), "{}", text(&again));
+    assert_ne!(support::awaited_approval(&again), third);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "rewritten\n"
+    );
+}
+
+/// Whether a terminal shows `s` as it is: no control character but the newlines that end
+/// lines, nothing that reorders or hides text.
+fn inert(s: &str) -> bool {
+    !s.chars()
+        .any(|c| c != '\n' && toolgate_core::display::needs_escape(c))
+}
+
+/// In tmux an approver saw `cargo fmt --check` and approved `rm -rf src`: the request's
+/// escape sequences erased the line. Nothing in `approvals list`/`show`/`watch`, text or
+/// JSON, may carry a raw control byte or a bidi override.
+#[test]
+fn escape_sequences_in_a_request_never_reach_the_approvers_terminal() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+    let hostile = "rm -rf src\x1b[2K\r\x1b[1Acargo fmt --check \u{202e}\u{9b}2J\u{200b}";
+    let ask = up.run(
+        "agent",
+        &[
+            "run",
+            "--description",
+            "format\x1b]8;;http://x\x07check\x1b]8;;\x07\x08\x08",
+            "--script",
+            hostile,
+        ],
+    );
+    assert_eq!(ask.status.code(), Some(75), "{}", text(&ask));
+    let id = support::awaited_approval(&ask);
+
+    for args in [
+        vec!["approvals", "list"],
+        vec!["approvals", "show", &id],
+        vec!["approvals", "list", "--json"],
+        vec!["approvals", "show", &id, "--json"],
+        vec!["approvals", "approve", &id],
+    ] {
+        let o = up.run("approver", &args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        let out = String::from_utf8(o.stdout).unwrap();
+        assert!(inert(&out), "{args:?} printed raw controls:\n{out:?}");
+        if args.contains(&"--json") {
+            // Still real JSON, decoding to exactly what the agent sent.
+            let v: Value = serde_json::from_str(&out).unwrap();
+            let a = if v.is_array() { &v[0] } else { &v };
+            assert_eq!(a["call"]["script"], hostile);
+        } else if args[1] == "show" {
+            assert!(
+                out.contains(r"rm -rf src\x1b[2K\r\x1b[1Acargo fmt --check \u{202e}\u{9b}2J"),
+                "{out}"
+            );
+        }
+    }
+    // The server's own display-safe rendering is inert too.
+    let v = json(&up.run("approver", &["approvals", "show", &id, "--json"]));
+    let display = v["display"].as_str().unwrap();
+    assert!(
+        inert(display) && display.contains("rm -rf src\\x1b[2K"),
+        "{display}"
+    );
+}

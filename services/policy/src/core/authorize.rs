@@ -15,7 +15,9 @@ use toolgate_runtime::telemetry;
 use super::api::{
     Authorization, AuthorizeRequest, Authorized, RecordOutcomeRequest, reported_json,
 };
-use super::{PolicyCore, PolicyError, hidden_paths, internal, parse_id, require, text};
+use super::{
+    PolicyCore, PolicyError, hidden_paths, internal, parse_id, require, text, unbind_denied,
+};
 use crate::{stored, trace};
 
 impl PolicyCore {
@@ -57,6 +59,7 @@ impl PolicyCore {
             principal: principal_id.as_str().to_owned(),
             labels: req.labels,
         };
+        unbind_denied(&policy, &mut call, &ctx);
         let decision = policy.classify(&call, &ctx);
         // A rule that decides the sandbox profile decides the profile in force: the call is
         // digested (so approved) and answered with that one, whatever the request asked for.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use toolgate_ledger::{self as ledger, Ledger, SqlLedger};
-use toolgate_policy_engine::{CallContext, Policy, Watcher, request_digest};
+use toolgate_policy_engine::{CallContext, Policy, ToolCall, Watcher, request_digest};
 use toolgate_runtime::auth::{NotPermitted, Principal, Role};
 use toolgate_runtime::metrics::{self, PolicyMetrics};
 use tracing::Instrument;
@@ -176,6 +176,7 @@ impl PolicyCore {
     pub fn classify(&self, req: ClassifyRequest) -> Classification {
         let mut call = req.call;
         let policy = self.policy();
+        unbind_denied(&policy, &mut call, &req.context);
         let decision = policy.classify(&call, &req.context);
         if let Some(profile) = &decision.sandbox_profile {
             call.sandbox_profile = Some(profile.clone());
@@ -222,6 +223,19 @@ pub(crate) fn hidden_paths(
         policy_version: policy.version().to_owned(),
         globs,
     })
+}
+
+/// Forgets the bound files of `call` that the policy denies reading: the digest of a secret's
+/// content must not reach the ledger or an approver. Nothing is lost: a run cannot see such a
+/// file (it is hidden in its view), so its content cannot be what runs.
+pub(crate) fn unbind_denied(policy: &Policy, call: &mut ToolCall, ctx: &CallContext) {
+    if call.bound_files.is_empty() {
+        return;
+    }
+    call.bound_files.retain(|path, _| {
+        let read = ToolCall::fs(toolgate_core::ToolKind::FsRead, path.clone());
+        policy.classify(&read, ctx).tier != toolgate_core::Tier::Deny
+    });
 }
 
 /// `ROLE_NOT_PERMITTED` unless the caller's role is one of `roles`.

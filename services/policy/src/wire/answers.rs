@@ -1,6 +1,8 @@
 //! The core's domain answers → wire responses.
 
-use toolgate_contracts::convert::tier_to_wire;
+use std::fmt::Write as _;
+
+use toolgate_contracts::convert::{tier_to_wire, tool_call_from_wire};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_ledger::{self as ledger, ApprovalId, ApprovalState};
 
@@ -140,13 +142,15 @@ pub(crate) fn approval(v: ApprovalView) -> pb::Approval {
         Some((e, d)) => (Some(e), d),
         None => (None, String::new()),
     };
+    let call = stored::tool_call_from_json(&a.request_json);
+    let display = display(call.as_ref(), &description);
     pb::Approval {
         approval_id: a.id.as_str().to_owned(),
         state: state_to_wire(v.state) as i32,
         session_id: a.session_id.as_str().to_owned(),
         principal: a.principal.as_str().to_owned(),
         call_id: a.call_id.as_str().to_owned(),
-        call: stored::tool_call_from_json(&a.request_json),
+        call,
         request_digest: a.digest.to_hex(),
         policy_version: a.policy_version.as_str().to_owned(),
         explanation,
@@ -168,7 +172,26 @@ pub(crate) fn approval(v: ApprovalView) -> pb::Approval {
             .map(|d| d.as_str().to_owned())
             .unwrap_or_default(),
         trace_id: text(a.trace_id.as_ref()),
+        display,
     }
+}
+
+/// `Approval.display`: the call's rows and the description, every request-derived string
+/// escaped for a terminal.
+fn display(call: Option<&pb::ToolCall>, description: &str) -> String {
+    let mut out = call
+        .and_then(|c| tool_call_from_wire(c.clone()).ok())
+        .map(|c| toolgate_core::display::call_text(&c))
+        .unwrap_or_default();
+    if !description.is_empty() {
+        let _ = writeln!(
+            out,
+            "{:<12}{}",
+            "description",
+            toolgate_core::display::escape(description)
+        );
+    }
+    out
 }
 
 fn text<T: std::fmt::Display>(v: Option<&T>) -> String {
