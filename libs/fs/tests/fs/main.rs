@@ -8,3 +8,4 @@ mod common;
 mod attacks;
 mod ops;
 mod race;
+mod redaction;
