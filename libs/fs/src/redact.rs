@@ -17,6 +17,7 @@
 
 use std::io::Read;
 use std::ops::Range;
+use std::sync::LazyLock;
 
 use memchr::memmem;
 
@@ -29,6 +30,9 @@ pub(crate) const MAX_USERINFO: usize = 4096;
 /// Bytes of context a window needs on each side of a selection to decide every span that
 /// overlaps it (the byte before `://`, `://` itself, the userinfo and its `@`).
 pub(crate) const CONTEXT: usize = MAX_USERINFO + 4;
+
+/// The searcher for `://`, built once (a searcher per call costs more than short inputs).
+static SEPARATOR: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b"://"));
 
 /// User names that identify an account kind, not a person or a token.
 const HARMLESS_USERS: &[&[u8]] = &[b"git", b"hg", b"anonymous"];
@@ -113,7 +117,7 @@ enum Next {
 /// `buf` in the stream, if any; `complete` says that no byte follows `buf`.
 fn next_span(buf: &[u8], from: usize, before: Option<u8>, complete: bool) -> Next {
     let mut at = from;
-    while let Some(i) = memmem::find(&buf[at.min(buf.len())..], b"://") {
+    while let Some(i) = SEPARATOR.find(&buf[at.min(buf.len())..]) {
         let sep = at + i;
         let start = sep + 3;
         at = start;
