@@ -123,6 +123,14 @@ pub enum Error {
         /// The count found.
         found: usize,
     },
+    /// An edit's old text reaches a line holding a URL credential, which reads show redacted.
+    #[error(
+        "the old text in `{path}` reaches a line that holds a URL credential (shown as `***`); such lines cannot be edited through the filesystem API: edit other lines, or ask the user to change it"
+    )]
+    CredentialLine {
+        /// The path as given.
+        path: String,
+    },
     /// The content or file exceeds a configured size limit.
     #[error("`{path}` is too large: {size} bytes exceeds the limit of {limit} bytes")]
     TooLarge {
@@ -180,7 +188,7 @@ impl ReasonedError for Error {
             Error::NotADirectory { .. } => Reason::NotADirectory,
             Error::SymlinkLoop { .. } => Reason::SymlinkLoop,
             Error::Conflict { .. } | Error::Unsettled { .. } => Reason::Conflict,
-            Error::EditMismatch { .. } => Reason::EditMismatch,
+            Error::EditMismatch { .. } | Error::CredentialLine { .. } => Reason::EditMismatch,
             Error::TooLarge { .. } => Reason::TooLarge,
             Error::NoSpace { .. } => Reason::NoSpace,
             Error::Io { .. } => Reason::Internal,
@@ -231,6 +239,7 @@ impl ReasonedError for Error {
             | Error::NotAFile { path, .. }
             | Error::NotADirectory { path }
             | Error::SymlinkLoop { path }
+            | Error::CredentialLine { path }
             | Error::NoSpace { path }
             | Error::Unsettled { path }
             | Error::Io { path, .. } => meta.push(("path", path.clone())),

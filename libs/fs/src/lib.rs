@@ -12,6 +12,10 @@
 //!
 //! Operations are synchronous; an async caller runs them on a blocking thread.
 //!
+//! Reads, searches and sha256 values see a file's *view*: the userinfo of every URL in it
+//! (`https://user:token@host`) replaced by `***` ([`redact_url_credentials`]). Lines holding
+//! such a credential cannot be edited, and a write cannot put the marker over one.
+//!
 //! Result paths are canonical (symlinks resolved) and shown in the caller's style: a
 //! relative request gets relative paths, an absolute one gets paths under the same
 //! prefix (the root or a configured alias).
@@ -36,6 +40,7 @@ mod list;
 mod masks;
 mod path;
 mod read;
+mod redact;
 mod search;
 mod walk;
 mod workspace;
@@ -48,6 +53,7 @@ pub use list::{Entry, ListOutcome, ListRequest, Truncation};
 pub use masks::{GIT_PROTECTED, MAX_MASK_WALK_ENTRIES, ProtectedSet, RunMasks, is_plain_relative};
 pub use path::{Sha256, WorkspacePath};
 pub use read::{ReadOutcome, ReadRange, ReadRequest, StatOutcome, StatRequest};
+pub use redact::redact_url_credentials;
 pub use search::{
     FileMatches, FindOutcome, FindRequest, Found, SearchLine, SearchOutcome, SearchRequest,
 };

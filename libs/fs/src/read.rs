@@ -10,6 +10,7 @@ use sha2::Digest;
 
 use crate::error::{Error, Result};
 use crate::path::{Sha256, WorkspacePath};
+use crate::redact::{self, Redactor};
 use crate::workspace::{Access, EntryKind, Workspace, cap, mtime_of, special_kind};
 
 /// Which part of a file to read.
@@ -69,8 +70,12 @@ pub struct ReadOutcome {
     pub total_size: u64,
     /// sha256 of `content`.
     pub sha256: Sha256,
-    /// sha256 of the whole file, when it is no larger than the hash limit.
+    /// sha256 of the whole file's view (URL credentials redacted, so equal to the sha256 of
+    /// its bytes unless it holds one), when it is no larger than the hash limit.
     pub file_sha256: Option<Sha256>,
+    /// URL credentials in `content` were replaced by `***`; `total_size` is still the size
+    /// on disk.
+    pub redacted: bool,
 }
 
 /// A stat request.
@@ -106,68 +111,135 @@ pub struct StatOutcome {
 /// Bytes read per syscall; also the peak memory besides the returned content.
 const CHUNK: usize = 64 * 1024;
 
-/// Picks the requested part out of a stream of chunks.
+/// Picks the requested part out of a stream of chunks, with the raw bytes around it that
+/// decide which URL credentials in it are redacted ([`redact::CONTEXT`] before a byte range,
+/// up to that many after wherever the selection stops).
 struct Selector {
     range: ReadRange,
     cap: u64,
+    /// Context before the selection, the selection, context after it.
     out: Vec<u8>,
+    /// Where the selection starts in `out`.
+    sel_start: usize,
+    /// Where the selection ends in `out`, once it is complete.
+    sel_end: Option<usize>,
     pos: u64,
     line: u64,
     truncated: bool,
-    done: bool,
 }
 
 impl Selector {
-    fn feed(&mut self, chunk: &[u8]) {
-        if self.done {
-            self.pos += chunk.len() as u64;
-            return;
+    fn new(range: ReadRange, cap: u64, capacity: usize) -> Self {
+        Selector {
+            range,
+            cap,
+            out: Vec::with_capacity(capacity),
+            sel_start: 0,
+            sel_end: None,
+            pos: 0,
+            line: 1,
+            truncated: false,
         }
-        match self.range {
-            ReadRange::Whole => self.take(chunk),
-            ReadRange::Bytes { offset, len } => {
-                let end = len.map_or(u64::MAX, |l| offset.saturating_add(l));
-                let start = offset.max(self.pos);
-                let stop = end.min(self.pos + chunk.len() as u64);
-                if start < stop {
-                    let a = (start - self.pos) as usize;
-                    let b = (stop - self.pos) as usize;
-                    self.take(&chunk[a..b]);
-                }
-                if self.pos + chunk.len() as u64 >= end {
-                    self.done = true;
-                }
-            }
-            ReadRange::Lines { start, count } => {
-                let end = count.map_or(u64::MAX, |c| start.saturating_add(c));
-                let mut rest = chunk;
-                while !rest.is_empty() && !self.done {
-                    let nl = rest.iter().position(|&b| b == b'\n');
-                    let seg_len = nl.map_or(rest.len(), |i| i + 1);
-                    if self.line >= start && self.line < end {
-                        self.take(&rest[..seg_len]);
-                    }
-                    if nl.is_some() {
-                        self.line += 1;
-                        if self.line >= end {
-                            self.done = true;
-                        }
-                    }
-                    rest = &rest[seg_len..];
-                }
-            }
+    }
+
+    /// The selection and the context after it are complete.
+    fn finished(&self) -> bool {
+        self.sel_end
+            .is_some_and(|end| self.out.len() - end >= redact::CONTEXT)
+    }
+
+    fn feed(&mut self, chunk: &[u8]) {
+        let rest = if self.sel_end.is_some() {
+            0
+        } else {
+            self.select(chunk)
+        };
+        if let Some(end) = self.sel_end {
+            let want = redact::CONTEXT.saturating_sub(self.out.len() - end);
+            let tail = &chunk[rest..];
+            self.out.extend_from_slice(&tail[..want.min(tail.len())]);
         }
         self.pos += chunk.len() as u64;
     }
 
-    fn take(&mut self, bytes: &[u8]) {
-        let room = (self.cap - self.out.len() as u64) as usize;
+    /// Takes the selected part of `chunk`; returns where the bytes after the selection start.
+    fn select(&mut self, chunk: &[u8]) -> usize {
+        let n = chunk.len() as u64;
+        match self.range {
+            ReadRange::Whole => self.take(chunk),
+            ReadRange::Bytes { offset, len } => {
+                let end = len.map_or(u64::MAX, |l| offset.saturating_add(l));
+                let pre = offset.saturating_sub(redact::CONTEXT as u64).max(self.pos);
+                let pre_stop = offset.min(self.pos + n);
+                if pre < pre_stop {
+                    let (a, b) = ((pre - self.pos) as usize, (pre_stop - self.pos) as usize);
+                    self.out.extend_from_slice(&chunk[a..b]);
+                    self.sel_start = self.out.len();
+                }
+                let start = offset.max(self.pos);
+                let stop = end.min(self.pos + n);
+                let mut rest = chunk.len();
+                if start < stop {
+                    let a = (start - self.pos) as usize;
+                    let b = (stop - self.pos) as usize;
+                    rest = a + self.take(&chunk[a..b]);
+                }
+                if self.sel_end.is_none() && self.pos + n >= end {
+                    rest = rest.min((end - self.pos) as usize);
+                    self.sel_end = Some(self.out.len());
+                }
+                rest
+            }
+            ReadRange::Lines { start, count } => {
+                let end = count.map_or(u64::MAX, |c| start.saturating_add(c));
+                let mut at = 0;
+                while at < chunk.len() && self.sel_end.is_none() {
+                    let seg = &chunk[at..];
+                    let nl = seg.iter().position(|&b| b == b'\n');
+                    let seg_len = nl.map_or(seg.len(), |i| i + 1);
+                    if self.line >= start && self.line < end {
+                        let taken = self.take(&seg[..seg_len]);
+                        if self.sel_end.is_some() {
+                            return at + taken;
+                        }
+                    }
+                    at += seg_len;
+                    if nl.is_some() {
+                        self.line += 1;
+                        if self.line >= end {
+                            self.sel_end = Some(self.out.len());
+                        }
+                    }
+                }
+                at
+            }
+        }
+    }
+
+    /// Appends selected bytes up to the cap; returns how many it took.
+    fn take(&mut self, bytes: &[u8]) -> usize {
+        let room = (self.cap - (self.out.len() - self.sel_start) as u64) as usize;
         if bytes.len() > room {
             self.out.extend_from_slice(&bytes[..room]);
             self.truncated = true;
-            self.done = true;
+            self.sel_end = Some(self.out.len());
+            room
         } else {
             self.out.extend_from_slice(bytes);
+            bytes.len()
+        }
+    }
+
+    /// The selection as reads show it, and whether credentials in it were redacted.
+    fn into_view(mut self) -> (Vec<u8>, bool) {
+        let end = self.sel_end.unwrap_or(self.out.len());
+        match redact::redact_window(&self.out, self.sel_start..end) {
+            Some(view) => (view, true),
+            None => {
+                self.out.truncate(end);
+                self.out.drain(..self.sel_start);
+                (self.out, false)
+            }
         }
     }
 }
@@ -213,24 +285,22 @@ impl Workspace {
         let total = resolved.stat.st_size as u64;
         let hash_whole = total <= limits.hash_limit;
         let mut file = File::from(fd);
-        let mut sel = Selector {
-            range: req.range,
+        let mut sel = Selector::new(
+            req.range,
             cap,
-            out: Vec::with_capacity(cap.min(total).min(CHUNK as u64 * 16) as usize),
-            pos: 0,
-            line: 1,
-            truncated: false,
-            done: false,
-        };
+            cap.min(total).min(CHUNK as u64 * 16) as usize,
+        );
         if let (ReadRange::Bytes { offset, .. }, false) = (req.range, hash_whole) {
-            file.seek(SeekFrom::Start(offset))
+            // Start early enough to see a URL whose credential reaches into the range.
+            let from = offset.saturating_sub(redact::CONTEXT as u64);
+            file.seek(SeekFrom::Start(from))
                 .map_err(|source| io_err("seek in", r.shown, source))?;
-            sel.pos = offset;
+            sel.pos = from;
         }
-        let mut hasher = hash_whole.then(sha2::Sha256::new);
+        let mut hasher = hash_whole.then(ViewHasher::default);
         let mut buf = vec![0u8; CHUNK];
         loop {
-            if sel.done && hasher.is_none() {
+            if sel.finished() && hasher.is_none() {
                 break;
             }
             let n = match file.read(&mut buf) {
@@ -246,15 +316,17 @@ impl Workspace {
         }
         // The byte cap only truncates if something remained in the requested range.
         let truncated = sel.truncated;
-        let file_sha256 = hasher.map(|h| Sha256(h.finalize().into()));
-        let sha256 = Sha256::of(&sel.out);
+        let file_sha256 = hasher.map(ViewHasher::finish);
+        let (content, redacted) = sel.into_view();
+        let sha256 = Sha256::of(&content);
         Ok(ReadOutcome {
             path: self.render(r.style, &resolved.canon),
-            content: sel.out,
+            content,
             truncated,
             total_size: total,
             sha256,
             file_sha256,
+            redacted,
         })
     }
 
@@ -297,16 +369,39 @@ impl Workspace {
     }
 }
 
+/// sha256 of a file's view (URL credentials redacted): equal to the sha256 of its bytes
+/// unless it holds a URL credential. Reads report it and writes compare against it, so a hash
+/// never lets a caller confirm a guess of a credential it was not shown.
 pub(crate) fn hash_file(mut file: File, shown: &str) -> Result<Sha256> {
-    let mut h = sha2::Sha256::new();
+    let mut h = ViewHasher::default();
     let mut buf = vec![0u8; CHUNK];
     loop {
         match file.read(&mut buf) {
-            Ok(0) => return Ok(Sha256(h.finalize().into())),
+            Ok(0) => return Ok(h.finish()),
             Ok(n) => h.update(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(source) => return Err(io_err("read", shown, source)),
         }
+    }
+}
+
+/// Hashes the view of a stream of raw chunks.
+#[derive(Default)]
+pub(crate) struct ViewHasher {
+    redactor: Redactor,
+    hash: sha2::Sha256,
+}
+
+impl ViewHasher {
+    pub(crate) fn update(&mut self, chunk: &[u8]) {
+        let hash = &mut self.hash;
+        self.redactor.feed(chunk, &mut |b| hash.update(b));
+    }
+
+    pub(crate) fn finish(mut self) -> Sha256 {
+        let hash = &mut self.hash;
+        self.redactor.finish(&mut |b| hash.update(b));
+        Sha256(self.hash.finalize().into())
     }
 }
 
@@ -326,19 +421,12 @@ mod tests {
     use super::*;
 
     fn select(range: ReadRange, cap: u64, chunks: &[&[u8]]) -> (Vec<u8>, bool) {
-        let mut s = Selector {
-            range,
-            cap,
-            out: Vec::new(),
-            pos: 0,
-            line: 1,
-            truncated: false,
-            done: false,
-        };
+        let mut s = Selector::new(range, cap, 0);
         for c in chunks {
             s.feed(c);
         }
-        (s.out, s.truncated)
+        let truncated = s.truncated;
+        (s.into_view().0, truncated)
     }
 
     #[test]
@@ -363,5 +451,46 @@ mod tests {
         assert_eq!((out.as_slice(), t), (&b"01234"[..], true));
         let (out, t) = select(ReadRange::Whole, 10, &[b"0123", b"456789"]);
         assert_eq!((out.as_slice(), t), (&b"0123456789"[..], false));
+    }
+
+    /// Every way of cutting a read around a credential shows none of it.
+    #[test]
+    fn reading_a_token_by_byte_range_or_cap_shows_none_of_it() {
+        let file = b"[remote \"origin\"]\n\turl = https://user:ghp_SECRET@github.com/o/r.git\n";
+        let secret_at = file.windows(10).position(|w| w == b"ghp_SECRET").unwrap() as u64;
+        for offset in 0..file.len() as u64 {
+            for len in 1..=(file.len() as u64 - offset) {
+                for chunk in [1, 7, file.len()] {
+                    let chunks: Vec<&[u8]> = file.chunks(chunk).collect();
+                    let range = ReadRange::Bytes {
+                        offset,
+                        len: Some(len),
+                    };
+                    let (out, _) = select(range, 100, &chunks);
+                    let shown = String::from_utf8_lossy(&out);
+                    for piece in ["SECRET", "ghp_", "user:", "T@", "er:g"] {
+                        assert!(!shown.contains(piece), "{offset}+{len}: {shown}");
+                    }
+                    if offset > secret_at + 10 {
+                        assert_eq!(out, &file[offset as usize..(offset + len) as usize]);
+                    }
+                }
+            }
+        }
+        for cap in 1..file.len() as u64 {
+            let (out, _) = select(ReadRange::Whole, cap, &[file]);
+            assert!(!String::from_utf8_lossy(&out).contains("ghp_"), "cap {cap}");
+            let lines = ReadRange::Lines {
+                start: 2,
+                count: None,
+            };
+            let (out, _) = select(lines, cap, &[file]);
+            assert!(!String::from_utf8_lossy(&out).contains("ghp_"), "cap {cap}");
+        }
+        let (out, _) = select(ReadRange::Whole, 1000, &[file]);
+        assert_eq!(
+            out,
+            b"[remote \"origin\"]\n\turl = https://***@github.com/o/r.git\n"
+        );
     }
 }

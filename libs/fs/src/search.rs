@@ -16,6 +16,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 use crate::error::{Error, Result};
 use crate::list::Truncation;
 use crate::path::WorkspacePath;
+use crate::redact::RedactingReader;
 use crate::walk::{Filter, Item, Visit, WalkSpec, default_threads, walk};
 use crate::workspace::{Access, EntryKind, HiddenPaths, Style, Workspace, cap};
 
@@ -324,10 +325,11 @@ impl SearchVisit<'_> {
             max_line: self.ws.limits().max_line_bytes,
             lines: Vec::new(),
         };
-        let reader = Bounded {
+        // The searcher sees the view: a pattern cannot probe a credential it would not show.
+        let reader = RedactingReader::new(Bounded {
             file: File::from(fd),
             budget: self.budget,
-        };
+        });
         // A read error or an over-long line ends this file only.
         let _ = st.searcher.search_reader(&self.matcher, reader, &mut sink);
         if !sink.lines.is_empty() {

@@ -19,6 +19,7 @@ use rustix::io::Errno;
 use crate::error::{Error, Result};
 use crate::path::{Sha256, WorkspacePath};
 use crate::read::{hash_file, io_err};
+use crate::redact::{self, Redactor, credential_spans, redact_url_credentials};
 use crate::workspace::{Access, Request, Workspace, special_kind};
 
 /// A write request.
@@ -336,6 +337,56 @@ impl Workspace {
         Ok(())
     }
 
+    /// Refuses a write that would put the redaction marker where the file now holds a URL
+    /// credential: content read from the view and written back would destroy the credential
+    /// without anyone deciding to.
+    fn refuse_marker_over_credentials(
+        &self,
+        t: &Target,
+        shown: &str,
+        content: &[u8],
+    ) -> Result<()> {
+        let mut needle = b"://".to_vec();
+        needle.extend_from_slice(redact::MARKER);
+        needle.push(b'@');
+        if memchr::memmem::find(content, &needle).is_none() {
+            return Ok(());
+        }
+        let Ok(fd) = rustix::fs::openat(
+            &t.dir,
+            &t.name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+            Mode::empty(),
+        ) else {
+            return Ok(());
+        };
+        match rustix::fs::fstat(&fd) {
+            Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {}
+            _ => return Ok(()),
+        }
+        let mut file = File::from(fd);
+        let mut redactor = Redactor::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => redactor.feed(&buf[..n], &mut |_| {}),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(source) => return Err(io_err("read", shown, source)),
+            }
+        }
+        redactor.finish(&mut |_| {});
+        if redactor.found() {
+            return Err(Error::InvalidRequest {
+                field: "content",
+                why: format!(
+                    "`{shown}` holds URL credentials that reads show as `***`, and this content would write `***` over them; leave those lines out of a full write (use an edit of other lines), or ask the user to change them"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// Creates or atomically replaces a file.
     pub fn write(&self, req: &WriteRequest) -> Result<WriteOutcome> {
         let limit = self.limits().max_write_bytes;
@@ -348,6 +399,7 @@ impl Workspace {
             });
         }
         let t = self.target(&r, req.create_parents)?;
+        self.refuse_marker_over_credentials(&t, r.shown, &req.content)?;
         let before = self.existing(
             &t,
             r.shown,
@@ -382,7 +434,7 @@ impl Workspace {
         )?;
         Ok(WriteOutcome {
             path: self.render(r.style, &t.canon),
-            sha256: Sha256::of(&req.content),
+            sha256: view_sha256(&req.content),
             size: req.content.len() as u64,
             created: before.is_none(),
         })
@@ -434,7 +486,8 @@ impl Workspace {
             .take(limit + 1)
             .read_to_end(&mut bytes)
             .map_err(|source| io_err("read", r.shown, source))?;
-        let current = Sha256::of(&bytes);
+        let view = redact_url_credentials(&bytes);
+        let current = Sha256::of(view.as_deref().unwrap_or(&bytes));
         if let Some(expected) = req.expected_sha256
             && expected != current
         {
@@ -451,7 +504,14 @@ impl Workspace {
                 r.shown
             ),
         })?;
-        let found = text.matches(req.old.as_str()).count();
+        let at = match &view {
+            None => text
+                .match_indices(req.old.as_str())
+                .map(|(i, _)| i)
+                .collect(),
+            Some(view) => occurrences_beside_credentials(&text, view, &req.old, r.shown)?,
+        };
+        let found = at.len();
         let expected = match (req.expected_occurrences, req.replace_all) {
             (Some(n), _) => Some(n),
             (None, false) => Some(1),
@@ -464,7 +524,14 @@ impl Workspace {
                 found,
             });
         }
-        let new_text = text.replace(req.old.as_str(), &req.new);
+        let mut new_text = String::with_capacity(text.len());
+        let mut pos = 0;
+        for i in at {
+            new_text.push_str(&text[pos..i]);
+            new_text.push_str(&req.new);
+            pos = i + req.old.len();
+        }
+        new_text.push_str(&text[pos..]);
         if new_text.len() as u64 > limit {
             return Err(Error::TooLarge {
                 path: r.shown.to_owned(),
@@ -483,9 +550,14 @@ impl Workspace {
             .context_radius(3)
             .header(&shown_path, &shown_path)
             .to_string();
+        // Context lines around the change may hold a credential on a line next to it.
+        let diff = match redact_url_credentials(diff.as_bytes()) {
+            Some(v) => String::from_utf8_lossy(&v).into_owned(),
+            None => diff,
+        };
         Ok(EditOutcome {
             path: shown_path,
-            sha256: Sha256::of(new_text.as_bytes()),
+            sha256: view_sha256(new_text.as_bytes()),
             replacements: found,
             diff,
         })
@@ -523,6 +595,55 @@ impl Workspace {
             created,
         })
     }
+}
+
+/// sha256 of the view of `content` (see [`hash_file`]).
+fn view_sha256(content: &[u8]) -> Sha256 {
+    match redact_url_credentials(content) {
+        Some(view) => Sha256::of(&view),
+        None => Sha256::of(content),
+    }
+}
+
+/// Where `old` occurs in `text` (a file holding URL credentials whose view is `view`),
+/// leaving out every line that holds a credential.
+///
+/// An old text the view shows on such a line is refused: it was read redacted, so replacing
+/// it would write the marker over the credential, and changing the rest of the line (its
+/// host) could send the credential elsewhere. Occurrences the view does not show (a guess at
+/// the credential) are neither replaced nor counted, and the answer depends on the view
+/// alone, so an edit cannot test a guess either.
+fn occurrences_beside_credentials(
+    text: &str,
+    view: &[u8],
+    old: &str,
+    shown: &str,
+) -> Result<Vec<usize>> {
+    let raw = text.as_bytes();
+    let newlines = |b: &[u8]| memchr::memchr_iter(b'\n', b).collect::<Vec<usize>>();
+    let (raw_nl, view_nl) = (newlines(raw), newlines(view));
+    // Redaction never adds or removes a newline: line numbers are shared by file and view.
+    let mut lines: Vec<usize> = credential_spans(raw)
+        .into_iter()
+        .map(|span| raw_nl.partition_point(|&p| p < span.start))
+        .collect();
+    lines.dedup();
+    let touches = |nl: &[usize], at: usize| {
+        let first = nl.partition_point(|&p| p < at);
+        let last = nl.partition_point(|&p| p < at + old.len().max(1) - 1);
+        let i = lines.partition_point(|&l| l < first);
+        lines.get(i).is_some_and(|&l| l <= last)
+    };
+    if memchr::memmem::find_iter(view, old.as_bytes()).any(|at| touches(&view_nl, at)) {
+        return Err(Error::CredentialLine {
+            path: shown.to_owned(),
+        });
+    }
+    Ok(text
+        .match_indices(old)
+        .map(|(at, _)| at)
+        .filter(|&at| !touches(&raw_nl, at))
+        .collect())
 }
 
 /// An exclusive `flock` on a directory, released on drop. Taken with `LOCK_NB` and retried

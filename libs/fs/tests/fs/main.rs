@@ -9,3 +9,4 @@ mod attacks;
 mod bind;
 mod ops;
 mod race;
+mod redaction;

@@ -1574,3 +1574,93 @@ mod computed_spellings {
         expect(&defaults(), "echo $HOME", Tier::Auto);
     }
 }
+
+/// Credential files by their tools' names, at the root and deep in the tree.
+const CREDENTIAL_FILES: &[&str] = &[
+    ".env",
+    "svc/.env.production",
+    ".envrc",
+    ".npmrc",
+    "web/.npmrc",
+    ".netrc",
+    ".git-credentials",
+    "home/.aws/credentials",
+    ".pypirc",
+    ".docker/config.json",
+    "home/.ssh/id_rsa",
+    "keys/id_ecdsa",
+    "keys/id_ed25519",
+    "keys/id_dsa",
+    "keys/deploy_ed25519",
+    "home/.ssh/config",
+    ".pgpass",
+    ".my.cnf",
+    ".boto",
+    "home/.config/gh/hosts.yml",
+    "home/.kube/config",
+    "home/.gnupg/private-keys-v1.d/x.key",
+    "home/.gnupg/pubring.kbx",
+    "certs/client.p12",
+    "certs/client.pfx",
+    "tls/server.pem",
+    "home/.cargo/credentials.toml",
+    "gcp/credentials.json",
+    "gcp/service-account.json",
+];
+
+/// Everyday files next to them that must stay readable.
+const EVERYDAY_FILES: &[&str] = &[
+    "package.json",
+    ".vscode/settings.json",
+    "keys/id_ed25519.pub",
+    "home/.ssh.md",
+    "home/.aws/config",
+    "Cargo.toml",
+    ".cargo/config.toml",
+    "src/credentials.rs",
+    "docs/env.md",
+    "tsconfig.json",
+];
+
+#[test]
+fn secrets_01_reading_credential_files_by_name_is_denied_at_any_depth() {
+    let p = defaults();
+    let read = |path: &str| {
+        p.classify(
+            &ToolCall::fs(ToolKind::FsRead, path),
+            &CallContext::default(),
+        )
+        .tier
+    };
+    for path in CREDENTIAL_FILES {
+        assert_eq!(read(path), Tier::Deny, "{path}");
+        expect(&p, &format!("cat {path}"), Tier::Deny);
+    }
+    for path in EVERYDAY_FILES {
+        assert_eq!(read(path), Tier::Auto, "{path}");
+    }
+}
+
+#[test]
+fn secrets_02_credential_globs_travel_to_the_executor_as_hidden_paths() {
+    // The executor hides what these globs match in listings, searches, finds and runs; it
+    // compiles them as `toolgate_fs` does: `*` within a component, backslash escapes.
+    let globs = defaults().denied_path_globs(ToolKind::FsSearch, &CallContext::default());
+    let mut set = globset::GlobSetBuilder::new();
+    for g in &globs {
+        set.add(
+            globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .unwrap(),
+        );
+    }
+    let set = set.build().unwrap();
+    for path in CREDENTIAL_FILES {
+        assert!(set.is_match(path), "{path} is not hidden by {globs:?}");
+    }
+    for path in EVERYDAY_FILES {
+        assert!(!set.is_match(path), "{path} would be hidden");
+    }
+}

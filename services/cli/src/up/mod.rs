@@ -76,7 +76,9 @@ pub(crate) struct Args {
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct SandboxArgs {
     /// Do not expose the toolchains of the user who starts toolgate (CARGO_HOME, RUSTUP_HOME,
-    /// an active virtualenv, a node prefix) read-only inside runs.
+    /// an active virtualenv, a node install) read-only inside runs. Without it, only their own
+    /// directories are exposed (never the home directory or one holding dotfiles) and their
+    /// credential files (cargo `credentials*`/`config*`, `npmrc`, `pip.conf`, ...) are hidden.
     #[arg(long)]
     no_toolchains: bool,
     /// Another directory runs may read (and execute from), at the same path; repeatable.
@@ -93,7 +95,12 @@ impl SandboxArgs {
     pub(crate) fn apply(&self, cfg: &mut toolgate_executor::Config) {
         if !self.no_toolchains {
             let t = toolchains::Toolchains::detect();
+            for note in &t.notes {
+                eprintln!("toolgate: {note}");
+            }
             cfg.process.sandbox.read_only_paths.extend(t.read_only);
+            // Registry and index tokens inside the exposed directories.
+            cfg.process.sandbox.hidden_system_paths.extend(t.hidden);
             cfg.process.env.extend(t.env);
             cfg.process.path_prepend.extend(t.path_prepend);
         }

@@ -982,3 +982,154 @@ fn mcp_listen_off_loopback_needs_tls_or_an_explicit_choice() {
         "{err}"
     );
 }
+
+/// Issue 23: with `node` in `~/bin` the node prefix was the home directory, and `up` exposed it
+/// whole to every run (`~/.ssh/id_rsa`, `.git-credentials`); registry tokens in `CARGO_HOME` were
+/// readable too. Runs must see neither, while `node` and `cargo` still work.
+#[test]
+fn node_in_home_bin_does_not_expose_home_credentials_to_runs() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // Not under /tmp: runs get a private /tmp, so a home there would be out of view anyway.
+    let fake = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let home = std::fs::canonicalize(fake.path()).unwrap().join("u");
+    for d in [".ssh", "bin", ".cargo/bin"] {
+        std::fs::create_dir_all(home.join(d)).unwrap();
+    }
+    std::fs::write(home.join(".ssh/id_rsa"), "SSH-PRIVATE-KEY-4711\n").unwrap();
+    std::fs::write(
+        home.join(".git-credentials"),
+        "https://u:ghp_4711@github.com\n",
+    )
+    .unwrap();
+    std::fs::write(home.join(".bashrc"), "\n").unwrap();
+    // node found in ~/bin: a real file there makes the node prefix the home directory.
+    let system_node = ["/usr/bin/node", "/usr/local/bin/node"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file());
+    if let Some(node) = system_node {
+        std::fs::write(
+            home.join("bin/node"),
+            format!("#!/bin/sh\nexec {node} \"$@\"\n"),
+        )
+        .unwrap();
+    } else {
+        std::fs::write(home.join("bin/node"), "#!/bin/sh\necho v0-fake-node\n").unwrap();
+    }
+    std::fs::set_permissions(
+        home.join("bin/node"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    // A CARGO_HOME with registry tokens, and the machine's cargo in its bin.
+    let cargo_home = home.join(".cargo");
+    std::fs::write(
+        cargo_home.join("credentials.toml"),
+        "[registry]\ntoken = \"cargo-token-4711\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        cargo_home.join("config.toml"),
+        "[registries.x]\ntoken = \"cfg-token-4711\"\n",
+    )
+    .unwrap();
+    let real_cargo = std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join("cargo"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::canonicalize(p).ok());
+    if let Some(real) = &real_cargo {
+        let name = real.file_name().unwrap();
+        let copy = cargo_home.join("bin").join(name);
+        if std::fs::hard_link(real, &copy).is_err() {
+            std::fs::copy(real, &copy).unwrap();
+        }
+        if name != "cargo" {
+            std::os::unix::fs::symlink(name, cargo_home.join("bin/cargo")).unwrap();
+        }
+    }
+    let real_home = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .unwrap();
+    let rustup_home = std::env::var_os("RUSTUP_HOME")
+        .map_or_else(|| real_home.join(".rustup"), std::path::PathBuf::from);
+    let path = std::env::join_paths(
+        [home.join("bin"), cargo_home.join("bin")]
+            .into_iter()
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("package.json"),
+        r#"{"name":"demo","version":"1.0.0","scripts":{"test":"node --version"}}"#,
+    )
+    .unwrap();
+    let up = Up::start_env(
+        ws.path(),
+        &state.path().join("toolgate"),
+        &[],
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("CARGO_HOME", cargo_home.to_str().unwrap()),
+            ("RUSTUP_HOME", rustup_home.to_str().unwrap()),
+            ("PATH", path.to_str().unwrap()),
+        ],
+    );
+    // `python3 -m base64 FILE` is auto under the test policy: a plain read of any file.
+    let read = |file: &std::path::Path| {
+        up.run(
+            "agent",
+            &[
+                "run",
+                "--",
+                "python3",
+                "-m",
+                "base64",
+                file.to_str().unwrap(),
+            ],
+        )
+    };
+    for secret in [home.join(".ssh/id_rsa"), home.join(".git-credentials")] {
+        let o = read(&secret);
+        assert_ne!(
+            o.status.code(),
+            Some(0),
+            "{}: {}",
+            secret.display(),
+            text(&o)
+        );
+        assert!(o.stdout.is_empty(), "{}: {}", secret.display(), text(&o));
+    }
+    for tokens in ["credentials.toml", "config.toml"] {
+        let o = read(&cargo_home.join(tokens));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).trim().is_empty(),
+            "{tokens} is readable in runs: {}",
+            text(&o)
+        );
+    }
+
+    let npm_present = std::env::split_paths(&path).any(|d| d.join("npm").is_file());
+    if npm_present && system_node.is_some() {
+        let o = up.run("agent", &["run", "--", "npm", "test"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("\nv"),
+            "{}",
+            text(&o)
+        );
+    } else {
+        eprintln!("npm or node is not installed here: the node half is skipped");
+    }
+    if real_cargo.is_some() {
+        // `cargo test` is what the test policy lets run; `--help` needs no crate.
+        let o = up.run("agent", &["run", "--", "cargo", "test", "--help"]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("cargo test"),
+            "{}",
+            text(&o)
+        );
+    } else {
+        eprintln!("cargo is not installed here: the cargo half is skipped");
+    }
+}

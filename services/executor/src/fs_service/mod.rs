@@ -341,6 +341,7 @@ impl FsService {
             file_sha256: out.file_sha256.map(|s| s.to_hex()).unwrap_or_default(),
             start_line,
             line_count,
+            redacted: out.redacted,
             content: out.content,
         }))
     }
