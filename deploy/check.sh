@@ -50,6 +50,8 @@ fi
 if ! command -v promtool >/dev/null; then
     sudo=""
     [[ $(id -u) == 0 ]] || sudo=sudo
+    # A fresh machine's package lists may be empty or stale: refresh them first.
+    $sudo apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends prometheus >/dev/null
 fi
 
@@ -101,7 +103,7 @@ yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, open(sys.arg
 EOF
 promtool check rules "$out/dashboard-rules.yaml"
 
-echo "== metrics: promtool check metrics on both services' /metrics"
+echo "== metrics: promtool check metrics on both services' and toolgate up's /metrics"
 cargo build --quiet --locked -p toolgate-policy -p toolgate-executor -p toolgate-cli
 target=${CARGO_TARGET_DIR:-target}/debug
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -172,13 +174,16 @@ pids+=($!)
 scrape() {
     local name=$1 port=$2
     for _ in $(seq 100); do
-        if curl -fsS -H 'Accept: text/plain;version=0.0.4' "http://127.0.0.1:$port/metrics" \
+        # As an operator scrapes by hand: no Accept header, so the Prometheus text format.
+        if curl -fsS -D "$out/$name.headers" "http://127.0.0.1:$port/metrics" \
             >"$out/$name.metrics" 2>/dev/null; then
             echo "-- $name ($(grep -vc '^#' "$out/$name.metrics") samples)"
+            grep -qi '^content-type: text/plain; version=0.0.4' "$out/$name.headers"
             promtool check metrics <"$out/$name.metrics"
             echo "   promtool check metrics: no problems"
-            # The OpenMetrics rendering (what Prometheus negotiates) must name the same samples.
-            curl -fsS "http://127.0.0.1:$port/metrics" >"$out/$name.om"
+            # OpenMetrics only when asked for, as Prometheus does.
+            curl -fsS -H 'Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5' \
+                "http://127.0.0.1:$port/metrics" >"$out/$name.om"
             tail -n1 "$out/$name.om" | grep -qx '# EOF'
             return 0
         fi
@@ -190,6 +195,13 @@ scrape() {
 }
 scrape policy "$policy_metrics"
 scrape executor "$executor_metrics"
+up_metrics=$(free_port)
+mkdir -p "$out/up-workspace"
+"$target/toolgate" up --workspace "$out/up-workspace" --data-dir "$out/up-data" \
+    --executor-listen 127.0.0.1:0 --policy-listen 127.0.0.1:0 --mcp-listen 127.0.0.1:0 \
+    --metrics-listen "127.0.0.1:$up_metrics" --json >"$out/up.log" 2>&1 &
+pids+=($!)
+scrape up "$up_metrics"
 
 echo "== dashboard: every panel query returns series from a real Prometheus after traffic"
 prom_port=$(free_port)

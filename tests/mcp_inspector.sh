@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The official MCP Inspector (CLI mode, pinned) against `toolgate mcp` over stdio: it lists
-# the nine tools in order and makes one real tool call through a running `toolgate up`.
+# the nine tools in order, finds nothing unportable in their schemas (--strict), and makes
+# one real tool call through a running `toolgate up`.
 # Usage: tests/mcp_inspector.sh <dir holding the toolgate binary>
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,14 @@ executor="http://$(field '["executor"]')"
 field '["tokens"]["agent"]' > "$tmp/agent.token"
 
 server=("$bin/toolgate" mcp --executor "$executor" --token-file "$tmp/agent.token" --task-dir "$tmp/tasks")
-"$inspector" --cli "${server[@]}" --method tools/list > "$tmp/tools.json"
+# --strict: the Inspector's schema portability check fails (exit 6) on an error-severity
+# finding; a warning is printed too, and none is expected.
+"$inspector" --cli "${server[@]}" --method tools/list --strict > "$tmp/tools.json" 2> "$tmp/lint.txt"
+if [ -s "$tmp/lint.txt" ]; then
+  cat "$tmp/lint.txt" >&2
+  echo "mcp inspector: the tool schemas are not portable" >&2
+  exit 1
+fi
 python3 - "$tmp/tools.json" <<'PY'
 import json, sys
 tools = json.load(open(sys.argv[1]))["tools"]
@@ -40,7 +48,9 @@ want = ["read_file", "write_file", "edit_file", "list_directory", "search_files"
         "create_directory", "stat_path", "run_command"]
 assert names == want, names
 assert all(t["annotations"]["readOnlyHint"] for t in tools if t["name"] in want[:1] + want[3:6] + want[7:8])
-print(f"mcp inspector: {len(names)} tools listed in order")
+# Every output schema admits a refusal and a failure besides what the tool returns.
+assert all([b["title"] for b in t["outputSchema"]["anyOf"]] == ["Ran", "Refusal", "Failure"] for t in tools)
+print(f"mcp inspector: {len(names)} tools listed in order, schemas portable")
 PY
 "$inspector" --cli "${server[@]}" --method tools/call --tool-name read_file \
   --tool-arg path=greeting.txt > "$tmp/read.json"

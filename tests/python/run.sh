@@ -11,6 +11,14 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
 
+# The official MCP TypeScript SDK (pinned, from npm) for test_mcp_clients.py.
+ts_sdk_version="1.32.2"
+node_prefix="$repo/target/mcp-typescript"
+if ! grep -qs "\"version\": \"$ts_sdk_version\"" "$node_prefix/node_modules/@modelcontextprotocol/sdk/package.json"; then
+  npm install --silent --no-audit --no-fund --prefix "$node_prefix" "@modelcontextprotocol/sdk@$ts_sdk_version" >/dev/null
+fi
+export TOOLGATE_TEST_NODE_PATH="$node_prefix/node_modules"
+
 gen="$here/gen"
 rm -rf "$gen" && mkdir -p "$gen"
 "$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" \

@@ -9,25 +9,29 @@
 //! # Sessions and idempotency
 //!
 //! Approvals are bound to a `session_id`. A tool call's session is, in order:
-//! `params._meta["dev.toolgate/session_id"]` when the client names one; the transport's
-//! session (`Mcp-Session-Id` over HTTP with protocol versions that have sessions, one per
-//! process over stdio); else, for stateless HTTP (protocol 2026-07-28), one standing session
-//! per credential. The `call_id` is a digest of the session, the JSON-RPC request id, the
+//! `params._meta["dev.toolgate/session_id"]` when the client names one; the one the server
+//! was started with (`toolgate mcp --session-id`); over stdio, a digest of the executor's
+//! workspace, the token and the client's declared name (stable across restarts of the
+//! agent); over HTTP, `Mcp-Session-Id` with protocol versions that have sessions; else, for
+//! stateless HTTP (protocol 2026-07-28), one standing session per credential. The `call_id` is a digest of the session, the JSON-RPC request id, the
 //! tool and its arguments, so a retried request does not run twice.
 //!
 //! # Decisions
 //!
-//! Refusals are tool results with `isError: true`, never protocol errors, so the model can
-//! read them: `structuredContent` carries `decision` (`deny` or `ask`), `rule_id`, `reason`,
-//! and for `ask` the `approval_id`, `state` and `expires_at`. Every result's `_meta` carries
+//! Refusals are tool results, never protocol errors, so the model can read them:
+//! `structuredContent` carries `decision` (`deny` or `ask`), `rule_id`, `reason`, `guidance`
+//! (what to do next, as the text says it), `session_id`, and for `ask` the `approval_id`,
+//! `state` and `expires_at`. Every output schema admits them (an `anyOf` of the result, a
+//! refusal and a failure). A deny is `isError: true`; a pending `ask` is not an error. Every result's `_meta` carries
 //! `dev.toolgate/decision`, `dev.toolgate/rule_id`, `dev.toolgate/approval_id` and
 //! `dev.toolgate/decision_id` where known.
 //!
 //! # Telemetry
 //!
 //! Each call runs in a SERVER span `tools/call {tool}` (parent: `params._meta.traceparent`
-//! when sent) and is timed in `mcp_server_operation_duration_seconds`; the executor's
-//! `execute_tool {tool}` span becomes its grandchild, under the gRPC client span.
+//! when sent, else none: a trace of its own) and is timed in
+//! `mcp_server_operation_duration_seconds`; the executor's `execute_tool {tool}` span, with
+//! the same tool name, becomes its grandchild, under the gRPC client span.
 
 mod execute;
 pub mod http;

@@ -40,6 +40,8 @@ pub struct McpConfig {
     /// Where task records live; with it the server offers the tasks extension to clients
     /// that declare it (an `ask` becomes a task whose id is the approval id).
     pub tasks: Option<Arc<TaskStore>>,
+    /// The executor's address as the user gave it, for messages that name it.
+    pub executor: String,
 }
 
 /// What every session of one server shares.
@@ -57,16 +59,20 @@ pub struct McpServer {
     /// The credential for every call (stdio); `None` over HTTP, where each request brings
     /// its own bearer token.
     token: Option<Arc<str>>,
-    /// The transport session of a stdio server: one per process.
+    /// The scope of JSON-RPC ids of a stdio server (for `call_id`s): one per process.
     process: Option<Arc<str>>,
+    /// The executor's workspace root, part of a stdio server's default session.
+    workspace: Option<Arc<str>>,
     /// The session the operator pinned (`toolgate mcp --session-id`), for every call that
     /// names none.
     session: Option<Arc<str>>,
 }
 
 impl McpServer {
-    /// A server over `channel` (the executor) for stdio: every call carries `token`, and
-    /// the whole process is one session.
+    /// A server over `channel` (the executor) for stdio: every call carries `token`. Its
+    /// default session is derived from the workspace (see [`McpServer::with_workspace`]),
+    /// the token and the client's declared name, so an agent restarted on the same
+    /// workspace keeps its approvals.
     pub fn stdio(
         channel: tonic::transport::Channel,
         config: McpConfig,
@@ -76,8 +82,15 @@ impl McpServer {
             shared: Arc::new(Shared::new(channel, config)),
             token: token.map(Arc::from),
             process: Some(Arc::from(format!("mcp-{}", uuid::Uuid::new_v4().simple()))),
+            workspace: None,
             session: None,
         }
+    }
+
+    /// Names the executor's workspace root, which the default stdio session is derived from.
+    pub fn with_workspace(mut self, root: &str) -> Self {
+        self.workspace = Some(Arc::from(root));
+        self
     }
 
     /// Binds every call that names no session of its own to `session` (an agent restarted
@@ -94,6 +107,7 @@ impl McpServer {
             shared: Arc::new(Shared::new(channel, config)),
             token: None,
             process: None,
+            workspace: None,
             session: None,
         }
     }
@@ -111,7 +125,9 @@ impl McpServer {
     ///
     /// Two scopes are at play. Approvals bind to the *session*: the one the client names in
     /// `_meta`, else the one this server was started with (`toolgate mcp --session-id`),
-    /// else the transport's, else (stateless HTTP) one per credential. Idempotency needs a
+    /// else over stdio one derived from the workspace, the credential and the client's
+    /// declared name (stable across restarts), else the HTTP transport's, else (stateless
+    /// HTTP) one per credential. Idempotency needs a
     /// scope in which JSON-RPC ids are unique: the transport's session (the stdio process, an
     /// `Mcp-Session-Id`). There the `call_id` is a digest of that scope, the request id, the
     /// tool and its arguments, so a retried request does not run twice; a stateless request
@@ -135,6 +151,14 @@ impl McpServer {
             .or_else(|| self.session.as_deref().map(str::to_owned));
         let session_id = match (named, &transport) {
             (Some(s), _) => s,
+            (None, Some(_)) if parts.is_none() => {
+                let client = context.client_info().map(|c| c.name).unwrap_or_default();
+                stdio_session(
+                    self.workspace.as_deref().unwrap_or(""),
+                    token.as_deref().unwrap_or(""),
+                    &client,
+                )
+            }
             (None, Some(s)) => s.clone(),
             // Stateless HTTP (protocol 2026-07-28 has no sessions): one standing session per
             // credential, so an approval granted after "ask" covers the repeated call.
@@ -195,6 +219,20 @@ impl Shared {
     }
 }
 
+/// The default session of a stdio server: a digest of the executor's workspace root, the
+/// agent's token and the client's declared name (`clientInfo.name`). The same agent
+/// restarted on the same workspace gets the same session, so an approval granted while it
+/// was away still covers its repeated call; two different clients, credentials or
+/// workspaces never share one.
+pub(crate) fn stdio_session(workspace: &str, token: &str, client: &str) -> String {
+    let mut h = Sha256::new();
+    for part in [workspace, token, client] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    format!("mcp-stdio-{}", &hex::encode(h.finalize())[..24])
+}
+
 /// The token of an `Authorization: Bearer <token>` header.
 pub(crate) fn bearer(headers: &http::HeaderMap) -> Option<&str> {
     let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
@@ -229,7 +267,7 @@ impl ServerHandler for McpServer {
                 "Every tool call is decided by toolgate's policy on its arguments: allowed calls run \
                  confined to the workspace, denied ones return an error naming the rule, and calls a \
                  human must approve return the approval id; repeat the same call with the same \
-                 arguments once it is approved.",
+                 arguments once it is approved. Approvals are bound to this agent's session.",
             )
     }
 
@@ -266,7 +304,10 @@ impl ServerHandler for McpServer {
                 None,
             ));
         }
+        // Each call is a trace of its own (rmcp runs handlers inside a session-long span),
+        // continued from the client's `traceparent` when it sent one.
         let span = tracing::info_span!(
+            parent: None,
             "mcp.server",
             otel.name = format!("tools/call {tool}"),
             otel.kind = "server",
@@ -320,6 +361,7 @@ impl ServerHandler for McpServer {
     ) -> Result<GetTaskResult, McpError> {
         let started = Instant::now();
         let span = tracing::info_span!(
+            parent: None,
             "mcp.server",
             otel.name = "tasks/get",
             otel.kind = "server",

@@ -124,11 +124,59 @@ fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
     let mut t = Tool::new(name, description, Arc::new(JsonObject::new()))
         .with_title(title)
         .with_input_schema::<A>()
-        .with_output_schema::<O>()
         .with_annotations(annotations.with_title_of(title));
     t.input_schema = Arc::new(portable(&t.input_schema, true));
-    t.output_schema = t.output_schema.map(|s| Arc::new(portable(&s, false)));
+    t.output_schema = Some(Arc::new(portable(&output_schema::<O>(), false)));
     t
+}
+
+/// A tool's output schema: what it returns when it ran, or a [`Refusal`], or a [`Failure`]
+/// (`anyOf`, each branch an object). Clients that check `structuredContent` against the
+/// schema (the TypeScript SDK does, `isError` or not) then accept every answer, and the
+/// refusal's fields reach the agent. The branches' `$defs` move to the root, where their
+/// `$ref`s point.
+fn output_schema<O: JsonSchema + 'static>() -> JsonObject {
+    use rmcp::handler::server::tool::schema_for_output;
+    use serde_json::{Value, json};
+    let mut defs = serde_json::Map::new();
+    let mut branch = |schema: Arc<JsonObject>, title: &str, description: &str| {
+        let mut b = schema.as_ref().clone();
+        b.remove("$schema");
+        if let Some(Value::Object(d)) = b.remove("$defs") {
+            defs.extend(d);
+        }
+        b.insert("title".into(), title.into());
+        b.insert("description".into(), description.into());
+        Value::Object(b)
+    };
+    let branches = vec![
+        branch(
+            schema_for_output::<O>(),
+            "Ran",
+            "The call ran; what it returned.",
+        ),
+        branch(
+            schema_for_output::<Refusal>(),
+            "Refusal",
+            "The call did not run: the policy denied it, a human denied it, or it waits for a human's approval. `guidance` says what to do next.",
+        ),
+        branch(
+            schema_for_output::<Failure>(),
+            "Failure",
+            "The call failed or was refused before any decision: invalid arguments, a path outside the workspace, a missing file, a credential the executor refused, an executor out of reach.",
+        ),
+    ];
+    let mut root = JsonObject::new();
+    root.insert(
+        "$schema".into(),
+        json!("https://json-schema.org/draft/2020-12/schema"),
+    );
+    root.insert("type".into(), json!("object"));
+    root.insert("anyOf".into(), Value::Array(branches));
+    if !defs.is_empty() {
+        root.insert("$defs".into(), Value::Object(defs));
+    }
+    root
 }
 
 /// The schema in the spelling every client maps: without the Rust integer `format`s
@@ -561,4 +609,74 @@ pub struct RunCommandOutput {
     pub wall_time_ms: u64,
     /// The sandbox profile it ran under.
     pub sandbox_profile: String,
+}
+
+// ---------------------------------------------------------------- refusals and failures
+
+/// What decided a call that did not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// The policy (or a human, with `state: denied`) refused it.
+    Deny,
+    /// A human must approve it (`state` says where the approval stands).
+    Ask,
+}
+
+/// Where the approval behind a refusal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalState {
+    /// Waiting for a human; the same call runs once it is approved.
+    Pending,
+    /// A human denied it.
+    Denied,
+    /// Nobody decided in time.
+    Expired,
+    /// Withdrawn before it was used.
+    Cancelled,
+}
+
+/// A call that did not run because of a decision.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Refusal {
+    /// `deny` or `ask`.
+    pub decision: Decision,
+    /// For a call with an approval: where it stands.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<ApprovalState>,
+    /// Why, as the policy rule or the human put it.
+    pub reason: String,
+    /// What to do next.
+    pub guidance: String,
+    /// The policy rule that decided (empty when none is known).
+    pub rule_id: String,
+    /// The approval to wait for or that was decided (empty for a plain deny).
+    pub approval_id: String,
+    /// When a pending approval expires, RFC 3339 (empty when none).
+    pub expires_at: String,
+    /// The ledger's id of this decision (empty when none is known).
+    pub decision_id: String,
+    /// The agent session approvals are bound to.
+    pub session_id: String,
+}
+
+/// A call that failed, or was refused before any decision.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Failure {
+    /// What went wrong.
+    pub error: FailureDetail,
+}
+
+/// The error of a [`Failure`].
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct FailureDetail {
+    /// The gRPC status code name (`NOT_FOUND`, `INVALID_ARGUMENT`, `UNAVAILABLE`, ...).
+    pub code: String,
+    /// toolgate's reason (`PATH_OUTSIDE_WORKSPACE`, `CONFLICT`, ...), empty when none.
+    pub reason: String,
+    /// What happened and what to do about it.
+    pub message: String,
+    /// Details that came with it.
+    pub metadata: BTreeMap<String, String>,
 }

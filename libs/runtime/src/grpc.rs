@@ -85,8 +85,19 @@ pub fn health() -> (
     (reporter, service)
 }
 
-/// Server reflection (v1 and v1alpha) over toolgate's descriptor set and the health protocol.
-pub fn reflection() -> (
+/// The services every toolgate port serves besides its own: health and reflection.
+pub const COMMON_SERVICES: [&str; 3] = [
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];
+
+/// Server reflection (v1 and v1alpha) over toolgate's descriptor set and the health protocol,
+/// listing exactly `services` (the port's own, fully qualified) plus [`COMMON_SERVICES`]: a
+/// port that answers `UNIMPLEMENTED` for a service does not advertise it.
+pub fn reflection(
+    services: &[&str],
+) -> (
     tonic_reflection::server::v1::ServerReflectionServer<
         impl tonic_reflection::server::v1::ServerReflection,
     >,
@@ -94,14 +105,18 @@ pub fn reflection() -> (
         impl tonic_reflection::server::v1alpha::ServerReflection,
     >,
 ) {
-    let v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(toolgate_contracts::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    let builder = || {
+        services.iter().chain(COMMON_SERVICES.iter()).fold(
+            tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(toolgate_contracts::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET),
+            |b, name| b.with_service_name(*name),
+        )
+    };
+    let v1 = builder()
         .build_v1()
         .expect("embedded descriptor sets are valid");
-    let v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(toolgate_contracts::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    let v1alpha = builder()
         .build_v1alpha()
         .expect("embedded descriptor sets are valid");
     (v1, v1alpha)

@@ -479,8 +479,11 @@ impl Drop for InFlight {
 /// Helpers for tests that scrape a service's metrics endpoint.
 #[cfg(feature = "testing")]
 pub mod testing {
-    /// One HTTP/1.1 GET of `path` from `addr`; returns the status code and the body.
-    /// Panics on any failure, as a test helper should.
+    /// The `Accept` header Prometheus scrapes with by default: OpenMetrics preferred.
+    pub const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+    /// One HTTP/1.1 GET of `path` from `addr`, asking as Prometheus does; returns the status
+    /// code and the body. Panics on any failure, as a test helper should.
     pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
         let (status, _, body) = http_get_with_headers(addr, path).await;
         (status, body)
@@ -491,9 +494,22 @@ pub mod testing {
         addr: &str,
         path: &str,
     ) -> (u16, Vec<(String, String)>, String) {
+        http_get_accepting(addr, path, Some(PROMETHEUS_ACCEPT)).await
+    }
+
+    /// [`http_get_with_headers`] with this `Accept` header, or none.
+    pub async fn http_get_accepting(
+        addr: &str,
+        path: &str,
+        accept: Option<&str>,
+    ) -> (u16, Vec<(String, String)>, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let accept = accept
+            .map(|a| format!("Accept: {a}\r\n"))
+            .unwrap_or_default();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n");
         stream
             .write_all(request.as_bytes())
             .await
@@ -619,11 +635,21 @@ mod tests {
 
     #[test]
     fn accept_header_chooses_the_format() {
-        assert!(!server::wants_classic_text(""));
-        assert!(!server::wants_classic_text("*/*"));
-        assert!(server::wants_classic_text("text/plain;version=0.0.4"));
-        assert!(!server::wants_classic_text(
-            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+        // The Prometheus text format unless the scraper asks for OpenMetrics (what `curl`
+        // and `promtool check metrics` read by default).
+        assert!(!server::wants_open_metrics(""));
+        assert!(!server::wants_open_metrics("*/*"));
+        assert!(!server::wants_open_metrics("text/plain;version=0.0.4"));
+        assert!(server::wants_open_metrics(testing::PROMETHEUS_ACCEPT));
+        assert!(server::wants_open_metrics(
+            "application/openmetrics-text; version=1.0.0"
+        ));
+        // A scraper that prefers the text format, or refuses OpenMetrics, gets it.
+        assert!(!server::wants_open_metrics(
+            "text/plain;version=0.0.4,application/openmetrics-text;version=1.0.0;q=0.5"
+        ));
+        assert!(!server::wants_open_metrics(
+            "application/openmetrics-text;q=0,*/*"
         ));
     }
 

@@ -121,6 +121,26 @@ async fn scrape_shows_every_metric_with_its_type_and_labels() {
     assert!(body.contains("toolgate_executor_authorize_duration_seconds_bucket{le=\"+Inf\"} 1\n"));
     assert!(body.ends_with("# EOF\n"), "{body}");
 
+    // Without an Accept that names OpenMetrics (curl, `promtool check metrics`), the
+    // Prometheus text format: counters' HELP and TYPE name their `_total` samples.
+    let (status, headers, text) =
+        toolgate_runtime::metrics::testing::http_get_accepting(&addr.to_string(), "/metrics", None)
+            .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        header(&headers, "content-type"),
+        Some(metrics::TEXT_CONTENT_TYPE)
+    );
+    assert!(!text.contains("# EOF"), "{text}");
+    assert!(
+        text.contains("# HELP toolgate_executor_runs_total "),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE toolgate_executor_runs_total counter\n"),
+        "{text}"
+    );
+
     // A finished run leaves the in-flight gauge.
     drop(in_flight);
     let (_, _, body) = get(addr, "/metrics").await;

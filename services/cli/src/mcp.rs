@@ -49,8 +49,9 @@ pub(crate) struct Args {
     #[arg(long, value_parser = crate::duration::parse, default_value = "0s")]
     approval_wait: Duration,
     /// The session approvals are bound to, for calls that name none in `_meta`
-    /// (`dev.toolgate/session_id`). Default: one per stdio process; over HTTP, the
-    /// transport's session, else one per credential.
+    /// (`dev.toolgate/session_id`). Default over stdio: one derived from the executor's
+    /// workspace, the token and the MCP client's declared name, so a restarted agent keeps
+    /// its approvals; over HTTP, the transport's session, else one per credential.
     #[arg(long, env = "TOOLGATE_SESSION", value_name = "ID")]
     session_id: Option<String>,
     /// Where MCP task records live (a call a human must approve, for clients that declare the
@@ -73,6 +74,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             .context("cannot set up logging and tracing")?;
     let channel = channel(&args.executor, &args.token)?;
     let token = args.token.resolve()?;
+    let executor = crate::client::with_scheme(&args.executor);
     if let Some(m) = &args.metrics_listen {
         // Served for as long as the process runs, over stdio or HTTP alike.
         let l = TcpListener::bind(m)
@@ -86,16 +88,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     }
     let config = McpConfig {
         approval_wait: args.approval_wait,
-        network: runs_reach_network(&channel, token.as_deref()).await,
+        network: true,
         tasks: task_store(args.task_dir.clone())?,
+        executor,
     };
     let result = match &args.listen {
-        None => toolgate_mcp::serve_stdio(
-            McpServer::stdio(channel, config, token).with_session(args.session_id.clone()),
-        )
-        .await
-        .context("the MCP stdio session failed"),
-        Some(listen) => serve_http(&args, listen, channel, config).await,
+        None => serve_stdio(&args, channel, config, token).await,
+        Some(listen) => serve_http(&args, listen, channel, config, token.as_deref()).await,
     };
     if let Err(err) = telemetry.shutdown().await {
         tracing::warn!(error = %err, "spans lost at exit");
@@ -103,11 +102,31 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     result
 }
 
+async fn serve_stdio(
+    args: &Args,
+    channel: tonic::transport::Channel,
+    mut config: McpConfig,
+    token: Option<String>,
+) -> anyhow::Result<()> {
+    // Fail at start, where the user sees it (an MCP client shows a server that exits as
+    // failed), rather than at the agent's first call.
+    let probe = probe(&channel, &config.executor, token.as_deref(), true).await?;
+    config.network = probe.network;
+    toolgate_mcp::serve_stdio(
+        McpServer::stdio(channel, config, token)
+            .with_workspace(&probe.workspace)
+            .with_session(args.session_id.clone()),
+    )
+    .await
+    .context("the MCP stdio session failed")
+}
+
 async fn serve_http(
     args: &Args,
     listen: &str,
     channel: tonic::transport::Channel,
-    config: McpConfig,
+    mut config: McpConfig,
+    token: Option<&str>,
 ) -> anyhow::Result<()> {
     let signals = shutdown::on_signals()?;
     let listener = TcpListener::bind(listen)
@@ -128,6 +147,9 @@ async fn serve_http(
     transport.tls.key_file.clone_from(&args.tls_key);
     let transport =
         Transport::new(&transport, addr).map_err(|e| anyhow::anyhow!("--listen: {e}"))?;
+    config.network = probe(&channel, &config.executor, token, false)
+        .await?
+        .network;
     let scheme = transport.scheme();
     println!(
         "{}",
@@ -200,31 +222,77 @@ pub(crate) fn channel(url: &str, token: &TokenArgs) -> anyhow::Result<tonic::tra
         .connect_lazy())
 }
 
-/// Whether runs reach the network under the executor's default sandbox profile, which
-/// makes `run_command` open-world. Unknown (no token yet, executor down) counts as yes:
-/// the hint errs towards caution.
-pub(crate) async fn runs_reach_network(
+/// What `toolgate mcp` learns from the executor at start.
+#[derive(Debug)]
+pub(crate) struct Probe {
+    /// Whether runs reach the network under the executor's default sandbox profile, which
+    /// makes `run_command` open-world (unknown counts as yes: the hint errs towards caution).
+    pub(crate) network: bool,
+    /// The executor's workspace root (empty when unknown).
+    pub(crate) workspace: String,
+}
+
+/// Asks the executor for its capabilities with the agent's token. Over stdio (`stdio`) the
+/// server has one credential for every call: a missing or refused token, or an executor out
+/// of reach, is an error naming what to fix. Over HTTP each request brings its token, so
+/// only an executor out of reach is.
+pub(crate) async fn probe(
     channel: &tonic::transport::Channel,
+    executor: &str,
     token: Option<&str>,
-) -> bool {
+    stdio: bool,
+) -> anyhow::Result<Probe> {
+    const HOW: &str = "set TOOLGATE_TOKEN (or TOOLGATE_TOKEN_FILE) in the MCP server's \
+                       environment, or pass --token-file; `toolgate up` prints the agent token";
+    if stdio && token.is_none() {
+        anyhow::bail!("no agent token for the executor at {executor}: {HOW}");
+    }
     let mut request = tonic::Request::new(GetCapabilitiesRequest {});
     if let Some(v) = token.and_then(|t| format!("Bearer {t}").parse().ok()) {
         request.metadata_mut().insert("authorization", v);
     }
     let answer = tokio::time::timeout(
-        Duration::from_secs(5),
+        Duration::from_secs(10),
         ExecutorServiceClient::new(channel.clone()).get_capabilities(request),
     )
     .await;
+    let unknown = Probe {
+        network: true,
+        workspace: String::new(),
+    };
     match answer {
         Ok(Ok(caps)) => {
             let caps = caps.into_inner();
-            caps.sandbox_profiles
-                .iter()
-                .find(|p| p.name == caps.default_sandbox_profile)
-                .is_none_or(|p| p.network)
+            Ok(Probe {
+                network: caps
+                    .sandbox_profiles
+                    .iter()
+                    .find(|p| p.name == caps.default_sandbox_profile)
+                    .is_none_or(|p| p.network),
+                workspace: caps.workspace.map(|w| w.root).unwrap_or_default(),
+            })
         }
-        _ => true,
+        Ok(Err(s)) if s.code() == tonic::Code::Unauthenticated => {
+            if stdio {
+                anyhow::bail!(
+                    "the executor at {executor} refused the agent token ({}): {HOW}",
+                    s.message()
+                )
+            }
+            // Reachable; HTTP clients bring their own tokens.
+            Ok(unknown)
+        }
+        Ok(Err(s)) if s.code() == tonic::Code::Unavailable => anyhow::bail!(
+            "cannot reach the executor at {executor} ({}): start it (`toolgate up`) or pass \
+             --executor / TOOLGATE_EXECUTOR",
+            s.message()
+        ),
+        // Reachable but not telling (an older executor, a role without the method).
+        Ok(Err(_)) => Ok(unknown),
+        Err(_) => anyhow::bail!(
+            "the executor at {executor} did not answer within 10 s: check --executor / \
+             TOOLGATE_EXECUTOR"
+        ),
     }
 }
 

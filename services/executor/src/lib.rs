@@ -177,7 +177,11 @@ pub async fn serve_with(
     let workspace = Arc::new(toolgate_fs::Workspace::open(config.workspace_config())?);
 
     let (health, health_service) = grpc::health();
-    let (reflection_v1, reflection_v1alpha) = grpc::reflection();
+    let (reflection_v1, reflection_v1alpha) = grpc::reflection(&[
+        pb::filesystem_service_server::SERVICE_NAME,
+        pb::process_service_server::SERVICE_NAME,
+        pb::executor_service_server::SERVICE_NAME,
+    ]);
     let runner = toolgate_process::Runner::new(config.process_config().map_err(Error::Config)?)?;
     for p in &runner.capabilities().profiles {
         metrics.sandbox_profile(&p.name, p.available.is_ok());

@@ -1,6 +1,12 @@
 //! Every call, gRPC or MCP, runs in one `execute_tool {tool}` span (OpenTelemetry GenAI
 //! conventions, kind INTERNAL) and is timed in `gen_ai_execute_tool_duration_seconds`. The
 //! existing tree hangs under it: the Authorize hop, `approval_wait`, `fs.op`, `process.run`.
+//!
+//! `{tool}` (`gen_ai.tool.name`, the metric's `gen_ai_tool_name`) is the tool's MCP name
+//! (`read_file`, `run_command`, ...), the name the MCP server's `tools/call` span carries
+//! too, so one call has one tool name from the agent to the run; the executor's operation
+//! (`fs.read`, `process.run`) is `toolgate.operation`. The span ends when the call does:
+//! for a run, at its exit, not when the RPC handler returns.
 
 use std::time::Instant;
 
@@ -26,13 +32,15 @@ pub(crate) struct ToolSpan {
 impl ToolSpan {
     /// Opens the span under the current one (the RPC's server span).
     pub(crate) fn new(tool: ToolKind) -> Self {
+        let name = tool_name(tool);
         let span = tracing::info_span!(
             "execute_tool",
-            otel.name = format!("execute_tool {}", tool.as_str()),
+            otel.name = format!("execute_tool {name}"),
             otel.kind = "internal",
             otel.status_code = Empty,
             gen_ai.operation.name = "execute_tool",
-            gen_ai.tool.name = tool.as_str(),
+            gen_ai.tool.name = name,
+            toolgate.operation = tool.as_str(),
             gen_ai.tool.call.id = Empty,
             gen_ai.conversation.id = Empty,
             approval_wait_ms = Empty,
@@ -82,7 +90,10 @@ impl ToolSpan {
             self.span.record("error.type", e);
             self.span.record("otel.status_code", "ERROR");
         }
-        semconv::execute_tool(self.tool.as_str(), error_type, self.started.elapsed());
+        // The exported span ends at its last exit: a run's span was last entered when the
+        // handler started the run, so enter it once more as the call ends.
+        self.span.in_scope(|| {});
+        semconv::execute_tool(tool_name(self.tool), error_type, self.started.elapsed());
     }
 
     /// Ends the call as failed with `status`.
@@ -102,6 +113,21 @@ impl ToolSpan {
 impl Drop for ToolSpan {
     fn drop(&mut self) {
         self.finish(Some("cancelled"));
+    }
+}
+
+/// The MCP tool name of an executor operation: the one `gen_ai.tool.name` vocabulary.
+pub(crate) fn tool_name(tool: ToolKind) -> &'static str {
+    match tool {
+        ToolKind::FsRead => "read_file",
+        ToolKind::FsWrite => "write_file",
+        ToolKind::FsEdit => "edit_file",
+        ToolKind::FsList => "list_directory",
+        ToolKind::FsSearch => "search_files",
+        ToolKind::FsFind => "find_files",
+        ToolKind::FsMkdir => "create_directory",
+        ToolKind::FsStat => "stat_path",
+        ToolKind::ProcessRun => "run_command",
     }
 }
 

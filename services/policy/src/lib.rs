@@ -192,7 +192,10 @@ pub async fn serve_with(
     let authenticator = Authenticator::from_config(&config.auth)?
         .with_client_cert_roles(&config.transport.tls.client_cert_roles);
     let (health, health_service) = grpc::health();
-    let (reflection_v1, reflection_v1alpha) = grpc::reflection();
+    let (reflection_v1, reflection_v1alpha) = grpc::reflection(&[
+        toolgate_contracts::policy::v1::policy_service_server::SERVICE_NAME,
+        toolgate_contracts::policy::v1::approval_service_server::SERVICE_NAME,
+    ]);
 
     // The first probe runs before the address is announced, so a client that sees the
     // listening line also sees an accurate health status.

@@ -14,6 +14,16 @@ use super::Cx;
 use super::outcome::{Outcome, Receipt};
 use crate::tools::*;
 
+/// A directory argument whose schema says "empty for the root": the executor refuses an
+/// empty path, so the root is spelled `.`.
+fn root_if_empty(path: String) -> String {
+    if path.is_empty() {
+        ".".to_owned()
+    } else {
+        path
+    }
+}
+
 /// Bytes of a file `read_file` returns unless `max_bytes` says otherwise.
 const READ_BYTES: u64 = 256 << 10;
 
@@ -44,7 +54,7 @@ impl Cx<'_> {
                 let (output, text) = render(response.into_inner());
                 Outcome::success(&output, text, receipt)
             }
-            Err(s) => Outcome::refused(self.tool, &s),
+            Err(s) => Outcome::refused(self.said(), &s),
         }
     }
 
@@ -174,7 +184,7 @@ impl Cx<'_> {
             "toolgate.executor.v1.FilesystemService/ListDirectory",
             |a: ListDirectoryArgs, context| pb::ListDirectoryRequest {
                 context: Some(context),
-                path: a.path,
+                path: root_if_empty(a.path),
                 recursive: a.recursive,
                 max_depth: a.max_depth.unwrap_or(0),
                 max_entries: a.max_entries.unwrap_or(0),
@@ -229,7 +239,7 @@ impl Cx<'_> {
                 pattern: a.pattern,
                 literal: a.literal,
                 case_insensitive: a.case_insensitive,
-                path: a.path,
+                path: root_if_empty(a.path),
                 include_globs: a.include_globs,
                 exclude_globs: a.exclude_globs,
                 context_lines: a.context_lines.unwrap_or(0),
@@ -300,7 +310,7 @@ impl Cx<'_> {
             |a: FindFilesArgs, context| pb::FindFilesRequest {
                 context: Some(context),
                 patterns: a.patterns,
-                path: a.path,
+                path: root_if_empty(a.path),
                 r#type: match a.entry_type {
                     None => pb::EntryType::Unspecified,
                     Some(EntryType::File) => pb::EntryType::File,

@@ -24,6 +24,7 @@ mod output;
 mod run;
 
 pub(crate) use outcome::Outcome;
+use outcome::Said;
 
 /// Runs `tool` with `args` for `caller`.
 pub(crate) async fn call(
@@ -61,6 +62,20 @@ struct Cx<'a> {
 }
 
 impl Cx<'_> {
+    /// Who this call's refusals are worded for.
+    fn said(&self) -> Said<'_> {
+        Said {
+            tool: self.tool,
+            session_id: &self.caller.session_id,
+            executor: &self.shared.config.executor,
+            http: self
+                .context
+                .extensions
+                .get::<http::request::Parts>()
+                .is_some(),
+        }
+    }
+
     fn call_context(&self) -> common::CallContext {
         let wait = self.shared.config.approval_wait;
         common::CallContext {

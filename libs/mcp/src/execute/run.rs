@@ -65,7 +65,7 @@ impl Cx<'_> {
                 };
                 o
             }
-            Err(s) => Outcome::refused(self.tool, &s),
+            Err(s) => Outcome::refused(self.said(), &s),
         }
     }
 

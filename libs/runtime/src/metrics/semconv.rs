@@ -6,7 +6,7 @@
 //!
 //! | name | labels |
 //! |---|---|
-//! | `gen_ai_execute_tool_duration_seconds` | `gen_ai_operation_name` (`execute_tool`), `gen_ai_tool_name` (`fs.read`, `process.run`, ...), `error_type` (empty on success) |
+//! | `gen_ai_execute_tool_duration_seconds` | `gen_ai_operation_name` (`execute_tool`), `gen_ai_tool_name` (the MCP tool name: `read_file`, `run_command`, ...), `error_type` (empty on success) |
 //! | `mcp_server_operation_duration_seconds` | `mcp_method_name` (`tools/call`, `tools/list`, ...), `gen_ai_tool_name` (the MCP tool, empty for other methods), `error_type` |
 //!
 //! Like the gRPC families they live in one process-wide registry that every `/metrics`
@@ -78,7 +78,7 @@ pub(super) fn registry() -> &'static Registry {
     &families().registry
 }
 
-/// Observes one tool execution: `tool` is the tool kind (`fs.read`, `process.run`, ...),
+/// Observes one tool execution: `tool` is the MCP tool name (`read_file`, `run_command`, ...),
 /// `error_type` the failure class (`policy_denied`, `approval_required`, `timeout`, ...) or
 /// `None` when it succeeded.
 pub fn execute_tool(tool: &'static str, error_type: Option<&'static str>, elapsed: Duration) {

@@ -12,10 +12,10 @@ use tokio::net::TcpListener;
 
 use crate::shutdown::Shutdown;
 
-/// The content type of a scrape: OpenMetrics text 1.0.0.
+/// The content type of a scrape that asked for OpenMetrics text 1.0.0.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The content type of a scrape that asked for the classic Prometheus text format.
+/// The content type of every other scrape: the Prometheus text format 0.0.4.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Serves `GET /metrics` from `registry` on `listener` until `shutdown` fires; every other
@@ -36,13 +36,13 @@ pub async fn serve(
 }
 
 async fn scrape(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> Response {
-    let classic = headers
+    let accept = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .collect::<Vec<_>>()
         .join(",");
-    let classic = wants_classic_text(&classic);
+    let classic = !wants_open_metrics(&accept);
     match render(&registry, classic) {
         Ok(body) => {
             let content_type = if classic {
@@ -56,17 +56,26 @@ async fn scrape(State(registry): State<Arc<Registry>>, headers: HeaderMap) -> Re
     }
 }
 
-/// True when `accept` asks for `text/plain` and does not offer OpenMetrics (an absent or
-/// `*/*` Accept gets OpenMetrics, as before).
-pub(super) fn wants_classic_text(accept: &str) -> bool {
-    let types: Vec<&str> = accept
-        .split(',')
-        .map(|t| t.split(';').next().unwrap_or("").trim())
-        .collect();
-    types.iter().any(|t| t.eq_ignore_ascii_case("text/plain"))
-        && !types
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case("application/openmetrics-text"))
+/// True when `accept` asks for OpenMetrics (Prometheus does) at least as much as for any
+/// other type it names; anything else (no `Accept`, `*/*`, `text/plain`: `curl`, `promtool
+/// check metrics`, older scrapers) gets the Prometheus text format 0.0.4.
+pub(super) fn wants_open_metrics(accept: &str) -> bool {
+    let mut open_metrics = 0.0_f32;
+    let mut other = 0.0_f32;
+    for item in accept.split(',') {
+        let mut parts = item.split(';');
+        let kind = parts.next().unwrap_or("").trim();
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if kind.eq_ignore_ascii_case("application/openmetrics-text") {
+            open_metrics = open_metrics.max(q);
+        } else if !kind.is_empty() {
+            other = other.max(q);
+        }
+    }
+    open_metrics > 0.0 && open_metrics >= other
 }
 
 /// The registry plus the process metrics, in OpenMetrics or, when `classic`, in the

@@ -50,6 +50,8 @@ pub struct ReceivedSpan {
     pub attributes: HashMap<String, String>,
     /// String renderings of the exporting process's resource attributes.
     pub resource: HashMap<String, String>,
+    /// How long the span lasted (its end minus its start).
+    pub duration: std::time::Duration,
 }
 
 impl ReceivedSpan {
@@ -222,6 +224,10 @@ impl Collector {
                     kind: span.kind,
                     attributes: attributes(&span.attributes),
                     resource: resource.clone(),
+                    duration: std::time::Duration::from_nanos(
+                        span.end_time_unix_nano
+                            .saturating_sub(span.start_time_unix_nano),
+                    ),
                 });
             }
         }

@@ -323,6 +323,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             approval_wait: args.mcp_approval_wait,
             network: mcp_network,
             tasks: crate::mcp::task_store(Some(data_dir.join("mcp-tasks")))?,
+            executor: format!("http://{executor_addr_for_mcp}"),
         };
         let router = toolgate_mcp::http::router(
             toolgate_mcp::McpServer::http(channel, config),

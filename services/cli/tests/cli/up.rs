@@ -440,11 +440,13 @@ const CALLER: &str = "00f067aa0ba902b7";
 const INTERNAL: i32 = 1;
 const SERVER: i32 = 2;
 
-/// One MCP call over stdio and one gRPC call, both exported to a real OTLP receiver: the MCP
-/// server's `tools/call {tool}` SERVER span continues the client's `_meta.traceparent`, and
-/// the executor's `execute_tool {tool}` INTERNAL span (GenAI conventions) sits under it, with
-/// the run's `process.run` below; a gRPC call gets the same `execute_tool` span, and a refusal
-/// names its `error.type`.
+/// MCP calls over one stdio session and gRPC calls, all exported to a real OTLP receiver:
+/// the MCP server's `tools/call {tool}` SERVER span continues the client's
+/// `_meta.traceparent`, and a call without one is a trace of its own (not a child of the
+/// session); the executor's `execute_tool {tool}` INTERNAL span (GenAI conventions, the same
+/// tool name as the MCP side) sits under it for as long as the call runs, with the run's
+/// `process.run` below; a gRPC call gets the same `execute_tool` span, and a refusal names
+/// its `error.type`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     use toolgate_contracts::executor::v1 as pb;
@@ -485,6 +487,19 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
         ran["result"]["structuredContent"]["stdout"]["text"],
         "traced\n"
     );
+    // Two more calls in the same session, without a client trace: a 2 s run and a stat.
+    let slow = mcp.request_id(
+        8,
+        "tools/call",
+        &serde_json::json!({"name": "run_command", "arguments": {"script": "sleep 2"}}),
+    );
+    assert_eq!(slow["result"]["isError"], false, "{slow}");
+    let stat = mcp.request_id(
+        9,
+        "tools/call",
+        &serde_json::json!({"name": "stat_path", "arguments": {"path": "."}}),
+    );
+    assert_eq!(stat["result"]["isError"], false, "{stat}");
     // Closing stdin ends the stdio session; the server exits (successfully, `stop` asserts)
     // and flushes its spans.
     mcp.stop();
@@ -532,12 +547,13 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     let spans = receiver
         .wait_for(
             |spans| {
-                spans.iter().any(|s| s.name == "tools/call run_command")
+                spans.iter().any(|s| s.name == "tools/call stat_path")
+                    && spans.iter().any(|s| s.name == "execute_tool stat_path")
                     && spans
                         .iter()
-                        .filter(|s| s.name == "execute_tool process.run")
+                        .filter(|s| s.name == "execute_tool run_command")
                         .count()
-                        >= 3
+                        >= 4
             },
             Duration::from_secs(30),
         )
@@ -562,7 +578,9 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     // The MCP server's span, a child of the client's.
     let tool_call = spans
         .iter()
-        .find(|s| s.name == "tools/call run_command")
+        .find(|s| {
+            s.name == "tools/call run_command" && s.attribute("jsonrpc.request.id") == Some("7")
+        })
         .unwrap();
     assert_eq!(tool_call.service_name, "toolgate-mcp-under-test");
     assert_eq!(tool_call.kind, SERVER);
@@ -585,11 +603,14 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     // spans), with the run below it.
     let executed: Vec<&ReceivedSpan> = spans
         .iter()
-        .filter(|s| s.name == "execute_tool process.run")
+        .filter(|s| s.name == "execute_tool run_command")
         .collect();
     let mcp_exec = executed
         .iter()
-        .find(|s| s.attribute("gen_ai.conversation.id") == Some(session))
+        .find(|s| {
+            s.attribute("gen_ai.conversation.id") == Some(session)
+                && s.attribute("gen_ai.tool.call.id") == tool_call.attribute("gen_ai.tool.call.id")
+        })
         .expect("the MCP call's execute_tool span");
     assert_eq!(mcp_exec.kind, INTERNAL);
     assert_eq!(mcp_exec.service_name, "toolgate-up-under-test");
@@ -600,7 +621,8 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     );
     for (k, v) in [
         ("gen_ai.operation.name", "execute_tool"),
-        ("gen_ai.tool.name", "process.run"),
+        ("gen_ai.tool.name", "run_command"),
+        ("toolgate.operation", "process.run"),
         ("toolgate.decision", "auto"),
         ("toolgate.sandbox.profile", "workspace"),
         ("toolgate.output.truncated", "false"),
@@ -619,6 +641,40 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
         .find(|s| s.name == "process.run" && descends(s, mcp_exec))
         .expect("process.run under execute_tool");
     assert_eq!(run.trace_id, TRACE);
+
+    // The calls the client sent no trace for: each the root of a trace of its own.
+    let root = |id: &str, tool: &str| {
+        let s = spans
+            .iter()
+            .find(|s| {
+                s.name == format!("tools/call {tool}")
+                    && s.attribute("jsonrpc.request.id") == Some(id)
+            })
+            .unwrap_or_else(|| panic!("tools/call {tool} #{id}: {spans:#?}"));
+        assert_eq!(s.parent_span_id, None, "{s:#?}");
+        assert_ne!(s.trace_id, TRACE);
+        s
+    };
+    let (slow_call, stat_call) = (root("8", "run_command"), root("9", "stat_path"));
+    assert_ne!(slow_call.trace_id, stat_call.trace_id);
+    assert_eq!(slow_call.attribute("mcp.session.id"), Some(session));
+    // The 2 s run's execute_tool span lasts as long as the run.
+    let slow_exec = executed
+        .iter()
+        .find(|s| s.trace_id == slow_call.trace_id)
+        .expect("the slow run's execute_tool span");
+    assert!(descends(slow_exec, slow_call));
+    assert!(
+        slow_exec.duration >= Duration::from_secs(2),
+        "{:?}: {slow_exec:#?}",
+        slow_exec.duration
+    );
+    let stat_exec = spans
+        .iter()
+        .find(|s| s.name == "execute_tool stat_path")
+        .unwrap();
+    assert_eq!(stat_exec.trace_id, stat_call.trace_id);
+    assert_eq!(stat_exec.attribute("toolgate.operation"), Some("fs.stat"));
 
     // The gRPC calls: the same span, named by their call ids; the refusal says why.
     let ok = executed
@@ -1132,4 +1188,38 @@ fn node_in_home_bin_does_not_expose_home_credentials_to_runs() {
     } else {
         eprintln!("cargo is not installed here: the cargo half is skipped");
     }
+
+/// `toolgate mcp` over stdio checks its token and its executor before it serves: an agent's
+/// MCP host then shows the server as failed, with a line saying what to set, instead of a
+/// healthy server whose every call fails.
+#[test]
+fn mcp_over_stdio_checks_its_token_and_executor_at_start() {
+    let args = ["mcp", "--executor", "127.0.0.1:1", "--task-dir", "off"];
+    let o = toolgate(&args, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    for said in ["no agent token", "TOOLGATE_TOKEN", "--token-file"] {
+        assert!(err.contains(said), "{said}: {err}");
+    }
+    let o = toolgate(&args, &[("TOOLGATE_TOKEN", "some-token")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        err.contains("cannot reach the executor at http://127.0.0.1:1"),
+        "{err}"
+    );
+
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("d"));
+    let o = toolgate(
+        &["mcp", "--executor", &up.executor(), "--task-dir", "off"],
+        &[("TOOLGATE_TOKEN", "not-the-agent-token")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        err.contains("refused the agent token") && err.contains("--token-file"),
+        "{err}"
+    );
 }
