@@ -1188,6 +1188,7 @@ fn node_in_home_bin_does_not_expose_home_credentials_to_runs() {
     } else {
         eprintln!("cargo is not installed here: the cargo half is skipped");
     }
+}
 
 /// `toolgate mcp` over stdio checks its token and its executor before it serves: an agent's
 /// MCP host then shows the server as failed, with a line saying what to set, instead of a
