@@ -129,6 +129,13 @@ pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
     if let Some(t) = d.lease_expires_at {
         fields.push(("lease_expires_at", t.as_micros().into()));
     }
+    // Schema 5, under the same rule.
+    if let Some(t) = d.released_at {
+        fields.push(("released_at", t.as_micros().into()));
+    }
+    if let Some(r) = &d.release_reason {
+        fields.push(("release_reason", r.as_str().into()));
+    }
     encode(kind, d.id.as_str(), &fields)
 }
 

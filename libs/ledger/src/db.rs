@@ -136,6 +136,25 @@ impl Pool {
         })
     }
 
+    /// Starts a read-only transaction over one consistent snapshot: Postgres REPEATABLE READ,
+    /// SQLite a deferred transaction (in WAL mode its first read fixes the snapshot, and it
+    /// takes no write lock). For reads that must agree with each other, like `verify`.
+    pub(crate) async fn snapshot(&self) -> Result<Tx> {
+        Ok(match self {
+            Pool::Pg(p) => Tx {
+                inner: TxInner::Pg(
+                    p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        .await?,
+                ),
+                touched: Vec::new(),
+            },
+            Pool::Lite(p) => Tx {
+                inner: TxInner::Lite(p.begin_with("BEGIN DEFERRED").await?),
+                touched: Vec::new(),
+            },
+        })
+    }
+
     pub(crate) async fn fetch_all(&self, sql: &str, args: Vec<Arg>) -> Result<Vec<Row>> {
         Ok(match self {
             Pool::Pg(p) => pg_query(sql, args)

@@ -78,6 +78,10 @@ pub trait Ledger: Send + Sync {
     /// Attaches an outcome to its decision; idempotent, a different second outcome conflicts.
     fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<Outcome>>;
 
+    /// Releases an allowed call that was refused before it started: nothing ran, so its
+    /// `call_id` may be allowed again and a once-approval it consumed is usable again.
+    fn release(&self, not_started: NotStarted) -> BoxFuture<'_, Result<Decision>>;
+
     /// Everything recorded for a call id, for idempotent replay.
     fn lookup_call(&self, call_id: CallId) -> BoxFuture<'_, Result<Option<CallRecord>>>;
 
@@ -394,6 +398,10 @@ impl Ledger for SqlLedger {
 
     fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<Outcome>> {
         Box::pin(async move { self.core.record_outcome(&outcome).await })
+    }
+
+    fn release(&self, not_started: NotStarted) -> BoxFuture<'_, Result<Decision>> {
+        Box::pin(async move { self.core.release(&not_started).await })
     }
 
     fn lookup_call(&self, call_id: CallId) -> BoxFuture<'_, Result<Option<CallRecord>>> {

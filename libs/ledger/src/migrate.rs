@@ -28,6 +28,9 @@ const V3_LEASES_AND_EXECUTORS: &str = include_str!("../migrations/0003_leases_an
 /// Schema 4: a run's outcome records what the after-run audit of the protected set found.
 const V4_OUTCOME_INTEGRITY: &str = include_str!("../migrations/0004_outcome_integrity.sql");
 
+/// Schema 5: a call refused before it started is released, and its decision says why.
+const V5_RELEASED_CALLS: &str = include_str!("../migrations/0005_released_calls.sql");
+
 const PG: &[Migration] = &[
     Migration {
         version: 1,
@@ -48,6 +51,11 @@ const PG: &[Migration] = &[
         version: 4,
         name: "outcome integrity audit",
         sql: V4_OUTCOME_INTEGRITY,
+    },
+    Migration {
+        version: 5,
+        name: "released calls",
+        sql: V5_RELEASED_CALLS,
     },
 ];
 
@@ -72,10 +80,15 @@ const LITE: &[Migration] = &[
         name: "outcome integrity audit",
         sql: V4_OUTCOME_INTEGRITY,
     },
+    Migration {
+        version: 5,
+        name: "released calls",
+        sql: V5_RELEASED_CALLS,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS tg_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 

@@ -30,7 +30,7 @@ use api::{
 };
 pub(crate) use gate::{Call, Gate, Verdict};
 pub use grpc::GrpcAuthorizer;
-pub(crate) use report::{Ran, Reporter, fs_outcome};
+pub(crate) use report::{Ran, Reporter, fs_outcome, not_started};
 
 /// The policy service, as the executor uses it: domain requests in, domain answers or a
 /// [`PolicyFailure`] out. Implemented over gRPC by [`GrpcAuthorizer`] and in-process by

@@ -7,6 +7,7 @@
 //! map domain errors to statuses through `toolgate_contracts::status`, the one place that
 //! knows the `ErrorInfo` shape.
 
+mod admission;
 pub mod authz;
 mod bound;
 pub mod config;

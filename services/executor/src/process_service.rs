@@ -32,8 +32,9 @@ use toolgate_runtime::telemetry;
 use tracing::Instrument;
 use tracing::field::Empty;
 
+use crate::admission::{Admission, Slot};
 use crate::authz::api::{ExecutorIdentity, Finished};
-use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, fs_outcome};
+use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, not_started};
 use crate::bound;
 use crate::confined::Confined;
 use crate::fs_service::sha256_hex;
@@ -44,6 +45,7 @@ use crate::wire::{self, CallContext};
 #[derive(Debug, Clone)]
 pub struct ProcessAdapter {
     confined: Confined,
+    admission: Admission,
     gate: Gate,
     identity: ExecutorIdentity,
     view: pb::WorkspaceView,
@@ -65,8 +67,10 @@ impl ProcessAdapter {
         identity: ExecutorIdentity,
         view: pb::WorkspaceView,
     ) -> Self {
+        let admission = Admission::new(confined.capabilities().limits.max_concurrent_runs as usize);
         ProcessAdapter {
             confined,
+            admission,
             gate,
             identity,
             view,
@@ -147,6 +151,7 @@ impl ProcessAdapter {
     fn start(
         &self,
         proof: Authorized,
+        slot: Slot,
         spec: RunSpec,
         mut tool: ToolSpan,
         trace_parent: Option<&str>,
@@ -172,10 +177,9 @@ impl ProcessAdapter {
         let run = match run {
             Ok(run) => run,
             Err(e) => {
-                // Authorized but never started: the ledger still learns why.
-                self.gate
-                    .reporter()
-                    .report(&proof, fs_outcome(started, Err(&e)));
+                // Authorized but never started: not an execution. The ledger learns why and
+                // releases the call, so its retry may run and its approval is not spent.
+                self.gate.reporter().report(&proof, not_started(&e));
                 tool.fail(&e);
                 return Err(e);
             }
@@ -189,6 +193,7 @@ impl ProcessAdapter {
             in_flight: Some(metrics.run_started()),
             metrics,
             proof,
+            _slot: slot,
             started_at: started,
             isolation: None,
             clock: std::time::Instant::now(),
@@ -239,6 +244,8 @@ struct RunRecord {
     /// Counts the run in `runs_in_flight` until it ends.
     in_flight: Option<InFlight>,
     proof: Authorized,
+    /// The run's slot, given back when the stream ends.
+    _slot: Slot,
     started_at: SystemTime,
     /// What the run was given, from its `Started` event; recorded with the outcome.
     isolation: Option<Isolation>,
@@ -393,6 +400,10 @@ impl ProcessAdapter {
             trace_parent,
             span: span.clone(),
         };
+        // A slot before the decision: a call that cannot start is refused before the
+        // policy records (or consumes an approval for) anything. A parked call takes its
+        // slot once the human has decided.
+        let slot = self.admission.admit()?;
         let verdict = self.gate.check(&call).instrument(span.clone()).await?;
         let Some(mut tool) = tool.take() else {
             return Err(status::status(
@@ -404,19 +415,29 @@ impl ProcessAdapter {
         match verdict {
             Verdict::Allowed(proof) => Ok(Response::new(self.start(
                 proof,
+                slot,
                 spec,
                 tool,
                 call.trace_parent.as_deref(),
             )?)),
             Verdict::Parked(parked) => {
+                // Waiting for a human holds no slot.
+                drop(slot);
                 let first = pb::RunResponse {
                     event: Some(pb::run_response::Event::AwaitingApproval(parked.event())),
                 };
                 let this = self.clone();
                 let rest = async move {
-                    let started = match this.gate.wait(&call, parked).instrument(span.clone()).await
+                    let admission = this.admission.clone();
+                    let started = match this
+                        .gate
+                        .wait_admitted(&call, parked, || admission.admit())
+                        .instrument(span.clone())
+                        .await
                     {
-                        Ok(proof) => this.start(proof, spec, tool, call.trace_parent.as_deref()),
+                        Ok((proof, slot)) => {
+                            this.start(proof, slot, spec, tool, call.trace_parent.as_deref())
+                        }
                         Err(e) => {
                             tool.fail(&e);
                             Err(e)

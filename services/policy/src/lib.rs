@@ -52,7 +52,7 @@ use toolgate_runtime::{grpc, shutdown, telemetry};
 pub use crate::core::{
     ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
     Classification, ClassifyRequest, DecideRequest, HiddenPaths, ListApprovalsRequest, PolicyCore,
-    PolicyDescription, PolicyError, RecordOutcomeRequest, WaitRequest,
+    PolicyDescription, PolicyError, RecordOutcomeRequest, Reported, WaitRequest,
 };
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;

@@ -6,7 +6,7 @@
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::common::v1::exit_status::Status as Exit;
 use toolgate_contracts::policy::v1 as pb;
-use toolgate_ledger::{DecisionId, ExecutorIdentity, ExitStatus, NewOutcome, Outcome};
+use toolgate_ledger::{DecisionId, ExecutorIdentity, ExitStatus, NewOutcome, NotStarted, Outcome};
 
 use crate::core::PolicyError;
 use crate::wire::timestamp;
@@ -95,6 +95,29 @@ pub(crate) fn from_wire(
         error,
         isolation: o.isolation.map(|i| isolation_json(&i)),
         integrity: o.audit.map(|a| audit_json(&a)),
+    })
+}
+
+/// A report that the call was refused before it started; `result_code` and `result_reason`
+/// say why (`RESOURCE_EXHAUSTED BUSY`).
+pub(crate) fn not_started_from_wire(
+    decision_id: DecisionId,
+    o: &pb::Outcome,
+) -> Result<NotStarted, PolicyError> {
+    let code = o.result_code.trim();
+    if code.is_empty() || code == "OK" {
+        return Err(PolicyError::invalid(
+            "outcome.result_code",
+            "a call that did not start needs the status code that refused it",
+        ));
+    }
+    Ok(NotStarted {
+        decision_id,
+        lease_token: None,
+        executor_principal: None,
+        reason: format!("{code} {}", o.result_reason.trim())
+            .trim_end()
+            .to_owned(),
     })
 }
 
@@ -272,6 +295,8 @@ pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
         result_reason,
         isolation: o.isolation.as_deref().and_then(isolation_from_json),
         audit: o.integrity.as_deref().and_then(audit_from_json),
+        // A recorded outcome is an execution; a call that did not start has none.
+        not_started: false,
     }
 }
 

@@ -4,9 +4,9 @@
 use tonic::{Request, Response, Status};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyService;
-use toolgate_runtime::auth::{self, Principal};
+use toolgate_runtime::auth::{self, Principal, Role};
 
-use crate::core::PolicyCore;
+use crate::core::{PolicyCore, require};
 use crate::wire;
 
 /// Serves `PolicyService` from a [`PolicyCore`]; callers are authenticated by the
@@ -30,6 +30,8 @@ impl PolicyAdapter {
         request: pb::AuthorizeRequest,
         traceparent: Option<&str>,
     ) -> Result<pb::AuthorizeResponse, Status> {
+        // Authorize, then validate: who may not call this learns nothing about its input.
+        require(caller, "Authorize", &[Role::Executor]).map_err(wire::status)?;
         let request = wire::authorize_request(request).map_err(wire::status)?;
         self.core
             .authorize(caller, request, traceparent)
@@ -44,6 +46,7 @@ impl PolicyAdapter {
         caller: &Principal,
         request: pb::RecordOutcomeRequest,
     ) -> Result<pb::RecordOutcomeResponse, Status> {
+        require(caller, "RecordOutcome", &[Role::Executor]).map_err(wire::status)?;
         let request = wire::record_outcome_request(request).map_err(wire::status)?;
         let already_recorded = self
             .core

@@ -5,7 +5,7 @@ use std::time::Duration;
 use toolgate_core::{Tier, ToolKind};
 
 use super::{
-    Approval, ApprovalId, CallId, DecisionId, Lease, Outcome, PolicyVersion, Principal,
+    Approval, ApprovalId, CallId, DecisionId, Lease, LeaseToken, Outcome, PolicyVersion, Principal,
     RequestDigest, RuleId, SessionId, Timestamp, TraceId,
 };
 
@@ -81,6 +81,25 @@ pub struct Decision {
     /// For an allowed call: the outcome must be recorded before this time, or the call is
     /// `unknown` (schema 3; `None` for older rows and for calls not allowed).
     pub lease_expires_at: Option<Timestamp>,
+    /// When an allowed attempt of this call was last refused before it started (schema 5):
+    /// the call was released, not executed, and may be allowed again under its `call_id`.
+    pub released_at: Option<Timestamp>,
+    /// Why that attempt did not start (`BUSY ...`, `SANDBOX_UNAVAILABLE ...`); redacted.
+    pub release_reason: Option<String>,
+}
+
+/// A report that an allowed call was refused before it started (no run slot, sandbox
+/// unavailable, a limit): nothing ran, so the call is released instead of executed.
+#[derive(Debug, Clone)]
+pub struct NotStarted {
+    /// The decision that allowed the call.
+    pub decision_id: DecisionId,
+    /// The lease token from a once-scope consumption, which is given back.
+    pub lease_token: Option<LeaseToken>,
+    /// The executor that reports, by its authenticated credential.
+    pub executor_principal: Option<Principal>,
+    /// Why it did not start; redacted before it is stored.
+    pub reason: String,
 }
 
 /// What a replayed `call_id` finds: the state of an allowed call.

@@ -13,7 +13,7 @@ mod timestamp;
 pub use approval::{Approval, ApprovalState, Decide, Lease, LeaseToken, Scope, Verdict};
 pub use audit::{BrokenLink, Change, Cursor, SweepReport, VerifyReport};
 pub use decision::{
-    AllowedState, AskOutcome, AskRequest, AskVerdict, Decision, NewDecision, Recorded,
+    AllowedState, AskOutcome, AskRequest, AskVerdict, Decision, NewDecision, NotStarted, Recorded,
 };
 pub use ids::{
     ApprovalId, CallId, DecisionId, PolicyVersion, Principal, RequestDigest, RuleId, SessionId,

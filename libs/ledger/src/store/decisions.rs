@@ -113,9 +113,9 @@ impl Core {
             )
             .await?;
         if let Some(row) = existing {
-            tx.rollback().await?;
-            let e = decision_from(&row)?;
+            let mut e = decision_from(&row)?;
             if e.id == d.id {
+                tx.rollback().await?;
                 // Our own earlier attempt committed before its acknowledgement was lost.
                 return Ok(Recorded {
                     decision: e,
@@ -124,6 +124,27 @@ impl Core {
                 });
             }
             same_request(&e, d)?;
+            // Refused before it started, so never executed: its retry may run.
+            if e.released_at.is_some() && e.allowed_at.is_none() && d.tier == Tier::Auto {
+                if let Some(again) = self.reallow(&mut tx, &e, d).await? {
+                    self.finish(tx, vec![ev_decision("decision.reallowed", &again)])
+                        .await?;
+                    return Ok(Recorded {
+                        decision: again,
+                        replayed: false,
+                        outcome: None,
+                    });
+                }
+                // A concurrent retry was allowed first: this one is its replay.
+                let row = tx
+                    .fetch_opt(
+                        &format!("SELECT {D_SELECT} FROM tg_decisions WHERE id = $1"),
+                        args![e.id.as_str()],
+                    )
+                    .await?;
+                e = decision_from(&expect_row(row, "rereading a reallowed decision")?)?;
+            }
+            tx.rollback().await?;
             let outcome = self.outcome_of(&e.id).await?;
             return Ok(Recorded {
                 decision: e,

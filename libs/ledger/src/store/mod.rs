@@ -24,6 +24,7 @@ mod decide;
 mod decisions;
 mod outcomes;
 mod reads;
+mod release;
 mod rows;
 mod sweep;
 mod verify;
@@ -143,6 +144,8 @@ impl Core {
             // An ask-tier call gets its lease when an approval covers it.
             lease_expires_at: (nd.tier == Tier::Auto)
                 .then(|| now.plus(nd.lease.unwrap_or(self.settings.lease))),
+            released_at: None,
+            release_reason: None,
         })
     }
 }

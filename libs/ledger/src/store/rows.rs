@@ -30,7 +30,7 @@ columns! {
     D_COLS, D_SELECT = "decision_": [
         "id", "call_id", "session_id", "principal", "tool", "request_digest", "request_json", "tier",
         "rule_ids", "policy_version", "trace_id", "approval_id", "created_at", "allowed_at", "executor",
-        "executor_reported", "lease_expires_at",
+        "executor_reported", "lease_expires_at", "released_at", "release_reason",
     ]
 }
 
@@ -118,6 +118,8 @@ pub(crate) fn decision_from(r: &Row) -> Result<Decision> {
         executor: opt_id(r.get("decision_executor")?)?,
         executor_reported: r.get("decision_executor_reported")?,
         lease_expires_at: ots(r.get("decision_lease_expires_at")?),
+        released_at: ots(r.get("decision_released_at")?),
+        release_reason: r.get("decision_release_reason")?,
     })
 }
 
@@ -140,6 +142,8 @@ pub(super) fn decision_args(d: &Decision) -> Vec<Arg> {
         d.executor.as_ref().map(|e| e.as_str()),
         d.executor_reported.clone(),
         d.lease_expires_at.map(Timestamp::as_micros),
+        d.released_at.map(Timestamp::as_micros),
+        d.release_reason.clone(),
     ]
 }
 

@@ -3,7 +3,16 @@
 use super::*;
 
 impl Core {
+    /// Verifies one consistent snapshot, so a ledger being written verifies too: the chain
+    /// and the rows it describes are read as of the same moment.
     pub(crate) async fn verify(&self) -> Result<VerifyReport> {
+        let mut tx = self.retry(|| self.pool.snapshot()).await?;
+        let report = self.verify_in(&mut tx).await;
+        tx.rollback().await?;
+        report
+    }
+
+    async fn verify_in(&self, tx: &mut Tx) -> Result<VerifyReport> {
         let mut prev = canon::GENESIS.to_vec();
         let mut expected: u64 = 1;
         let mut latest: HashMap<String, (u64, String, Vec<u8>)> = HashMap::new();
@@ -14,15 +23,13 @@ impl Core {
                 broken: Some(BrokenLink { seq, problem }),
             };
         loop {
-            let rows = self
-                .retry(|| {
-                    self.pool.fetch_all(
-                        "SELECT seq AS event_seq, kind AS event_kind, subject AS event_subject, \
-                         payload AS event_payload, prev_hash AS event_prev_hash, hash AS event_hash \
-                         FROM tg_audit WHERE seq >= $1 ORDER BY seq LIMIT 1000",
-                        args![expected as i64],
-                    )
-                })
+            let rows = tx
+                .fetch_all(
+                    "SELECT seq AS event_seq, kind AS event_kind, subject AS event_subject, \
+                     payload AS event_payload, prev_hash AS event_prev_hash, hash AS event_hash \
+                     FROM tg_audit WHERE seq >= $1 ORDER BY seq LIMIT 1000",
+                    args![expected as i64],
+                )
                 .await?;
             if rows.is_empty() {
                 break;
@@ -74,7 +81,7 @@ impl Core {
         }
         let events = expected - 1;
         let head_hex = (events > 0).then(|| hex::encode(&prev));
-        let head_row = self.pool.fetch_opt(HEAD, vec![]).await?;
+        let head_row = tx.fetch_opt(HEAD, vec![]).await?;
         if let Some(h) = head_row {
             let (hs, hh): (i64, Vec<u8>) = (h.get("head_seq")?, h.get("head_hash")?);
             if hs as u64 != events || hh != prev {
@@ -105,8 +112,7 @@ impl Core {
                     rows_seen.insert(id);
                 }
             };
-        for r in self
-            .pool
+        for r in tx
             .fetch_all(&format!("SELECT {D_SELECT} FROM tg_decisions"), vec![])
             .await?
         {
@@ -117,8 +123,7 @@ impl Core {
                 "decision",
             );
         }
-        for r in self
-            .pool
+        for r in tx
             .fetch_all(&format!("SELECT {A_SELECT} FROM tg_approvals"), vec![])
             .await?
         {
@@ -129,8 +134,7 @@ impl Core {
                 "approval",
             );
         }
-        for r in self
-            .pool
+        for r in tx
             .fetch_all(&format!("SELECT {O_SELECT} FROM tg_outcomes"), vec![])
             .await?
         {

@@ -51,7 +51,148 @@ conformance!(
     an_outcome_records_the_isolation_its_run_was_given,
     every_allowed_call_carries_a_lease_and_names_its_executor_by_credential,
     a_denial_is_remembered_for_its_binding_until_the_approval_expires,
+    a_call_refused_before_it_started_is_released_not_executed,
+    verify_of_a_ledger_being_written_is_never_broken,
 );
+
+/// `ledger verify` on a live ledger: before the fix it read the chain and the rows in
+/// separate statements, so a write committed in between showed as a row without its event
+/// (a false tamper alarm in 131 of 135 runs). It now reads one snapshot.
+async fn verify_of_a_ledger_being_written_is_never_broken(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = tokio::task::JoinSet::new();
+    for w in 0..4 {
+        let (l, stop) = (l.clone(), stop.clone());
+        writers.spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let call = format!("live-{w}-{n}");
+                let r = l
+                    .record_decision(new_decision(&call, "s", "make", Tier::Auto))
+                    .await
+                    .unwrap();
+                l.record_outcome(outcome(&r.decision, None)).await.unwrap();
+                n += 1;
+            }
+            n
+        });
+    }
+    let mut last_events = 0;
+    for verified in 0..25 {
+        let v = l.verify().await.unwrap();
+        assert!(
+            v.broken.is_none(),
+            "a live ledger verified as broken after {verified} clean runs: {:?}",
+            v.broken
+        );
+        assert!(v.events >= last_events);
+        last_events = v.events;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut written = 0;
+    while let Some(n) = writers.join_next().await {
+        written += n.unwrap();
+    }
+    assert!(written > 0, "the writers wrote while verify ran");
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
+
+fn not_started(d: &Decision, lease: Option<LeaseToken>) -> NotStarted {
+    NotStarted {
+        decision_id: d.id.clone(),
+        lease_token: lease,
+        executor_principal: Some(Principal::try_from("executor-0").unwrap()),
+        reason: "BUSY: all 64 run slots are in use".to_owned(),
+    }
+}
+
+/// Schema 5: a refusal before start (BUSY at the run-slot limit, sandbox unavailable) is not
+/// an execution. Before the fix the executor recorded it as an outcome, so the retry under the
+/// same `call_id` was "already executed" forever and the once-approval it consumed was spent.
+async fn a_call_refused_before_it_started_is_released_not_executed(ctx: Ctx) {
+    let l = ctx.ledger().await;
+
+    // Auto: released, then the retry is allowed again, once, and runs.
+    let first = l
+        .record_decision(new_decision("r1", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    let released = l.release(not_started(&first.decision, None)).await.unwrap();
+    assert_eq!(released.allowed_at, None);
+    assert_eq!(released.lease_expires_at, None);
+    assert!(released.released_at.is_some());
+    assert_eq!(
+        released.release_reason.as_deref(),
+        Some("BUSY: all 64 run slots are in use")
+    );
+    // The report is retried: the same release, not an error.
+    let again = l.release(not_started(&first.decision, None)).await.unwrap();
+    assert_eq!(again, released);
+    let retry = l
+        .record_decision(new_decision("r1", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    assert!(!retry.replayed, "the retry of a released call runs");
+    assert_eq!(retry.decision.id, first.decision.id);
+    assert!(retry.decision.allowed_at.is_some());
+    // It is allowed once: the next replay is in flight, not a second run.
+    let replay = l
+        .record_decision(new_decision("r1", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    assert!(replay.replayed);
+    l.record_outcome(outcome(&retry.decision, None))
+        .await
+        .unwrap();
+    // A call that ran is never released (nor run) again.
+    assert_eq!(
+        l.release(not_started(&retry.decision, None))
+            .await
+            .unwrap_err()
+            .reason(),
+        Reason::OutcomeConflict
+    );
+
+    // Ask: the consumed once-approval is given back and the retry consumes it.
+    let id = grant(&l, "q1", "s", "deploy").await;
+    let taken = l.ask(ask("q1", "s", "deploy")).await.unwrap();
+    let AskVerdict::Allowed { lease: Some(lease) } = taken.verdict else {
+        panic!("approved: {:?}", taken.verdict)
+    };
+    // A stale token does not give it back.
+    assert!(
+        l.release(not_started(
+            &taken.decision,
+            Some(LeaseToken::from_raw(lease.token.get() ^ 1))
+        ))
+        .await
+        .is_err()
+    );
+    l.release(not_started(&taken.decision, Some(lease.token)))
+        .await
+        .unwrap();
+    let a = l.get(id.clone()).await.unwrap();
+    assert_eq!(
+        a.state,
+        ApprovalState::Approved,
+        "the approval is not spent"
+    );
+    assert_eq!(a.consumed_by_call, None);
+    let retry = l.ask(ask("q1", "s", "deploy")).await.unwrap();
+    assert!(
+        matches!(retry.verdict, AskVerdict::Allowed { lease: Some(_) }),
+        "{:?}",
+        retry.verdict
+    );
+    assert_eq!(retry.approval.id, id);
+    assert_eq!(
+        l.ask(ask("q1", "s", "deploy")).await.unwrap().verdict,
+        AskVerdict::AlreadyRan
+    );
+    let v = l.verify().await.unwrap();
+    assert!(v.broken.is_none(), "{:?}", v.broken);
+}
 
 /// Schema 3: an allowed call, auto or approved, carries a lease. Replayed while it runs, the
 /// call is in flight; after it without an outcome, unknown for good (a late report is refused,

@@ -234,6 +234,14 @@ pub enum Finished {
     },
     /// A run whose client went away before it ended.
     Disconnected,
+    /// A call refused after its decision but before it started (no run slot, sandbox
+    /// unavailable, a limit): nothing ran, so the policy releases it for a retry.
+    NotStarted {
+        /// The gRPC code name of the refusal.
+        code: &'static str,
+        /// Its `ErrorInfo` reason.
+        reason: String,
+    },
 }
 
 /// How much of a stream a run wrote and delivered.

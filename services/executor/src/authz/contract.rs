@@ -170,6 +170,12 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
                 ..Default::default()
             }
         }
+        Finished::NotStarted { code, reason } => pb::Outcome {
+            not_started: true,
+            result_code: code.to_owned(),
+            result_reason: reason,
+            ..Default::default()
+        },
         Finished::Disconnected => pb::Outcome {
             status: Some(common::ExitStatus {
                 status: Some(common::exit_status::Status::Cancelled(common::Cancelled {

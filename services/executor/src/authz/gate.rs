@@ -203,6 +203,20 @@ impl Gate {
     /// Waits for the human decision on `parked`, then authorizes the same call again (which
     /// consumes the approval).
     pub(crate) async fn wait(&self, call: &Call, parked: Parked) -> Result<Authorized, Status> {
+        self.wait_admitted(call, parked, || Ok(()))
+            .await
+            .map(|(proof, ())| proof)
+    }
+
+    /// [`Gate::wait`], taking what the call needs to start (`admit`: a run slot) once the
+    /// human has decided and before the Authorize that consumes the approval: a call that
+    /// cannot start is refused with the approval still unspent.
+    pub(crate) async fn wait_admitted<G>(
+        &self,
+        call: &Call,
+        parked: Parked,
+        admit: impl Fn() -> Result<G, Status>,
+    ) -> Result<(Authorized, G), Status> {
         let span = tracing::info_span!(
             "approval_wait",
             approval_id = %parked.approval_id,
@@ -210,12 +224,17 @@ impl Gate {
             wait_ms = parked.deadline.saturating_duration_since(Instant::now()).as_millis() as u64,
         );
         let started = Instant::now();
-        let result = self.wait_inner(call, parked).instrument(span).await;
+        let result = self.wait_inner(call, parked, admit).instrument(span).await;
         self.inner.metrics.approval_wait(started.elapsed());
         result
     }
 
-    async fn wait_inner(&self, call: &Call, mut parked: Parked) -> Result<Authorized, Status> {
+    async fn wait_inner<G>(
+        &self,
+        call: &Call,
+        mut parked: Parked,
+        admit: impl Fn() -> Result<G, Status>,
+    ) -> Result<(Authorized, G), Status> {
         loop {
             let remaining = parked.deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -273,8 +292,9 @@ impl Gate {
                 // or parks the call on a fresh approval within the same deadline.
                 S::Approved | S::Consumed | S::Completed | S::Unknown => {
                     tracing::info!(state = ?approval.state, "approval decided; authorizing again");
+                    let admitted = admit()?;
                     match self.ask(call).await? {
-                        Answer::Allowed(proof) => return Ok(proof),
+                        Answer::Allowed(proof) => return Ok((proof, admitted)),
                         Answer::Pending {
                             approval_id,
                             decision_id,

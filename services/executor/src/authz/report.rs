@@ -109,6 +109,21 @@ pub(crate) struct Ran {
     pub finished: Finished,
 }
 
+/// A call refused after its decision but before it started: not an execution.
+pub(crate) fn not_started(refusal: &Status) -> Ran {
+    let now = SystemTime::now();
+    Ran {
+        started_at: now,
+        finished_at: now,
+        finished: Finished::NotStarted {
+            code: toolgate_contracts::status::code_name(refusal.code()),
+            reason: toolgate_contracts::status::error_info(refusal)
+                .map(|(r, _)| r)
+                .unwrap_or_default(),
+        },
+    }
+}
+
 /// The outcome of a filesystem call: its times and the status code and reason it ended with.
 pub(crate) fn fs_outcome(started_at: SystemTime, result: Result<(), &Status>) -> Ran {
     let (code, reason) = match result {

@@ -11,4 +11,5 @@ mod filesystem;
 mod integrity;
 mod metrics;
 mod process;
+mod refusals;
 mod trace;

@@ -203,10 +203,11 @@ async fn scrape_counts_runs_output_fs_ops_refusals_and_waits_by_label() {
         None
     );
     // Every call asked the policy once (the read too: the file's absence is found by the
-    // operation), the approved write twice.
+    // operation), the approved write twice, the run refused BUSY never (its slot is taken
+    // before the policy is asked).
     assert_eq!(
         sample(&lines, "toolgate_executor_authorize_duration_seconds_count"),
-        Some(10.0)
+        Some(9.0)
     );
 
     let (status, _) = http_get(exe.metrics.as_deref().unwrap(), "/").await;

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use toolgate_core::ExecutorIdentity;
 use toolgate_ledger::{
     self as ledger, ApprovalFilter, ApprovalId, ApprovalState, CallId, DecisionId, NewOutcome,
-    PageToken, SessionId, Timestamp, Verdict,
+    NotStarted, PageToken, SessionId, Timestamp, Verdict,
 };
 use toolgate_policy_engine::{CallContext, Decision, Policy, ToolCall};
 
@@ -168,8 +168,17 @@ pub struct PolicyDescription {
 /// An executor's report of how an allowed call ended.
 #[derive(Debug, Clone)]
 pub struct RecordOutcomeRequest {
-    /// The outcome as reported; the core sets its fence (`lease_token`) and reporter.
-    pub outcome: NewOutcome,
+    /// What the executor reports; the core sets its fence (`lease_token`) and reporter.
+    pub report: Reported,
+}
+
+/// How an allowed call ended, as its executor reports it.
+#[derive(Debug, Clone)]
+pub enum Reported {
+    /// It ran: the outcome.
+    Outcome(NewOutcome),
+    /// It was refused before it started: nothing ran, the call is released.
+    NotStarted(NotStarted),
 }
 
 /// Waits for a human's decision.

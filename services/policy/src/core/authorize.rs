@@ -13,7 +13,7 @@ use toolgate_runtime::auth::{Principal, Role};
 use toolgate_runtime::telemetry;
 
 use super::api::{
-    Authorization, AuthorizeRequest, Authorized, RecordOutcomeRequest, reported_json,
+    Authorization, AuthorizeRequest, Authorized, RecordOutcomeRequest, Reported, reported_json,
 };
 use super::{
     PolicyCore, PolicyError, hidden_paths, internal, parse_id, require, text, unbind_denied,
@@ -159,7 +159,9 @@ impl PolicyCore {
             let d = recorded.decision;
             if recorded.replayed && d.allowed_at.is_some() {
                 replayed(&d, recorded.outcome)
-            } else if d.tier == Tier::Deny {
+            } else if d.tier == Tier::Deny || (recorded.replayed && d.allowed_at.is_none()) {
+                // (A released call whose retry the policy no longer allows is refused with the
+                // answer it gets now.)
                 Authorization::Denied {
                     decision_id: d.id,
                     rule_id: deciding_rule,
@@ -198,14 +200,15 @@ impl PolicyCore {
         req: RecordOutcomeRequest,
     ) -> Result<bool, PolicyError> {
         require(caller, "RecordOutcome", &[Role::Executor])?;
-        let mut new = req.outcome;
+        let decision_id = match &req.report {
+            Reported::Outcome(o) => o.decision_id.clone(),
+            Reported::NotStarted(n) => n.decision_id.clone(),
+        };
         let l = &self.inner.ledger;
-        let decision = self
-            .read("decision", l.decision(new.decision_id.clone()))
-            .await?;
+        let decision = self.read("decision", l.decision(decision_id)).await?;
         // The wire carries no lease token: the consumption this decision holds is its
         // fence, so a report for a lapsed or re-taken consumption is still refused.
-        new.lease_token = match &decision.approval_id {
+        let lease_token = match &decision.approval_id {
             Some(a) => {
                 let a = self.read("get", l.get(a.clone())).await?;
                 if a.consumed_by_call.as_ref() == Some(&decision.call_id) {
@@ -216,8 +219,22 @@ impl PolicyCore {
             }
             None => None,
         };
+        let executor_principal = Some(parse_id("executor", caller.name.clone())?);
+        let mut new = match req.report {
+            Reported::Outcome(o) => o,
+            Reported::NotStarted(mut n) => {
+                // Nothing ran: the call is released, and its retry may run.
+                n.decision_id = decision.id;
+                n.lease_token = lease_token;
+                n.executor_principal = executor_principal;
+                let released = self.write("ledger.write", "release", l.release(n)).await?;
+                tracing::info!(decision_id = %released.id, reason = ?released.release_reason, "call released: refused before it started");
+                return Ok(false);
+            }
+        };
+        new.lease_token = lease_token;
         new.decision_id = decision.id;
-        new.executor_principal = Some(parse_id("executor", caller.name.clone())?);
+        new.executor_principal = executor_principal;
         // An identical retry returns the outcome recorded earlier, before this call began.
         let before = ledger::Timestamp::now();
         let recorded = self

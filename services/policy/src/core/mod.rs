@@ -22,7 +22,7 @@ use tracing::Instrument;
 pub use api::{
     ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
     Classification, ClassifyRequest, DecideRequest, HiddenPaths, ListApprovalsRequest,
-    PolicyDescription, RecordOutcomeRequest, WaitRequest,
+    PolicyDescription, RecordOutcomeRequest, Reported, WaitRequest,
 };
 pub use error::PolicyError;
 

@@ -11,7 +11,7 @@ use toolgate_policy_engine::CallContext;
 use super::tool_call;
 use crate::core::{
     AuthorizeRequest, CancelRequest, ClassifyRequest, DecideRequest, ListApprovalsRequest,
-    PolicyError, RecordOutcomeRequest, WaitRequest, parse_id,
+    PolicyError, RecordOutcomeRequest, Reported, WaitRequest, parse_id,
 };
 use crate::outcome;
 
@@ -48,9 +48,12 @@ pub(crate) fn record_outcome_request(
     let wire = req
         .outcome
         .ok_or_else(|| PolicyError::invalid("outcome", "outcome is required"))?;
-    Ok(RecordOutcomeRequest {
-        outcome: outcome::from_wire(decision_id, wire)?,
-    })
+    let report = if wire.not_started {
+        Reported::NotStarted(outcome::not_started_from_wire(decision_id, &wire)?)
+    } else {
+        Reported::Outcome(outcome::from_wire(decision_id, wire)?)
+    };
+    Ok(RecordOutcomeRequest { report })
 }
 
 /// `Classify`'s request; an empty principal is the caller's.

@@ -38,7 +38,65 @@ on_both_backends!(
     session_scope_only_when_asked,
     ap08_concurrent_resumes_consume_one_approval_once,
     a_replayed_call_id_is_in_flight_then_unknown_and_executed_only_with_an_outcome,
+    a_call_that_did_not_start_is_released_and_its_retry_allowed,
 );
+
+/// An executor that could not start an allowed call (no run slot) reports it as not started:
+/// the ledger releases the call, and the retry under the same `call_id` is allowed again
+/// (it was "already executed" before the fix) under the same decision.
+async fn a_call_that_did_not_start_is_released_and_its_retry_allowed(backend: Backend) {
+    let db = Db::new(backend).await;
+    let server = Server::start(&db.url, &Options::default());
+    let mut exec = server.policy(EXEC).await;
+    let echo = || run(&["echo", "hi"]);
+    let allowed = |r: &pb::AuthorizeResponse| match result(r) {
+        R::Allowed(a) => a.decision_id.clone(),
+        other => panic!("expected allowed, got {other:?}"),
+    };
+    let r = exec
+        .authorize(authorize("ns-1", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    let decision_id = allowed(&r);
+    let busy = pb::RecordOutcomeRequest {
+        decision_id: decision_id.clone(),
+        outcome: Some(pb::Outcome {
+            not_started: true,
+            result_code: "RESOURCE_EXHAUSTED".into(),
+            result_reason: "BUSY".into(),
+            ..exited(0)
+        }),
+    };
+    exec.record_outcome(busy.clone()).await.unwrap();
+    // The executor's retried report is the same release.
+    exec.record_outcome(busy).await.unwrap();
+    let r = exec
+        .authorize(authorize("ns-1", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        allowed(&r),
+        decision_id,
+        "the retry runs under its decision"
+    );
+    exec.record_outcome(pb::RecordOutcomeRequest {
+        decision_id: decision_id.clone(),
+        outcome: Some(exited(0)),
+    })
+    .await
+    .unwrap();
+    let r = exec
+        .authorize(authorize("ns-1", "s1", "agent-1", echo()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(matches!(result(&r), R::AlreadyExecuted(_)), "{r:?}");
+    let dump = db.dump().await;
+    assert!(dump.contains("decision.released"), "{dump}");
+    assert!(dump.contains("RESOURCE_EXHAUSTED BUSY"), "{dump}");
+}
 
 /// What a replayed `call_id` answers in each state (README, "Replaying a call_id"): in flight
 /// while its lease runs, `unknown` after it without an outcome (and a late outcome is
@@ -519,6 +577,23 @@ async fn roles_and_self_approval(backend: Backend) {
         .await
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::PermissionDenied);
+    // Authorize, then validate: a malformed request from a caller without the role is
+    // refused for who sent it (before the fix: INVALID_ARGUMENT, describing the input).
+    let e = agent
+        .record_outcome(pb::RecordOutcomeRequest {
+            decision_id: "not a decision id".into(),
+            outcome: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    let e = server
+        .policy(ALICE)
+        .await
+        .authorize(pb::AuthorizeRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
 
     // AP-10: agent and executor credentials never decide, list or watch.
     for cred in [AGENT, AGENT2, EXEC] {
