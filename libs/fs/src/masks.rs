@@ -35,7 +35,7 @@ use toolgate_core::{IntegrityChange, IntegrityViolation};
 
 use crate::error::{Error, Result};
 use crate::list::read_names;
-use crate::workspace::{Access, HiddenPaths, Workspace};
+use crate::workspace::{HiddenPaths, Workspace};
 
 /// Paths relative to the workspace root that a run's view changes, and what the after-run
 /// audit compares against.
@@ -330,12 +330,10 @@ impl Workspace {
         }
     }
 
-    /// Whether `rel` is in the protected set by the protected globs.
+    /// Whether `rel` is in the protected set by the protected globs (its ancestors were
+    /// checked on the way down: the walk enters neither hidden nor protected directories).
     fn is_protected(&self, rel: &Path) -> bool {
-        matches!(
-            self.check(&shown(rel), rel, Access::Write),
-            Err(Error::Protected { .. })
-        )
+        self.entry_protected(rel)
     }
 
     /// Removes `rel` (recursively for a directory) beneath the root, never following a

@@ -21,7 +21,7 @@ use toolgate_process::Command;
 pub(crate) fn words(command: &Command) -> Vec<String> {
     let commands = match command {
         Command::Argv(argv) => vec![argv.iter().map(|w| Token::Word(w.clone())).collect()],
-        Command::Script(script) => split_commands(tokens(script)),
+        Command::Script(script) => split_commands(&tokens(script)),
     };
     let mut out = Vec::new();
     for c in commands {
@@ -139,7 +139,7 @@ fn tokens(script: &str) -> Vec<Token> {
 }
 
 /// The simple commands of a token stream.
-fn split_commands(tokens: Vec<Token>) -> Vec<Vec<Token>> {
+fn split_commands(tokens: &[Token]) -> Vec<Vec<Token>> {
     tokens
         .split(|t| *t == Token::Separator)
         .filter(|c| !c.is_empty())

@@ -230,6 +230,11 @@ impl Workspace {
         !self.deny.is_empty() || hidden.is_some_and(|h| !h.is_empty())
     }
 
+    /// Whether a single entry (whose ancestors were already checked) is protected.
+    pub(crate) fn entry_protected(&self, canon: &Path) -> bool {
+        self.protected.is_match(canon)
+    }
+
     /// Whether a single entry (whose ancestors were already checked) is denied or hidden.
     pub(crate) fn entry_denied(&self, canon: &Path, hidden: Option<&HiddenPaths>) -> bool {
         self.deny.is_match(canon) || hidden.is_some_and(|h| h.matches(canon))
