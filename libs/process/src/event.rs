@@ -153,16 +153,22 @@ pub enum CancelCause {
     Shutdown,
     /// A stream exceeded its cap and the request asked to kill at the cap.
     OutputCap,
+    /// Something outside the run renamed, created or removed a path the run's view masks,
+    /// binds read-only or pins, which detaches that mount in the run: the run was stopped
+    /// before it could read or write what appeared there.
+    MaskedPathReplaced,
 }
 
 impl CancelCause {
-    /// The wire spelling (`client_cancelled`, `client_disconnected`, `shutdown`, `output_cap`).
+    /// The wire spelling (`client_cancelled`, `client_disconnected`, `shutdown`, `output_cap`,
+    /// `masked_path_replaced`).
     pub const fn as_str(self) -> &'static str {
         match self {
             CancelCause::ClientCancelled => "client_cancelled",
             CancelCause::ClientDisconnected => "client_disconnected",
             CancelCause::Shutdown => "shutdown",
             CancelCause::OutputCap => "output_cap",
+            CancelCause::MaskedPathReplaced => "masked_path_replaced",
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod runner;
 pub mod sandbox;
 pub mod spec;
 mod sys;
+pub mod tripwire;
 
 pub use sys::{exit_quietly_on_broken_pipe, release_free_memory};
 

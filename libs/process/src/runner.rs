@@ -502,6 +502,7 @@ impl Runner {
             request: req,
             trace_parent,
             audit,
+            tripwire,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
@@ -571,6 +572,10 @@ impl Runner {
             events: rx,
             cancel: cancel.clone(),
         };
+        // Armed before the view is built: a replacement between the walk and the end of the
+        // run is seen, whenever it happens.
+        let armed =
+            crate::tripwire::Armed::arm(&tripwire).map_err(setup_err("watch the masked paths"))?;
         let started = Instant::now();
         let started_at = SystemTime::now();
         let spawned = prepared.and_then(|p| inner.spawn(p, [stdin, Io::Pipe, Io::Pipe]));
@@ -597,6 +602,10 @@ impl Runner {
         let guard = ReapGuard { pid, reaped: false };
         let _enter = handle.enter();
         let pidfd = sys::watch_exit(pid).map_err(setup_err("watch the child with a pidfd"))?;
+        let tripwire = armed
+            .map(crate::tripwire::Armed::into_tripwire)
+            .transpose()
+            .map_err(setup_err("watch the masked paths"))?;
         let stdout = take_reader(child.stdout, config.pipe_buffer_bytes)
             .map_err(setup_err("read stdout"))?;
         let stderr = take_reader(child.stderr, config.pipe_buffer_bytes)
@@ -625,6 +634,7 @@ impl Runner {
             final_send_timeout: config.final_send_timeout,
             kill_on_cap: req.kill_on_cap,
             audit,
+            tripwire,
             limits: [
                 StreamLimits { cap: caps[0], tail },
                 StreamLimits { cap: caps[1], tail },

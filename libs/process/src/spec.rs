@@ -152,6 +152,8 @@ pub struct RunSpec {
     pub(crate) trace_parent: Option<String>,
     /// Checked once every process of the run is gone, before `Exited` is sent.
     pub(crate) audit: Option<Audit>,
+    /// Directories whose masked, bound or pinned names the host must not replace.
+    pub(crate) tripwire: Vec<crate::tripwire::Watch>,
 }
 
 /// The after-run audit of the workspace's protected set: runs on the blocking pool once every
@@ -201,6 +203,12 @@ impl RunSpec {
     /// Has `audit` check the workspace after the run, before its outcome is reported.
     pub fn set_audit(&mut self, audit: Audit) {
         self.audit = Some(audit);
+    }
+
+    /// Stops the run when something outside it replaces one of these masked, bound or
+    /// pinned names (see [`crate::tripwire`]).
+    pub fn set_tripwire(&mut self, watches: Vec<crate::tripwire::Watch>) {
+        self.tripwire = watches;
     }
 
     /// The sandbox profile asked for; empty is the executor's default.
@@ -272,6 +280,7 @@ impl TryFrom<RunRequest> for RunSpec {
             request,
             trace_parent: None,
             audit: None,
+            tripwire: Vec::new(),
         })
     }
 }

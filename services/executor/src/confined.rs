@@ -12,6 +12,7 @@ use tonic::Status;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 use toolgate_fs::{Canonical, OpenDirectory, Workspace, WorkspacePath};
+use toolgate_process::tripwire::Watch;
 use toolgate_process::{Audit, Capabilities, EffectiveLimits, Run, RunSpec, Runner};
 
 use crate::authz::Authorized;
@@ -146,6 +147,7 @@ impl Confined {
         if !proof.sandbox_profile().is_empty() {
             spec.set_profile(proof.sandbox_profile());
         }
+        spec.set_tripwire(watches(self.workspace.real_root(), &masks));
         spec.set_masks(toolgate_process::Masks {
             hidden_files: masks.hidden_files,
             hidden_dirs: masks.hidden_dirs,
@@ -164,6 +166,31 @@ impl Confined {
             .try_run(spec)
             .map_err(|e| status::from_error(&e))
     }
+}
+
+/// The directories holding what a run's view masks, binds or pins, each with those names:
+/// a replacement there from outside the run stops it (a mount cannot follow a name).
+fn watches(root: &std::path::Path, masks: &toolgate_fs::RunMasks) -> Vec<Watch> {
+    let mut by_dir: std::collections::BTreeMap<&std::path::Path, Vec<std::ffi::OsString>> =
+        std::collections::BTreeMap::new();
+    for path in masks
+        .hidden_files
+        .iter()
+        .chain(&masks.hidden_dirs)
+        .chain(&masks.protected)
+        .chain(&masks.pinned)
+    {
+        if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
+            by_dir.entry(parent).or_default().push(name.to_owned());
+        }
+    }
+    by_dir
+        .into_iter()
+        .map(|(dir, names)| Watch {
+            dir: root.join(dir),
+            names,
+        })
+        .collect()
 }
 
 /// Runs blocking filesystem work off the async threads, mapping domain errors.

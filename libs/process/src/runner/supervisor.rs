@@ -94,6 +94,7 @@ pub(super) struct Supervisor {
     pub(super) final_send_timeout: Duration,
     pub(super) kill_on_cap: bool,
     pub(super) audit: Option<Audit>,
+    pub(super) tripwire: Option<crate::tripwire::Tripwire>,
     pub(super) limits: [StreamLimits; 2],
     pub(super) started: Instant,
 }
@@ -212,11 +213,16 @@ impl Supervisor {
             () = flag(self.cancel.clone()) => Some(Ending::Cancel(CancelCause::ClientCancelled)),
             () = flag(self.shutdown.clone()) => Some(Ending::Cancel(CancelCause::Shutdown)),
             () = self.tx.closed() => Some(Ending::Cancel(CancelCause::ClientDisconnected)),
+            () = tripped(self.tripwire.as_ref()) => Some(Ending::Cancel(CancelCause::MaskedPathReplaced)),
         };
         let mut killed = false;
         if let Some(ending) = &ending {
-            if matches!(ending, Ending::Cancel(CancelCause::OutputCap)) {
-                // The point of kill_on_cap is to stop the flood now, not after a grace period.
+            if matches!(
+                ending,
+                Ending::Cancel(CancelCause::OutputCap | CancelCause::MaskedPathReplaced)
+            ) {
+                // The point of kill_on_cap is to stop the flood now, not after a grace period;
+                // a run whose mask came off must not get a grace period to read behind it.
                 self.kill_everything();
                 killed = true;
             } else {
@@ -290,6 +296,14 @@ impl Supervisor {
 }
 
 /// Resolves once the child has exited (its pidfd turns readable); it stays readable until reaped.
+/// Waits for the tripwire, forever when the run has none.
+async fn tripped(tripwire: Option<&crate::tripwire::Tripwire>) {
+    match tripwire {
+        Some(t) => t.tripped().await,
+        None => std::future::pending().await,
+    }
+}
+
 pub(super) async fn exited(pidfd: &AsyncFd<OwnedFd>) {
     if pidfd.readable().await.is_err() {
         pending::<()>().await;

@@ -25,3 +25,13 @@ pub(crate) fn watch_exit(pid: i32) -> io::Result<tokio::io::unix::AsyncFd<OwnedF
             .map_err(io::Error::from)
     }
 }
+
+/// Registers a readable descriptor the runner owns (an inotify instance) with the Tokio
+/// reactor. Must be called inside a runtime.
+pub(crate) fn watch_readable(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: as in `watch_exit`: the `OwnedFd` stays the same open descriptor until dropped.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            .map_err(io::Error::from)
+    }
+}

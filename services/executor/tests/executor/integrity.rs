@@ -381,3 +381,94 @@ async fn a_rename_loop_in_a_concurrent_run_leaks_nothing() {
     );
     let _ = support::SENTINEL;
 }
+
+/// The human's editor saves `.env` (and `git config` rewrites `.git/config`) by renaming a new
+/// file over the old one while a run is reading: the kernel detaches the run's mask with the
+/// old file, so the run is stopped the moment the name is replaced, and the next run masks
+/// the new file.
+async fn a_host_replace_stops_the_run(uid: Option<u32>) {
+    use toolgate_contracts::executor::v1 as pb;
+    use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+    use toolgate_contracts::executor::v1::run_response::Event;
+
+    let e = Escape::start(uid).await;
+    let ws = &e.sb.ws;
+    const NEW: &str = "SECRET=rotated-0815";
+    for (target, attack) in [
+        (".env", "while :; do cat .env; sleep 0.2; done"),
+        (
+            ".git/config",
+            "while :; do echo '[core] fsmonitor = x' >> .git/config 2>/dev/null; cat .git/config; sleep 0.2; done",
+        ),
+    ] {
+        let name = format!("loop-{}.sh", nanos());
+        std::fs::write(ws.join(&name), attack).unwrap();
+        chown(ws, uid);
+        let mut req = script(&format!("sh {name}"));
+        req.context = support::ctx_waiting(30);
+        let mut client = ProcessServiceClient::new(e.exe.channel().await);
+        let mut stream = client.run(req).await.unwrap().into_inner();
+        let mut stdout = Vec::new();
+        loop {
+            let msg = stream.message().await.unwrap().expect("the run started");
+            match msg.event {
+                Some(Event::Started(_)) => break,
+                Some(Event::AwaitingApproval(_)) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        // Let the loop run a little, then replace the name from the host.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let fresh = ws.join(format!("{target}.new"));
+        std::fs::write(&fresh, format!("{NEW}\n")).unwrap();
+        std::fs::rename(&fresh, ws.join(target)).unwrap();
+        let exited = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match stream
+                    .message()
+                    .await
+                    .unwrap()
+                    .expect("an exited event")
+                    .event
+                {
+                    Some(Event::Output(o)) if o.stream == pb::Stream::Stdout as i32 => {
+                        stdout.extend_from_slice(&o.data);
+                    }
+                    Some(Event::Exited(x)) => break x,
+                    _ => {}
+                }
+            }
+        })
+        .await
+        .expect("the run was stopped when its mask came off");
+        let stdout = String::from_utf8_lossy(&stdout);
+        assert!(
+            !stdout.contains(NEW),
+            "{target}: the run read the new file: {stdout}"
+        );
+        match exited.status.and_then(|s| s.status) {
+            Some(common::exit_status::Status::Cancelled(c)) => {
+                assert_eq!(c.cause, "masked_path_replaced", "{target}");
+            }
+            other => panic!("{target}: {other:?}"),
+        }
+        assert_eq!(
+            std::fs::read_to_string(ws.join(target)).unwrap(),
+            format!("{NEW}\n"),
+            "{target}: the run wrote the new file"
+        );
+    }
+    // The next run walks again and masks what the host put there.
+    let o = hidden(&e, uid, "cat .env; true").await;
+    assert!(!String::from_utf8_lossy(&o.stdout).contains(NEW));
+}
+
+#[tokio::test]
+async fn a_host_replace_stops_the_run_as_root() {
+    a_host_replace_stops_the_run(None).await;
+}
+
+#[tokio::test]
+async fn a_host_replace_stops_the_run_unprivileged() {
+    a_host_replace_stops_the_run(Some(65534)).await;
+}
