@@ -245,6 +245,9 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
                         }
                         v[name] = o;
                     }
+                    if let Some(a) = &e.audit {
+                        v["audit"] = audit_json(a);
+                    }
                     (v, Some(exit_code(e.status.as_ref())))
                 }
                 None => continue,
@@ -334,6 +337,9 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
             }
         }
     }
+    if let Some(a) = &e.audit {
+        report_audit(a);
+    }
     if verbose {
         eprintln!(
             "toolgate: {}",
@@ -341,6 +347,51 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
         );
     }
     exit_code(e.status.as_ref())
+}
+
+/// Tells the person at the terminal what the run changed in the protected set and what the
+/// executor undid (nothing when the run left it alone).
+fn report_audit(a: &common::IntegrityAudit) {
+    for v in &a.violations {
+        eprintln!(
+            "toolgate: the run {} protected path `{}`; {}",
+            change_name(v.change),
+            toolgate_core::display::escape(&v.path),
+            if v.reverted {
+                "the executor reverted it"
+            } else {
+                "the executor could NOT revert it: check it before running git, python or your editor here"
+            }
+        );
+    }
+    if !a.completed {
+        eprintln!(
+            "toolgate: the after-run check of the protected set did not finish: {}",
+            toolgate_core::display::escape(&a.error)
+        );
+    }
+}
+
+fn change_name(c: i32) -> &'static str {
+    match common::IntegrityChange::try_from(c) {
+        Ok(common::IntegrityChange::Created) => "created",
+        Ok(common::IntegrityChange::Modified) => "modified",
+        Ok(common::IntegrityChange::Removed) => "removed",
+        _ => "changed",
+    }
+}
+
+/// The `audit` of a `--json` `exited` line.
+fn audit_json(a: &common::IntegrityAudit) -> serde_json::Value {
+    serde_json::json!({
+        "completed": a.completed,
+        "error": a.error,
+        "violations": a.violations.iter().map(|v| serde_json::json!({
+            "path": v.path,
+            "change": change_name(v.change),
+            "reverted": v.reverted,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// The exit code for a run's final status.

@@ -1224,3 +1224,90 @@ fn mcp_over_stdio_checks_its_token_and_executor_at_start() {
         "{err}"
     );
 }
+
+/// Issue 23, as it was reported: under the shipped default policy, with only the agent's token
+/// and no human decision, `fs write` of a script and `npm test` planted a `.git/commondir`
+/// whose config ran the agent's command at the human's next `git status`. The run is told
+/// what was undone, and the human's git runs nothing.
+#[test]
+fn an_auto_npm_test_cannot_plant_what_the_humans_git_runs() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    let mark = out.path().join("pwned");
+    let git = |dir: &std::path::Path, args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap()
+    };
+    assert!(git(w, &["init", "-q", "."]).status.success());
+    std::fs::remove_dir_all(w.join(".git/hooks")).unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../libs/policy-engine/default-policy.toml");
+    let up = Up::start_policy(w, &state.path().join("d"), &[], &[], &shipped);
+
+    let write = |path: &str, content: &str| {
+        let mut cmd = up.command("agent", &["fs", "write", path]);
+        cmd.stdin(std::process::Stdio::piped());
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), content.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "fs write {path}: {}", text(&o));
+    };
+    write(
+        "package.json",
+        r#"{"name":"demo","version":"1.0.0","scripts":{"test":"sh tools/ci.sh"}}"#,
+    );
+    let fsmonitor = format!("printf '[core]\\n\\tfsmonitor = \"touch {}\"\\n'", mark.display());
+    write(
+        "tools/ci.sh",
+        &format!(
+            "mkdir -p .git/x && cp .git/config .git/x/config && {fsmonitor} >> .git/x/config && echo x > .git/commondir\n\
+             mkdir -p .git/hooks && printf '#!/bin/sh\\ntouch {m}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit\n\
+             mv .git .git-old 2>/dev/null && echo RENAMED\n\
+             echo 'import os; os.system(\"touch {m}\")' > evil.pth\n",
+            m = mark.display()
+        ),
+    );
+    let o = up.run("agent", &["run", "--", "npm", "test"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("RENAMED"), "{}", text(&o));
+    for path in [".git/commondir", ".git/hooks", "evil.pth"] {
+        assert!(
+            stderr.contains(&format!("created protected path `{path}`; the executor reverted it")),
+            "{path}: {stderr}"
+        );
+    }
+    let json = up.run("agent", &["run", "--json", "--", "npm", "test"]);
+    let exited = String::from_utf8_lossy(&json.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "exited")
+        .expect("an exited line");
+    assert_eq!(exited["audit"]["completed"], true, "{exited}");
+    assert!(
+        exited["audit"]["violations"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v["path"] == ".git/commondir" && v["reverted"] == true)),
+        "{exited}"
+    );
+
+    // The human's next commands.
+    std::fs::write(w.join("notes.txt"), "n\n").unwrap();
+    git(w, &["status"]);
+    git(w, &["add", "notes.txt"]);
+    git(w, &["-c", "user.name=h", "-c", "user.email=h@example.com", "commit", "-qm", "h"]);
+    assert!(!mark.exists(), "the agent's command ran on the host");
+    assert!(!w.join(".git/commondir").exists());
+    assert!(!w.join(".git/hooks").exists());
+}

@@ -138,8 +138,18 @@ impl Up {
         extra: &[&str],
         env: &[(&str, &str)],
     ) -> Up {
+        Up::start_policy(workspace, data_dir, extra, env, &test_policy())
+    }
+
+    /// [`Up::start_env`] under the policy document at `policy`.
+    pub(crate) fn start_policy(
+        workspace: &std::path::Path,
+        data_dir: &std::path::Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        policy: &std::path::Path,
+    ) -> Up {
         use std::io::BufRead;
-        let policy = test_policy();
         let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
             .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
             .args(["--mcp-listen", "127.0.0.1:0"])
@@ -150,7 +160,7 @@ impl Up {
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--policy")
-            .arg(&policy)
+            .arg(policy)
             .env("TOOLGATE_LOG", "warn")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
