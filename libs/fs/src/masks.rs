@@ -88,6 +88,91 @@ enum Kind {
     Other,
 }
 
+/// What the walk does with one directory entry; entries it does nothing with are not kept.
+#[derive(Debug, Clone)]
+enum Action {
+    HideDir,
+    HideFile,
+    /// A `.git` directory: its protected entries are looked up afresh every walk.
+    Git,
+    Protected(Kind),
+    Descend,
+}
+
+/// The actions of one directory's entries, shared between the cache and a walk.
+type Actions = std::sync::Arc<[(std::ffi::OsString, Action)]>;
+
+/// Which directory a cache entry describes, and in which state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct DirKey {
+    dev: u64,
+    ino: u64,
+    ctime: (i64, i64),
+}
+
+impl DirKey {
+    #[allow(clippy::unnecessary_cast)] // the stat field types differ between architectures
+    fn of(st: &rustix::fs::Stat) -> DirKey {
+        DirKey {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+            ctime: (st.st_ctime as i64, st.st_ctime_nsec as i64),
+        }
+    }
+}
+
+/// The walk's memory of unchanged directories, so a run's start costs one `open` and `fstat`
+/// per directory instead of listing and matching every entry again. Bounded: past
+/// [`MAX_MASK_WALK_ENTRIES`] cached entries it starts over.
+#[derive(Debug, Default)]
+pub(crate) struct WalkCache {
+    /// The policy's hidden globs the actions were computed under.
+    patterns: Vec<String>,
+    dirs: std::collections::HashMap<PathBuf, (DirKey, Actions)>,
+    entries: usize,
+}
+
+impl WalkCache {
+    /// Forgets everything when the hidden globs differ from the ones it was built under.
+    fn retarget(&mut self, patterns: &[String]) {
+        if self.patterns != patterns {
+            self.dirs.clear();
+            self.entries = 0;
+            patterns.clone_into(&mut self.patterns);
+        }
+    }
+
+    fn get(&self, rel: &Path, key: DirKey) -> Option<Actions> {
+        self.dirs
+            .get(rel)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, a)| a.clone())
+    }
+
+    /// Keeps `actions` unless the directory changed within the last second: its ctime could
+    /// then still be the one a change made right after the listing gets (timestamps are
+    /// coarse), and that change would go unseen.
+    fn put(&mut self, rel: &Path, key: DirKey, st: &rustix::fs::Stat, actions: &Actions) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        #[allow(clippy::unnecessary_cast)]
+        let settled = (st.st_ctime as i64) < now - 1;
+        if !settled {
+            self.dirs.remove(rel);
+            return;
+        }
+        if self.entries + actions.len() > MAX_MASK_WALK_ENTRIES {
+            self.dirs.clear();
+            self.entries = 0;
+        }
+        self.entries += actions.len();
+        if let Some((_, old)) = self.dirs.insert(rel.to_owned(), (key, actions.clone())) {
+            self.entries -= old.len();
+        }
+    }
+}
+
 /// What inside a `.git` directory a run may not change: what git executes or obeys, or where
 /// it finds another repository's metadata.
 pub const GIT_PROTECTED: &[&str] = &[
@@ -207,89 +292,113 @@ impl Workspace {
         let root = self
             .openat2(self.root_fd(), Path::new("."), DIR_FLAGS, NO_SYMLINKS)
             .map_err(|e| Error::from_errno("open", ".", e))?;
+        self.walk_cache().retarget(hidden.patterns());
         let mut seen = 0usize;
         let mut stack: Vec<(OwnedFd, PathBuf)> = vec![(root, PathBuf::new())];
         while let Some((fd, rel)) = stack.pop() {
-            let entries = match read_names(&fd) {
-                Ok(entries) => entries,
+            let Some(actions) = self.actions(&fd, &rel, hidden)? else {
                 // Unreadable (mode 000, 311): hidden whole, never skipped.
-                Err(e) if is_access(&e) && !rel.as_os_str().is_empty() => {
-                    masks.hidden_dirs.push(rel);
-                    continue;
-                }
-                Err(e) => {
-                    return Err(Stop::Failed(Error::Io {
-                        op: "list",
-                        path: shown(&rel),
-                        source: e,
-                    }));
-                }
+                masks.hidden_dirs.push(rel);
+                continue;
             };
-            for (name, mut kind) in entries {
-                seen += 1;
-                if seen > MAX_MASK_WALK_ENTRIES {
-                    return Err(Stop::Failed(Error::TooLarge {
-                        path: "workspace entries to mask for a run".to_owned(),
-                        size: seen as u64,
-                        limit: MAX_MASK_WALK_ENTRIES as u64,
-                    }));
-                }
-                let path = rel.join(&name);
-                if kind == FileType::Unknown {
-                    kind = match rustix::fs::statat(
-                        &fd,
-                        name.as_os_str(),
-                        AtFlags::SYMLINK_NOFOLLOW,
-                    ) {
-                        Ok(st) => FileType::from_raw_mode(st.st_mode),
-                        Err(Errno::NOENT) => return Err(Stop::Moved(path)),
-                        Err(_) => FileType::Unknown,
-                    };
-                }
-                if self.entry_denied(&path, Some(hidden)) {
-                    if kind == FileType::Symlink {
-                        continue;
-                    }
-                    if kind == FileType::Directory {
-                        masks.hidden_dirs.push(path);
-                    } else {
-                        masks.hidden_files.push(path);
-                    }
-                    continue;
-                }
-                if kind == FileType::Directory && name == ".git" {
+            seen += actions.len();
+            if seen > MAX_MASK_WALK_ENTRIES {
+                return Err(Stop::Failed(Error::TooLarge {
+                    path: "workspace entries to mask for a run".to_owned(),
+                    size: seen as u64,
+                    limit: MAX_MASK_WALK_ENTRIES as u64,
+                }));
+            }
+            for (name, action) in actions.iter() {
+                let path = rel.join(name);
+                match action {
+                    Action::HideDir => masks.hidden_dirs.push(path),
+                    Action::HideFile => masks.hidden_files.push(path),
                     // The directory itself stays writable (git writes its index, refs and
                     // objects there) but pinned: what it holds that git obeys is bound.
-                    match self.open_child(&fd, &name, &path)? {
+                    Action::Git => match self.open_child(&fd, name, &path)? {
                         Some(git) => {
                             self.git_protected(&git, &path, masks);
                             masks.pinned.push(path);
                         }
                         None => masks.hidden_dirs.push(path),
+                    },
+                    Action::Protected(entry) => {
+                        if !matches!(entry, Kind::Symlink(_)) {
+                            masks.protected.push(path.clone());
+                        }
+                        masks.snapshot.entries.insert(path, entry.clone());
                     }
-                    continue;
-                }
-                if self.is_protected(&path) {
-                    let entry = match kind {
-                        FileType::Directory => Kind::Dir,
-                        FileType::Symlink => Kind::Symlink(read_link(&fd, &name)),
-                        _ => Kind::Other,
-                    };
-                    if !matches!(entry, Kind::Symlink(_)) {
-                        masks.protected.push(path.clone());
-                    }
-                    masks.snapshot.entries.insert(path, entry);
-                    continue;
-                }
-                if kind == FileType::Directory {
-                    match self.open_child(&fd, &name, &path)? {
+                    Action::Descend => match self.open_child(&fd, name, &path)? {
                         Some(child) => stack.push((child, path)),
                         None => masks.hidden_dirs.push(path),
-                    }
+                    },
                 }
             }
         }
         Ok(())
+    }
+
+    /// What the walk does with each entry of the directory `fd` (at `rel`): from the cache
+    /// while the directory is the same inode with the same ctime (any entry created, removed
+    /// or renamed in it moves its ctime, which no unprivileged process can set back), else
+    /// listed and classified afresh. `None` when the directory cannot be read.
+    fn actions(
+        &self,
+        fd: &OwnedFd,
+        rel: &Path,
+        hidden: &HiddenPaths,
+    ) -> Result<Option<Actions>, Stop> {
+        let st = rustix::fs::fstat(fd).map_err(|e| Error::from_errno("stat", &shown(rel), e))?;
+        let key = DirKey::of(&st);
+        if let Some(actions) = self.walk_cache().get(rel, key) {
+            return Ok(Some(actions));
+        }
+        let entries = match read_names(fd) {
+            Ok(entries) => entries,
+            Err(e) if is_access(&e) && !rel.as_os_str().is_empty() => return Ok(None),
+            Err(e) => {
+                return Err(Stop::Failed(Error::Io {
+                    op: "list",
+                    path: shown(rel),
+                    source: e,
+                }));
+            }
+        };
+        let mut actions = Vec::with_capacity(entries.len());
+        for (name, mut kind) in entries {
+            let path = rel.join(&name);
+            if kind == FileType::Unknown {
+                kind = match rustix::fs::statat(fd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(st) => FileType::from_raw_mode(st.st_mode),
+                    Err(Errno::NOENT) => return Err(Stop::Moved(path)),
+                    Err(_) => FileType::Unknown,
+                };
+            }
+            let action = if self.entry_denied(&path, Some(hidden)) {
+                match kind {
+                    FileType::Symlink => continue,
+                    FileType::Directory => Action::HideDir,
+                    _ => Action::HideFile,
+                }
+            } else if kind == FileType::Directory && name == ".git" {
+                Action::Git
+            } else if self.is_protected(&path) {
+                Action::Protected(match kind {
+                    FileType::Directory => Kind::Dir,
+                    FileType::Symlink => Kind::Symlink(read_link(fd, &name)),
+                    _ => Kind::Other,
+                })
+            } else if kind == FileType::Directory {
+                Action::Descend
+            } else {
+                continue;
+            };
+            actions.push((name, action));
+        }
+        let actions: Actions = actions.into();
+        self.walk_cache().put(rel, key, &st, &actions);
+        Ok(Some(actions))
     }
 
     /// Opens a directory the walk just listed: `None` when it is unreadable (hidden whole),

@@ -48,6 +48,8 @@ pub struct Workspace {
     limits: Limits,
     refuse_hard_links: bool,
     allow_backslash_names: bool,
+    /// What the run-mask walk learned about unchanged directories.
+    walk_cache: std::sync::Mutex<crate::masks::WalkCache>,
 }
 
 impl Workspace {
@@ -102,6 +104,7 @@ impl Workspace {
             limits,
             refuse_hard_links: config.refuse_hard_links,
             allow_backslash_names: config.allow_backslash_names,
+            walk_cache: std::sync::Mutex::default(),
         })
     }
 
@@ -113,6 +116,14 @@ impl Workspace {
     /// The root's real (symlink-free) absolute path.
     pub fn real_root(&self) -> &Path {
         &self.real
+    }
+
+    /// The run-mask walk's cache (a poisoned lock only means a walk panicked mid-update of
+    /// an entry, which is replaced whole, so the cache is still consistent).
+    pub(crate) fn walk_cache(&self) -> std::sync::MutexGuard<'_, crate::masks::WalkCache> {
+        self.walk_cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn root_fd(&self) -> BorrowedFd<'_> {

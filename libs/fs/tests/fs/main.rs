@@ -7,6 +7,7 @@ mod common;
 
 mod attacks;
 mod bind;
+mod masks;
 mod ops;
 mod race;
 mod redaction;
