@@ -50,6 +50,10 @@ pub struct RunMasks {
     /// Directories to bind onto themselves (writable) so no run can rename or remove them,
     /// parents before children.
     pub pinned: Vec<PathBuf>,
+    /// Protected files the run sees read-only with this content instead: a repository's
+    /// `config` whose URLs carry credentials, redacted (`git remote -v` in a run shows no
+    /// token). Not also in `protected`.
+    pub redacted: Vec<(PathBuf, std::sync::Arc<[u8]>)>,
     /// The protected set when the walk ran.
     pub snapshot: ProtectedSet,
 }
@@ -432,7 +436,12 @@ impl Workspace {
                 FileType::Directory => Kind::Dir,
                 _ => Kind::Other,
             };
-            if !matches!(entry, Kind::Symlink(_)) {
+            if *inner == "config"
+                && entry == Kind::Other
+                && let Some(redacted) = redacted_config(git)
+            {
+                masks.redacted.push((rel.clone(), redacted.into()));
+            } else if !matches!(entry, Kind::Symlink(_)) {
                 masks.protected.push(rel.clone());
             }
             masks.snapshot.entries.insert(rel, entry);
@@ -478,6 +487,29 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 
 const NO_SYMLINKS: rustix::fs::ResolveFlags = crate::workspace::BENEATH_NO_SYMLINKS;
 
+/// A repository's `config` (in the `.git` directory `git`) with the credentials in its URLs
+/// redacted, when it has any. A config too large to read whole is left as it is: git refuses
+/// configs that size anyway.
+fn redacted_config(git: &OwnedFd) -> Option<Vec<u8>> {
+    use std::io::Read;
+    const MAX_CONFIG: u64 = 1 << 20;
+    let fd = rustix::fs::openat(
+        git,
+        "config",
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let mut text = Vec::new();
+    // Bounded by `take(MAX_CONFIG)`.
+    #[allow(clippy::disallowed_methods)]
+    std::fs::File::from(fd)
+        .take(MAX_CONFIG)
+        .read_to_end(&mut text)
+        .ok()?;
+    crate::redact_url_credentials(&text)
+}
+
 /// Removes `name` in `dir`, a directory with everything beneath it.
 fn remove_at(dir: &OwnedFd, name: &OsStr) -> std::io::Result<()> {
     match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
@@ -520,6 +552,7 @@ fn pins(masks: &RunMasks) -> Vec<PathBuf> {
         .iter()
         .chain(&masks.hidden_dirs)
         .chain(&masks.protected)
+        .chain(masks.redacted.iter().map(|(p, _)| p))
         .chain(masks.snapshot.entries.keys());
     for path in targets {
         for a in path.ancestors().skip(1) {
@@ -536,6 +569,7 @@ fn pins(masks: &RunMasks) -> Vec<PathBuf> {
         .iter()
         .chain(&masks.hidden_dirs)
         .chain(&masks.protected)
+        .chain(masks.redacted.iter().map(|(p, _)| p))
     {
         pinned.remove(path);
     }

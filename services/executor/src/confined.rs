@@ -153,6 +153,7 @@ impl Confined {
             hidden_dirs: masks.hidden_dirs,
             protected: masks.protected,
             pinned: masks.pinned,
+            redacted: masks.redacted,
         });
         // The second line behind the binds: what the run created in the protected set is
         // found and removed before its outcome is reported.
@@ -179,6 +180,7 @@ fn watches(root: &std::path::Path, masks: &toolgate_fs::RunMasks) -> Vec<Watch> 
         .chain(&masks.hidden_dirs)
         .chain(&masks.protected)
         .chain(&masks.pinned)
+        .chain(masks.redacted.iter().map(|(p, _)| p))
     {
         if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
             by_dir.entry(parent).or_default().push(name.to_owned());

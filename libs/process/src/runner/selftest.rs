@@ -57,6 +57,7 @@ impl Inner {
             hidden_dirs: Vec::new(),
             protected: vec![".git/hooks".into()],
             pinned: vec![".git".into()],
+            redacted: Vec::new(),
         };
         let out_s = out.display().to_string();
         let tmp_s = host_tmp.display().to_string();

@@ -216,6 +216,18 @@ impl Sandboxes {
                 attrs: masked,
             });
         }
+        for (i, (rel, data)) in masks.redacted.iter().enumerate() {
+            let copy = cstr(Path::new(&format!("/.toolgate/redacted-{i}")))?;
+            ops.push(MountOp::Content {
+                path: copy.clone(),
+                data: data.clone(),
+            });
+            ops.push(MountOp::Bind {
+                src: copy,
+                dst: cstr(&beneath(workspace, rel)?)?,
+                attrs: masked,
+            });
+        }
         for (list, source) in [
             (&masks.hidden_files, EMPTY_FILE),
             (&masks.hidden_dirs, EMPTY_DIR),

@@ -196,4 +196,7 @@ pub struct Masks {
     /// first, so the run can neither rename nor remove them: a mount point is busy in its own
     /// namespace. Every directory on the way to a hidden or protected path is one.
     pub pinned: Vec<PathBuf>,
+    /// Existing protected files the run sees read-only as this content instead (a
+    /// repository's config with the credentials in its URLs redacted).
+    pub redacted: Vec<(PathBuf, std::sync::Arc<[u8]>)>,
 }

@@ -34,6 +34,14 @@ pub(crate) enum MountOp {
     Dir(CString, libc::mode_t),
     /// An empty regular file to mount over; an existing entry is fine.
     File(CString),
+    /// A new read-only regular file holding `data` (a redacted copy to bind over a workspace
+    /// file); it must not exist yet.
+    Content {
+        /// Where the file is created, in the new root.
+        path: CString,
+        /// Its content, written whole.
+        data: std::sync::Arc<[u8]>,
+    },
     /// A symlink, as the host has it (merged-`/usr` systems link `/bin` and `/lib`).
     Symlink {
         /// What the link points to.
@@ -228,6 +236,32 @@ impl MountOp {
                         Ok(())
                     }
                 })
+            }
+            MountOp::Content { path, data } => {
+                // SAFETY: open/write/close on a NUL-terminated path and a live buffer; the
+                // loop advances by what each write took.
+                unsafe {
+                    let fd = libc::open(
+                        path.as_ptr(),
+                        libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                        0o444,
+                    );
+                    if fd < 0 {
+                        return Err(os_err());
+                    }
+                    let mut rest: &[u8] = data;
+                    while !rest.is_empty() {
+                        let n = libc::write(fd, rest.as_ptr().cast(), rest.len());
+                        if n <= 0 {
+                            let err = os_err();
+                            libc::close(fd);
+                            return Err(err);
+                        }
+                        rest = &rest[n as usize..];
+                    }
+                    libc::close(fd);
+                }
+                Ok(())
             }
             MountOp::Symlink { target, path } => {
                 // SAFETY: two NUL-terminated paths.

@@ -472,3 +472,36 @@ async fn a_host_replace_stops_the_run_as_root() {
 async fn a_host_replace_stops_the_run_unprivileged() {
     a_host_replace_stops_the_run(Some(65534)).await;
 }
+
+/// A token in a remote URL of `.git/config` stays out of a run: git inside the run reads the
+/// config with the URL's credentials redacted, and the host's file is untouched.
+#[tokio::test]
+async fn a_token_in_a_remote_url_never_reaches_a_run() {
+    let e = Escape::start(None).await;
+    let ws = &e.sb.ws;
+    host_git(
+        ws,
+        &[
+            "remote",
+            "add",
+            "origin",
+            "https://someone:ghp_remote4711@github.com/o/r.git",
+        ],
+    );
+    let before = std::fs::read(ws.join(".git/config")).unwrap();
+    let o = hidden(
+        &e,
+        None,
+        "git remote -v; cat .git/config; git config --get remote.origin.url",
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!stdout.contains("ghp_remote4711"), "{stdout}");
+    assert!(
+        stdout.contains("github.com/o/r.git"),
+        "git still reads its config: {stdout}"
+    );
+    // Still read-only, like any protected path.
+    hidden(&e, None, "echo '[core] fsmonitor = x' >> .git/config; true").await;
+    assert_eq!(std::fs::read(ws.join(".git/config")).unwrap(), before);
+}
