@@ -1,7 +1,8 @@
 //! Conversions between wire types and domain types.
 
 use toolgate_core::{
-    ExecutorIdentity, IntegrityChange, IntegrityViolation, Tier, ToolCall, ToolKind,
+    AuditReport, ExecutorIdentity, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation,
+    Tier, ToolCall, ToolKind,
 };
 
 use crate::common::v1 as pb;
@@ -158,7 +159,7 @@ pub fn tier_from_wire(v: i32) -> Option<Tier> {
 }
 
 /// The wire form of an after-run audit: what it found, or why it could not finish.
-pub fn audit_to_wire(a: &Result<Vec<IntegrityViolation>, String>) -> pb::IntegrityAudit {
+pub fn audit_to_wire(a: &Result<AuditReport, String>) -> pb::IntegrityAudit {
     let violation = |v: &IntegrityViolation| pb::IntegrityViolation {
         path: v.path.clone(),
         change: match v.change {
@@ -168,37 +169,93 @@ pub fn audit_to_wire(a: &Result<Vec<IntegrityViolation>, String>) -> pb::Integri
         } as i32,
         reverted: v.reverted,
     };
+    let git = |g: &GitChange| pb::GitChange {
+        repository: g.repository.clone(),
+        name: g.name.clone(),
+        kind: git_kind_to_wire(g.kind) as i32,
+        old: g.old.clone(),
+        new: g.new.clone(),
+        reverted: g.reverted,
+    };
     match a {
-        Ok(found) => pb::IntegrityAudit {
+        Ok(report) => pb::IntegrityAudit {
             completed: true,
-            violations: found.iter().map(violation).collect(),
+            violations: report.violations.iter().map(violation).collect(),
             error: String::new(),
+            git: report.git.iter().map(git).collect(),
         },
         Err(why) => pb::IntegrityAudit {
             completed: false,
-            violations: Vec::new(),
             error: why.clone(),
+            ..Default::default()
         },
     }
 }
 
-/// The domain form of a wire audit; a change this build does not know reads as `modified`.
-pub fn audit_from_wire(a: pb::IntegrityAudit) -> Result<Vec<IntegrityViolation>, String> {
+/// The domain form of a wire audit; a change this build does not know reads as `modified`
+/// (a protected path) or is dropped (git state).
+pub fn audit_from_wire(a: pb::IntegrityAudit) -> Result<AuditReport, String> {
     if !a.completed {
         return Err(a.error);
     }
-    Ok(a.violations
-        .into_iter()
-        .map(|v| IntegrityViolation {
-            change: match pb::IntegrityChange::try_from(v.change) {
-                Ok(pb::IntegrityChange::Created) => IntegrityChange::Created,
-                Ok(pb::IntegrityChange::Removed) => IntegrityChange::Removed,
-                _ => IntegrityChange::Modified,
-            },
-            path: v.path,
-            reverted: v.reverted,
-        })
-        .collect())
+    Ok(AuditReport {
+        violations: a
+            .violations
+            .into_iter()
+            .map(|v| IntegrityViolation {
+                change: match pb::IntegrityChange::try_from(v.change) {
+                    Ok(pb::IntegrityChange::Created) => IntegrityChange::Created,
+                    Ok(pb::IntegrityChange::Removed) => IntegrityChange::Removed,
+                    _ => IntegrityChange::Modified,
+                },
+                path: v.path,
+                reverted: v.reverted,
+            })
+            .collect(),
+        git: a
+            .git
+            .into_iter()
+            .filter_map(|g| {
+                Some(GitChange {
+                    kind: git_kind_from_wire(g.kind)?,
+                    repository: g.repository,
+                    name: g.name,
+                    old: g.old,
+                    new: g.new,
+                    reverted: g.reverted,
+                })
+            })
+            .collect(),
+    })
+}
+
+/// The wire form of a git change's kind.
+pub fn git_kind_to_wire(k: GitChangeKind) -> pb::GitChangeKind {
+    match k {
+        GitChangeKind::RefCreated => pb::GitChangeKind::RefCreated,
+        GitChangeKind::RefDeleted => pb::GitChangeKind::RefDeleted,
+        GitChangeKind::RefFastForward => pb::GitChangeKind::RefFastForward,
+        GitChangeKind::RefRewritten => pb::GitChangeKind::RefRewritten,
+        GitChangeKind::RefMoved => pb::GitChangeKind::RefMoved,
+        GitChangeKind::HeadMoved => pb::GitChangeKind::HeadMoved,
+        GitChangeKind::AssumeUnchangedSet => pb::GitChangeKind::AssumeUnchangedSet,
+        GitChangeKind::SkipWorktreeSet => pb::GitChangeKind::SkipWorktreeSet,
+    }
+}
+
+/// The domain form of a wire git change kind; `None` for one this build does not know.
+pub fn git_kind_from_wire(v: i32) -> Option<GitChangeKind> {
+    Some(match pb::GitChangeKind::try_from(v).ok()? {
+        pb::GitChangeKind::RefCreated => GitChangeKind::RefCreated,
+        pb::GitChangeKind::RefDeleted => GitChangeKind::RefDeleted,
+        pb::GitChangeKind::RefFastForward => GitChangeKind::RefFastForward,
+        pb::GitChangeKind::RefRewritten => GitChangeKind::RefRewritten,
+        pb::GitChangeKind::RefMoved => GitChangeKind::RefMoved,
+        pb::GitChangeKind::HeadMoved => GitChangeKind::HeadMoved,
+        pb::GitChangeKind::AssumeUnchangedSet => GitChangeKind::AssumeUnchangedSet,
+        pb::GitChangeKind::SkipWorktreeSet => GitChangeKind::SkipWorktreeSet,
+        pb::GitChangeKind::Unspecified => return None,
+    })
 }
 
 #[cfg(test)]
@@ -243,16 +300,26 @@ mod tests {
 
     #[test]
     fn an_audit_round_trips_and_a_failed_one_keeps_its_reason() {
-        let found = vec![IntegrityViolation {
-            path: ".git/hooks/pre-commit".into(),
-            change: IntegrityChange::Created,
-            reverted: true,
-        }];
+        let report = AuditReport {
+            violations: vec![IntegrityViolation {
+                path: ".git/hooks/pre-commit".into(),
+                change: IntegrityChange::Created,
+                reverted: true,
+            }],
+            git: vec![GitChange {
+                repository: ".git".into(),
+                name: "refs/heads/main".into(),
+                kind: GitChangeKind::RefRewritten,
+                old: "a".repeat(40),
+                new: "b".repeat(40),
+                reverted: true,
+            }],
+        };
         assert_eq!(
-            audit_from_wire(audit_to_wire(&Ok(found.clone()))),
-            Ok(found)
+            audit_from_wire(audit_to_wire(&Ok(report.clone()))),
+            Ok(report)
         );
-        let failed: Result<Vec<IntegrityViolation>, String> = Err("walk failed".into());
+        let failed: Result<AuditReport, String> = Err("walk failed".into());
         assert_eq!(audit_from_wire(audit_to_wire(&failed)), failed);
     }
 }

@@ -73,3 +73,92 @@ impl fmt::Display for IntegrityViolation {
         )
     }
 }
+
+/// What the after-run audit found: changes to the protected set, and what the run moved in
+/// the state of the workspace's git repositories.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditReport {
+    /// Changes to the protected set, sorted by path.
+    pub violations: Vec<IntegrityViolation>,
+    /// What the run changed in git state (branches, tags, `HEAD`, index bits that hide
+    /// edits), sorted by repository and name.
+    pub git: Vec<GitChange>,
+}
+
+/// How a run changed one piece of a repository's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GitChangeKind {
+    /// A branch or tag that did not exist.
+    RefCreated,
+    /// A branch or tag that no longer exists.
+    RefDeleted,
+    /// A branch or tag moved to a descendant of its old commit (new commits on top).
+    RefFastForward,
+    /// A branch or tag moved to a commit its old value is not an ancestor of: history was
+    /// rewritten or replaced.
+    RefRewritten,
+    /// A branch or tag moved, and whether its old commit is an ancestor could not be checked.
+    RefMoved,
+    /// `HEAD` points elsewhere (another branch checked out, or detached).
+    HeadMoved,
+    /// A path's `assume-unchanged` bit was set: `git status` and `diff` stop showing edits.
+    AssumeUnchangedSet,
+    /// A path's `skip-worktree` bit was set: `git status` and `diff` stop showing edits.
+    SkipWorktreeSet,
+}
+
+impl GitChangeKind {
+    /// The lowercase name used on the wire, in the ledger and in messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GitChangeKind::RefCreated => "ref_created",
+            GitChangeKind::RefDeleted => "ref_deleted",
+            GitChangeKind::RefFastForward => "ref_fast_forward",
+            GitChangeKind::RefRewritten => "ref_rewritten",
+            GitChangeKind::RefMoved => "ref_moved",
+            GitChangeKind::HeadMoved => "head_moved",
+            GitChangeKind::AssumeUnchangedSet => "assume_unchanged_set",
+            GitChangeKind::SkipWorktreeSet => "skip_worktree_set",
+        }
+    }
+
+    /// The kind named by [`Self::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            GitChangeKind::RefCreated,
+            GitChangeKind::RefDeleted,
+            GitChangeKind::RefFastForward,
+            GitChangeKind::RefRewritten,
+            GitChangeKind::RefMoved,
+            GitChangeKind::HeadMoved,
+            GitChangeKind::AssumeUnchangedSet,
+            GitChangeKind::SkipWorktreeSet,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for GitChangeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One change a run made to a repository's state.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GitChange {
+    /// The repository's git directory, workspace-relative (`.git`, `vendor/x/.git`).
+    pub repository: String,
+    /// The ref (`refs/heads/main`, `HEAD`) or, for index bits, the path.
+    pub name: String,
+    /// What happened.
+    pub kind: GitChangeKind,
+    /// The value before the run (an object id, `ref: refs/heads/x`), empty when none.
+    pub old: String,
+    /// The value after the run, empty when none.
+    pub new: String,
+    /// Whether the executor put it back (quarantine: history rewritten, refs deleted or
+    /// edits hidden by a run no human approved).
+    pub reverted: bool,
+}

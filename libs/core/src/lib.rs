@@ -11,7 +11,7 @@ pub mod display;
 mod integrity;
 
 pub use call::{ExecutorIdentity, ToolCall};
-pub use integrity::{IntegrityChange, IntegrityViolation};
+pub use integrity::{AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation};
 
 /// What replaces a secret wherever toolgate shows or stores text: stored ledger rows,
 /// `--print-config`, URLs in messages and logs, credentials in debug output.

@@ -36,6 +36,7 @@
 mod bind;
 mod cwd;
 mod error;
+mod git_state;
 mod list;
 mod masks;
 mod path;

@@ -31,9 +31,10 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
-use toolgate_core::{IntegrityChange, IntegrityViolation};
+use toolgate_core::{AuditReport, IntegrityChange, IntegrityViolation};
 
 use crate::error::{Error, Result};
+use crate::git_state::{GitState, IndexCache, changes, restorable};
 use crate::list::read_names;
 use crate::workspace::{HiddenPaths, Workspace};
 
@@ -63,6 +64,8 @@ pub struct RunMasks {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProtectedSet {
     entries: BTreeMap<PathBuf, Kind>,
+    /// The state of each repository (by its git directory) the walk found.
+    git: BTreeMap<PathBuf, GitState>,
 }
 
 impl ProtectedSet {
@@ -134,6 +137,8 @@ pub(crate) struct WalkCache {
     patterns: Vec<String>,
     dirs: std::collections::HashMap<PathBuf, (DirKey, Actions)>,
     entries: usize,
+    /// Parsed index bits of the repositories found.
+    index: IndexCache,
 }
 
 impl WalkCache {
@@ -237,7 +242,9 @@ impl Workspace {
 
     /// The after-run audit: every protected path that exists now but did not when the run
     /// started (`before`) is removed, and every protected symlink the run retargeted or
-    /// removed is put back. Returns what it found, sorted by path.
+    /// removed is put back; and what the run moved in each repository's state is reported.
+    /// With `quarantine` (no human approved the run), branches and tags it rewrote or
+    /// deleted are put back and index bits that hide edits are cleared.
     ///
     /// Existing protected paths other than symlinks were bound read-only for the whole run,
     /// so a change to one of them was made on the host (by the human), not by the run, and
@@ -246,7 +253,8 @@ impl Workspace {
         &self,
         before: &ProtectedSet,
         hidden: &HiddenPaths,
-    ) -> Result<Vec<IntegrityViolation>> {
+        quarantine: bool,
+    ) -> Result<AuditReport> {
         let after = self.run_masks(hidden)?.snapshot;
         let mut found = Vec::new();
         for (path, kind) in &after.entries {
@@ -289,7 +297,36 @@ impl Workspace {
             }
         }
         found.sort();
-        Ok(found)
+        let mut git = Vec::new();
+        for (repo, old) in &before.git {
+            let new = after.git.get(repo).cloned().unwrap_or_default();
+            if *old == new {
+                continue;
+            }
+            let host_git = self.real_root().join(repo);
+            let tree = repo.parent().map_or_else(
+                || self.real_root().to_path_buf(),
+                |p| self.real_root().join(p),
+            );
+            let write_ref = |name: &str, oid: &str| {
+                if !restorable(name, oid) {
+                    return Err(std::io::Error::other("not a plain ref"));
+                }
+                self.write_beneath(&repo.join(name), format!("{oid}\n").as_bytes())
+            };
+            git.extend(changes(
+                &repo.to_string_lossy(),
+                (&host_git, &tree),
+                old,
+                &new,
+                quarantine,
+                &write_ref,
+            ));
+        }
+        Ok(AuditReport {
+            violations: found,
+            git,
+        })
     }
 
     fn walk_masks(&self, hidden: &HiddenPaths, masks: &mut RunMasks) -> Result<(), Stop> {
@@ -323,6 +360,8 @@ impl Workspace {
                     Action::Git => match self.open_child(&fd, name, &path)? {
                         Some(git) => {
                             self.git_protected(&git, &path, masks);
+                            let state = GitState::read(&git, &path, &mut self.walk_cache().index);
+                            masks.snapshot.git.insert(path.clone(), state);
                             masks.pinned.push(path);
                         }
                         None => masks.hidden_dirs.push(path),
@@ -466,6 +505,27 @@ impl Workspace {
         let (parent, name) = self.parent_of(rel)?;
         rustix::fs::symlinkat(target, &parent, name)?;
         Ok(())
+    }
+
+    /// Replaces the file `rel` beneath the root with `content`: a temp file created next to
+    /// it and renamed over it, never through a symlink. Its directory must exist.
+    fn write_beneath(&self, rel: &Path, content: &[u8]) -> std::io::Result<()> {
+        let (parent, name) = self.parent_of(rel)?;
+        let tmp = format!(".toolgate-ref-{}.tmp", std::process::id());
+        let fd = rustix::fs::openat(
+            &parent,
+            tmp.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o644),
+        )?;
+        let written = std::io::Write::write_all(&mut std::fs::File::from(fd), content);
+        let renamed = written.and_then(|()| {
+            rustix::fs::renameat(&parent, tmp.as_str(), &parent, name).map_err(Into::into)
+        });
+        if renamed.is_err() {
+            let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), AtFlags::empty());
+        }
+        renamed
     }
 
     fn parent_of<'p>(&self, rel: &'p Path) -> std::io::Result<(OwnedFd, &'p OsStr)> {

@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use toolgate_core::IntegrityViolation;
+use toolgate_core::AuditReport;
 
 /// One event of a run, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,7 +109,7 @@ pub struct Exited {
     pub finished_at: SystemTime,
     /// What the after-run audit of the protected set found and undid (`None`: no audit was
     /// asked for, or the run never started); `Err` says why the audit could not finish.
-    pub audit: Option<Result<Vec<IntegrityViolation>, String>>,
+    pub audit: Option<Result<AuditReport, String>>,
 }
 
 /// How a run ended.

@@ -4,7 +4,7 @@ use std::os::fd::OwnedFd;
 use std::time::Duration;
 
 use bytes::Bytes;
-use toolgate_core::{IntegrityViolation, Reason, ReasonedError};
+use toolgate_core::{AuditReport, Reason, ReasonedError};
 
 use crate::config::is_env_name;
 
@@ -158,17 +158,15 @@ pub struct RunSpec {
 
 /// The after-run audit of the workspace's protected set: runs on the blocking pool once every
 /// process of the run is gone, before its `Exited` event; what it returns is reported there.
-pub struct Audit(Box<dyn FnOnce() -> Result<Vec<IntegrityViolation>, String> + Send>);
+pub struct Audit(Box<dyn FnOnce() -> Result<AuditReport, String> + Send>);
 
 impl Audit {
     /// An audit that calls `check`.
-    pub fn new(
-        check: impl FnOnce() -> Result<Vec<IntegrityViolation>, String> + Send + 'static,
-    ) -> Self {
+    pub fn new(check: impl FnOnce() -> Result<AuditReport, String> + Send + 'static) -> Self {
         Audit(Box::new(check))
     }
 
-    pub(crate) fn run(self) -> Result<Vec<IntegrityViolation>, String> {
+    pub(crate) fn run(self) -> Result<AuditReport, String> {
         (self.0)()
     }
 }

@@ -364,11 +364,46 @@ fn report_audit(a: &common::IntegrityAudit) {
             }
         );
     }
+    for g in &a.git {
+        let kind = toolgate_contracts::convert::git_kind_from_wire(g.kind)
+            .map_or("changed", toolgate_core::GitChangeKind::as_str);
+        eprintln!(
+            "toolgate: git {}: {} `{}`{}{}",
+            toolgate_core::display::escape(&g.repository),
+            kind.replace('_', " "),
+            toolgate_core::display::escape(&g.name),
+            if g.old.is_empty() && g.new.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} -> {})",
+                    toolgate_core::display::escape(short(&g.old)),
+                    toolgate_core::display::escape(short(&g.new))
+                )
+            },
+            if g.reverted {
+                "; the executor put it back"
+            } else {
+                ""
+            }
+        );
+    }
     if !a.completed {
         eprintln!(
             "toolgate: the after-run check of the protected set did not finish: {}",
             toolgate_core::display::escape(&a.error)
         );
+    }
+}
+
+/// An object id shortened as git shows one; anything else as it is.
+fn short(v: &str) -> &str {
+    if v.len() >= 40 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        &v[..12]
+    } else if v.is_empty() {
+        "none"
+    } else {
+        v
     }
 }
 
@@ -390,6 +425,15 @@ fn audit_json(a: &common::IntegrityAudit) -> serde_json::Value {
             "path": v.path,
             "change": change_name(v.change),
             "reverted": v.reverted,
+        })).collect::<Vec<_>>(),
+        "git": a.git.iter().map(|g| serde_json::json!({
+            "repository": g.repository,
+            "name": g.name,
+            "kind": toolgate_contracts::convert::git_kind_from_wire(g.kind)
+                .map_or("unspecified", toolgate_core::GitChangeKind::as_str),
+            "old": g.old,
+            "new": g.new,
+            "reverted": g.reverted,
         })).collect::<Vec<_>>(),
     })
 }

@@ -158,9 +158,12 @@ impl Confined {
         // The second line behind the binds: what the run created in the protected set is
         // found and removed before its outcome is reported.
         let (workspace, before, hidden) = (self.workspace.clone(), masks.snapshot, hidden.clone());
+        // A run no human approved may not rewrite or delete history or hide edits: the audit
+        // puts those back (quarantine). An approved run's changes are reported, not undone.
+        let quarantine = proof.approval_id().is_empty();
         spec.set_audit(Audit::new(move || {
             workspace
-                .audit_run(&before, &hidden)
+                .audit_run(&before, &hidden, quarantine)
                 .map_err(|e| format!("the after-run audit of the protected set failed: {e}"))
         }));
         self.runner

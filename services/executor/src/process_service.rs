@@ -272,10 +272,13 @@ impl RunRecord {
                     self.metrics.output(stream, s.total_bytes, s.truncated);
                 }
                 match &x.audit {
-                    Some(Ok(found)) => {
-                        for v in found {
+                    Some(Ok(report)) => {
+                        for v in &report.violations {
                             self.metrics.integrity_violation(v.change.as_str());
                             tracing::warn!(path = %v.path, change = %v.change, reverted = v.reverted, "the run changed the protected set");
+                        }
+                        for g in &report.git {
+                            tracing::info!(repository = %g.repository, name = %g.name, kind = %g.kind, old = %g.old, new = %g.new, reverted = g.reverted, "the run changed git state");
                         }
                     }
                     Some(Err(why)) => {

@@ -137,10 +137,26 @@ fn audit_json(a: &common::IntegrityAudit) -> String {
             })
         })
         .collect();
+    let git: Vec<serde_json::Value> = a
+        .git
+        .iter()
+        .map(|g| {
+            serde_json::json!({
+                "repository": g.repository,
+                "name": g.name,
+                "kind": toolgate_contracts::convert::git_kind_from_wire(g.kind)
+                    .map_or("unspecified", toolgate_core::GitChangeKind::as_str),
+                "old": g.old,
+                "new": g.new,
+                "reverted": g.reverted,
+            })
+        })
+        .collect();
     serde_json::json!({
         "completed": a.completed,
         "violations": found,
         "error": a.error,
+        "git": git,
     })
     .to_string()
 }
@@ -174,10 +190,32 @@ fn audit_from_json(text: &str) -> Option<common::IntegrityAudit> {
                 .collect()
         })
         .unwrap_or_default();
+    let s = |x: &serde_json::Value, k: &str| x[k].as_str().unwrap_or_default().to_owned();
+    let git = v["git"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| common::GitChange {
+                    repository: s(x, "repository"),
+                    name: s(x, "name"),
+                    kind: x["kind"]
+                        .as_str()
+                        .and_then(toolgate_core::GitChangeKind::parse)
+                        .map_or(common::GitChangeKind::Unspecified, |k| {
+                            toolgate_contracts::convert::git_kind_to_wire(k)
+                        }) as i32,
+                    old: s(x, "old"),
+                    new: s(x, "new"),
+                    reverted: x["reverted"].as_bool().unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Some(common::IntegrityAudit {
         completed: v["completed"].as_bool().unwrap_or_default(),
         violations,
-        error: v["error"].as_str().unwrap_or_default().to_owned(),
+        error: s(&v, "error"),
+        git,
     })
 }
 
@@ -381,6 +419,14 @@ mod tests {
                 reverted: true,
             }],
             error: String::new(),
+            git: vec![common::GitChange {
+                repository: ".git".into(),
+                name: "refs/heads/main".into(),
+                kind: common::GitChangeKind::RefRewritten as i32,
+                old: "a".repeat(40),
+                new: "b".repeat(40),
+                reverted: true,
+            }],
         };
         let back = audit_from_json(&audit_json(&audit)).unwrap();
         assert_eq!(back, audit);
@@ -388,6 +434,7 @@ mod tests {
             completed: false,
             violations: Vec::new(),
             error: "walk failed".into(),
+            git: Vec::new(),
         };
         assert_eq!(audit_from_json(&audit_json(&failed)).unwrap(), failed);
     }

@@ -230,7 +230,7 @@ pub enum Finished {
         /// What it was given, from its `Started` event.
         isolation: Option<Box<Isolation>>,
         /// What the after-run audit of the protected set found and undid.
-        audit: Option<Result<Vec<toolgate_core::IntegrityViolation>, String>>,
+        audit: Option<Result<toolgate_core::AuditReport, String>>,
     },
     /// A run whose client went away before it ended.
     Disconnected,

@@ -505,3 +505,91 @@ async fn a_token_in_a_remote_url_never_reaches_a_run() {
     hidden(&e, None, "echo '[core] fsmonitor = x' >> .git/config; true").await;
     assert_eq!(std::fs::read(ws.join(".git/config")).unwrap(), before);
 }
+
+/// What a run moves in git is visible: a commit on a branch is reported; a branch moved to a
+/// commit it does not contain, a deleted branch and an assume-unchanged bit that hides an
+/// edit from `git status` are put back when no human approved the run (quarantine), and only
+/// reported when one did.
+#[tokio::test]
+async fn git_history_a_run_moves_is_reported_and_rewrites_are_quarantined() {
+    let e = Escape::start(None).await;
+    let ws = &e.sb.ws;
+    let human = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(["-c", "user.name=human", "-c", "user.email=h@example.com"])
+            .args(args)
+            .current_dir(ws)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).trim().to_owned()
+    };
+    std::fs::write(ws.join("README.md"), "readme\n").unwrap();
+    human(&["add", "README.md", "f.txt"]);
+    human(&["commit", "-qm", "first"]);
+    human(&["branch", "feature"]);
+    human(&["branch", "other"]);
+    let first = human(&["rev-parse", "HEAD"]);
+    let main = human(&["symbolic-ref", "--short", "HEAD"]);
+
+    let attack = "git -c user.name=human -c user.email=h@example.com commit -q --allow-empty -m more\n\
+         forged=$(git -c user.name=human -c user.email=h@example.com commit-tree -m forged $(git write-tree))\n\
+         git update-ref refs/heads/feature $forged\n\
+         git branch -q -D other\n\
+         echo hidden-edit >> README.md && git update-index --assume-unchanged README.md\n";
+    std::fs::write(
+        ws.join("package.json"),
+        r#"{"name":"demo","version":"1.0.0","scripts":{"test":"sh tools/git.sh"}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.join("tools")).unwrap();
+    std::fs::write(ws.join("tools/git.sh"), attack).unwrap();
+    let o = run(&e.exe, crate::process::argv(&["npm", "test", "--silent"]))
+        .await
+        .expect("npm test is auto");
+    let audit = o.exited.audit.expect("an audit");
+    let git: Vec<(String, i32, bool)> = audit
+        .git
+        .iter()
+        .map(|g| (g.name.clone(), g.kind, g.reverted))
+        .collect();
+    use common::GitChangeKind as K;
+    let main_ref = format!("refs/heads/{main}");
+    for expected in [
+        ("README.md".to_owned(), K::AssumeUnchangedSet as i32, true),
+        (
+            "refs/heads/feature".to_owned(),
+            K::RefRewritten as i32,
+            true,
+        ),
+        ("refs/heads/other".to_owned(), K::RefDeleted as i32, true),
+        (main_ref.clone(), K::RefFastForward as i32, false),
+    ] {
+        assert!(git.contains(&expected), "{expected:?} in {git:?}");
+    }
+    // On the host: the rewrite and the deletion are undone, the edit shows again.
+    assert_eq!(human(&["rev-parse", "refs/heads/feature"]), first);
+    assert_eq!(human(&["rev-parse", "refs/heads/other"]), first);
+    assert_ne!(human(&["rev-parse", &main_ref]), first, "the commit stays");
+    assert!(
+        human(&["status", "--short"]).contains("README.md"),
+        "the edit shows"
+    );
+
+    // Approved by a human: reported, not undone.
+    let o = hidden(
+        &e,
+        None,
+        "forged=$(git -c user.name=x -c user.email=x@example.com commit-tree -m again $(git write-tree)); git update-ref refs/heads/feature $forged",
+    )
+    .await;
+    let audit = o.exited.audit.expect("an audit");
+    assert!(
+        audit.git.iter().any(|g| g.name == "refs/heads/feature"
+            && g.kind == K::RefRewritten as i32
+            && !g.reverted),
+        "{audit:?}"
+    );
+    assert_ne!(human(&["rev-parse", "refs/heads/feature"]), first);
+}
