@@ -139,7 +139,7 @@ fn loose_refs(git: &OwnedFd, dir: &Path, refs: &mut BTreeMap<String, String>, bu
 }
 
 /// A file of the git directory, up to [`MAX_STATE_FILE`] bytes, never through a symlink.
-fn read_small(git: &OwnedFd, rel: impl AsRef<Path>) -> Option<Vec<u8>> {
+pub(crate) fn read_small(git: &OwnedFd, rel: impl AsRef<Path>) -> Option<Vec<u8>> {
     let fd = rustix::fs::openat(
         git,
         rel.as_ref(),

@@ -34,7 +34,7 @@ use rustix::io::Errno;
 use toolgate_core::{AuditReport, IntegrityChange, IntegrityViolation};
 
 use crate::error::{Error, Result};
-use crate::git_state::{GitState, IndexCache, changes, restorable};
+use crate::git_state::{GitState, IndexCache, changes, read_small, restorable};
 use crate::list::read_names;
 use crate::workspace::{HiddenPaths, Workspace};
 
@@ -548,26 +548,9 @@ const DIR_FLAGS: OFlags = OFlags::RDONLY
 const NO_SYMLINKS: rustix::fs::ResolveFlags = crate::workspace::BENEATH_NO_SYMLINKS;
 
 /// A repository's `config` (in the `.git` directory `git`) with the credentials in its URLs
-/// redacted, when it has any. A config too large to read whole is left as it is: git refuses
-/// configs that size anyway.
+/// redacted, when it has any.
 fn redacted_config(git: &OwnedFd) -> Option<Vec<u8>> {
-    use std::io::Read;
-    const MAX_CONFIG: u64 = 1 << 20;
-    let fd = rustix::fs::openat(
-        git,
-        "config",
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let mut text = Vec::new();
-    // Bounded by `take(MAX_CONFIG)`.
-    #[allow(clippy::disallowed_methods)]
-    std::fs::File::from(fd)
-        .take(MAX_CONFIG)
-        .read_to_end(&mut text)
-        .ok()?;
-    crate::redact_url_credentials(&text)
+    crate::redact_url_credentials(&read_small(git, "config")?)
 }
 
 /// Removes `name` in `dir`, a directory with everything beneath it.
