@@ -125,6 +125,14 @@ pub(super) fn fixed_ops(
         MountOp::Dir(c("/.toolgate"), 0o755),
         MountOp::File(c(EMPTY_FILE)),
         MountOp::Dir(c(EMPTY_DIR), 0o555),
+        // The private /tmp first: a toolchain (or its hidden credential files) that lives under
+        // the host's /tmp is then bound inside it instead of vanishing beneath it, which made
+        // the masks over its files fail and every run refused.
+        MountOp::Dir(c("/tmp"), 0o1777),
+        MountOp::Tmpfs {
+            dst: c("/tmp"),
+            options: c(&format!("size={},mode=1777", config.tmp_bytes)),
+        },
     ];
     for (path, link) in &fixed.system {
         match link {
@@ -190,11 +198,6 @@ pub(super) fn fixed_ops(
     });
     ops.push(MountOp::Dir(c("/proc"), 0o555));
     ops.push(MountOp::Proc(c("/proc")));
-    ops.push(MountOp::Dir(c("/tmp"), 0o1777));
-    ops.push(MountOp::Tmpfs {
-        dst: c("/tmp"),
-        options: c(&format!("size={},mode=1777", config.tmp_bytes)),
-    });
     dir_chain(&mut ops, &config.home)?;
     ops.push(MountOp::Tmpfs {
         dst: cstr(&config.home)?,
