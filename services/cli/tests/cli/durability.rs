@@ -139,3 +139,129 @@ fn temp_files_of_interrupted_writes_are_removed_at_start() {
     }
     assert!(up.stop().success());
 }
+
+/// A tmpfs mounted for one test, unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("run mount");
+        assert!(ok.success(), "mounting a tmpfs needs root");
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+/// Waits, through the health service's `Watch`, until the policy service reports `want`.
+async fn health_becomes(
+    watch: &mut tonic::Streaming<tonic_health::pb::HealthCheckResponse>,
+    want: tonic_health::pb::health_check_response::ServingStatus,
+) {
+    let wait = async {
+        loop {
+            let r = watch.message().await.unwrap().expect("health watch ended");
+            if r.status == want as i32 {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), wait)
+        .await
+        .unwrap_or_else(|_| panic!("health never became {want:?}"));
+}
+
+/// With its data directory full, `up` failed every call with a bare `INTERNAL` ("attempted to
+/// call begin_with at non-zero transaction depth"), kept health `SERVING`, and did not recover
+/// when space returned. Now: `LEDGER_UNAVAILABLE` naming the full disk, health
+/// `NOT_SERVING`, and calls succeed again once space is freed, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_data_disk_is_ledger_unavailable_and_recovers_without_a_restart() {
+    use std::io::Write;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let tmpfs = Tmpfs::mount("16m");
+    let ws = tempfile::tempdir().unwrap();
+    let data = tmpfs.0.path().join("d");
+    let up = Up::start(ws.path(), &data);
+    let channel = tonic::transport::Endpoint::from_shared(up.executor())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut fs = FilesystemServiceClient::with_interceptor(
+        channel,
+        Bearer::new(&up.token("agent")).unwrap(),
+    );
+    let policy = tonic::transport::Endpoint::from_shared(up.policy())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut watch = tonic_health::pb::health_client::HealthClient::new(policy)
+        .watch(tonic_health::pb::HealthCheckRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    health_becomes(&mut watch, ServingStatus::Serving).await;
+    let mut n = 0;
+    let mut write = move || {
+        n += 1;
+        pb::WriteFileRequest {
+            context: Some(toolgate_contracts::common::v1::CallContext {
+                call_id: format!("full-{n}"),
+                session_id: "full".into(),
+                ..Default::default()
+            }),
+            path: format!("notes/{}.txt", n % 10),
+            content: b"x\n".to_vec(),
+            create_parents: true,
+            ..Default::default()
+        }
+    };
+    fs.write_file(write())
+        .await
+        .expect("a write before the disk fills");
+
+    // Fill the data disk.
+    let filler = tmpfs.0.path().join("filler");
+    {
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 64 << 10];
+        while f.write_all(&block).is_ok() {}
+    }
+    // The ledger's files had room left in their pages; calls fail once it needs more.
+    let mut refused = None;
+    for _ in 0..5_000 {
+        if let Err(s) = fs.write_file(write()).await {
+            refused = Some(s);
+            break;
+        }
+    }
+    let refused = refused.expect("a call fails once the data disk is full");
+    let (reason, _) = toolgate_contracts::status::error_info(&refused)
+        .unwrap_or_else(|| panic!("no ErrorInfo: {refused:?}"));
+    assert_eq!(reason, "LEDGER_UNAVAILABLE", "{refused:?}");
+    assert!(refused.message().contains("full"), "{}", refused.message());
+    health_becomes(&mut watch, ServingStatus::NotServing).await;
+
+    // Space comes back: health and calls recover, no restart.
+    std::fs::remove_file(&filler).unwrap();
+    health_becomes(&mut watch, ServingStatus::Serving).await;
+    fs.write_file(write())
+        .await
+        .expect("a write after space came back");
+    drop(watch);
+    assert!(up.stop().success());
+}
