@@ -182,6 +182,32 @@ impl Pool {
         })
     }
 
+    /// One committed write that touches no ledger row: SQLite rewrites its header's
+    /// `user_version` (unused by the ledger) with the value it has, Postgres commits a
+    /// transaction that took a transaction id. Both need the storage to take a write.
+    pub(crate) async fn probe_write(&self) -> Result<()> {
+        match self {
+            Pool::Pg(p) => {
+                let mut t = p.begin().await?;
+                sqlx::query("SELECT txid_current()")
+                    .execute(&mut *t)
+                    .await?;
+                t.commit().await?;
+            }
+            Pool::Lite(p) => {
+                let mut t = p.begin_with("BEGIN IMMEDIATE").await?;
+                let v: i64 = sqlx::query_scalar("PRAGMA user_version")
+                    .fetch_one(&mut *t)
+                    .await?;
+                sqlx::raw_sql(AssertSqlSafe(format!("PRAGMA user_version = {v}")))
+                    .execute(&mut *t)
+                    .await?;
+                t.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) async fn close(&self) {
         match self {
             Pool::Pg(p) => p.close().await,

@@ -130,6 +130,11 @@ pub enum Error {
     /// The database cannot be reached (after retries).
     #[error("ledger database unavailable: {0}")]
     Unavailable(String),
+    /// The database cannot store anything now: its disk is full, its file is read-only, an
+    /// I/O error. Not retried in place (it lasts until someone frees space or fixes the
+    /// mount); health reports it until a write succeeds again.
+    #[error("ledger database cannot store: {0}")]
+    Storage(String),
     /// The database rejected an operation unexpectedly.
     #[error("ledger database error: {0}")]
     Database(String),
@@ -167,7 +172,7 @@ impl ReasonedError for Error {
             Error::CallIdReused { .. } | Error::AlreadyExists { .. } => Reason::AlreadyExists,
             Error::OutcomeConflict { .. } => Reason::OutcomeConflict,
             Error::DecisionLeaseExpired { .. } => Reason::OutcomeUnknown,
-            Error::Unavailable(_) => Reason::LedgerUnavailable,
+            Error::Unavailable(_) | Error::Storage(_) => Reason::LedgerUnavailable,
             Error::SchemaTooNew { .. } | Error::Database(_) | Error::Corrupt(_) => Reason::Internal,
         }
     }
@@ -210,6 +215,9 @@ impl From<sqlx::Error> for Error {
                         |c| format!("a row violating {c}"),
                     ),
                 },
+                _ if storage_fault(db.as_ref()).is_some() => {
+                    Error::Storage(storage_fault(db.as_ref()).unwrap_or_default())
+                }
                 _ => {
                     // Postgres class 57 (operator intervention: shutdown) and 08
                     // (connection exception) mean the server went away, and class 40
@@ -232,6 +240,17 @@ impl From<sqlx::Error> for Error {
                     }
                 }
             },
+            sqlx::Error::Io(io) if io.raw_os_error() == Some(28) => {
+                Error::Storage(format!("the disk holding the database is full ({io})"))
+            }
+            // A connection that a failed COMMIT left inside its transaction (SQLite rolls back
+            // by itself on a full disk, sqlx still counts the transaction open): it is closed
+            // when given back to the pool, so the next attempt gets a fresh one.
+            sqlx::Error::InvalidSavePointStatement | sqlx::Error::BeginFailed => {
+                Error::Unavailable(format!(
+                    "a database connection was left inside a failed transaction ({e}); it is being replaced"
+                ))
+            }
             sqlx::Error::Io(_)
             | sqlx::Error::Tls(_)
             | sqlx::Error::PoolTimedOut
@@ -244,6 +263,30 @@ impl From<sqlx::Error> for Error {
             | sqlx::Error::Decode(_) => Error::Corrupt(e.to_string()),
             _ => Error::Database(e.to_string()),
         }
+    }
+}
+
+/// What a database error says about the storage under it, when it says the database cannot
+/// write: SQLite's FULL, IOERR, READONLY and CANTOPEN (with their extended codes), Postgres
+/// classes 53 (insufficient resources, `53100` disk full) and 58 (system error, I/O).
+fn storage_fault(db: &dyn sqlx::error::DatabaseError) -> Option<String> {
+    let code = db.code().unwrap_or_default();
+    let msg = db.message();
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        let primary = code.parse::<u32>().ok()? & 0xff;
+        return match primary {
+            13 => Some(format!("the disk holding the database is full ({msg})")),
+            10 => Some(format!("an I/O error on the database file ({msg})")),
+            8 => Some(format!("the database file is read-only ({msg})")),
+            14 => Some(format!("the database file cannot be opened ({msg})")),
+            _ => None,
+        };
+    }
+    match code.get(..2) {
+        _ if code == "53100" => Some(format!("the database server's disk is full ({msg})")),
+        Some("53") => Some(format!("the database server is out of resources ({msg})")),
+        Some("58") => Some(format!("the database server had a system error ({msg})")),
+        _ => None,
     }
 }
 

@@ -239,6 +239,17 @@ async fn open_pool(target: &Target, max: u32) -> Result<Pool> {
         Target::Lite(o) => Pool::Lite(
             SqlitePoolOptions::new()
                 .max_connections(max)
+                // A COMMIT that failed (a full disk) leaves SQLite rolled back but sqlx
+                // counting the transaction open, and every later BEGIN on that connection
+                // fails: such a connection is closed instead of going back to the pool. The
+                // ping first lets the rollback a dropped transaction queued run.
+                .after_release(|conn, _| {
+                    Box::pin(async move {
+                        use sqlx::Connection;
+                        conn.ping().await?;
+                        Ok(!conn.is_in_transaction())
+                    })
+                })
                 .acquire_timeout(Duration::from_secs(30))
                 .connect_with(o.clone())
                 .await?,
@@ -299,6 +310,7 @@ impl SqlLedger {
             },
             clock: config.clock.clone(),
             hub: hub.clone(),
+            storage_fault: std::sync::Mutex::new(None),
         });
         if config.migrate {
             core.retry(|| migrate::run(&core.pool)).await?;

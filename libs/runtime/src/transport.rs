@@ -4,9 +4,11 @@
 //!
 //! - [`TransportConfig`] is the `[transport]` section both services share.
 //! - [`Transport::incoming`] accepts connections: a counted slot each (beyond
-//!   `max_connections` a connection is closed at accept), the TLS handshake in its own task
-//!   under a deadline (a slow or silent handshake never blocks the accept loop), and a
-//!   [`ServerConn`] that closes itself after `idle_timeout_ms` without an open stream.
+//!   `max_connections`, or beyond `max_connections_per_peer` from one peer address, a
+//!   connection is closed at accept), the TLS handshake in its own task under a deadline (a
+//!   slow or silent handshake never blocks the accept loop), and a [`ServerConn`] that
+//!   closes itself after `idle_timeout_ms` without an open stream, or after
+//!   `first_request_timeout_ms` when it has not begun a first request by then.
 //! - [`Transport::server`] is [`crate::grpc::server`] with the HTTP/2 limits: streams per
 //!   connection, header list size, keepalive PINGs with a timeout.
 //! - [`Transport::layer`] counts each connection's open streams, which is what "idle" means.
@@ -19,14 +21,15 @@ pub mod tls;
 
 mod io;
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Server;
@@ -45,6 +48,9 @@ pub struct TransportConfig {
     pub tls: ServerTlsConfig,
     /// Most connections open at once; beyond it a new connection is closed at accept.
     pub max_connections: usize,
+    /// Most connections open at once from one peer address (an IPv6 peer's /64); beyond it
+    /// that peer's new connections are closed at accept, so one peer cannot take every slot.
+    pub max_connections_per_peer: usize,
     /// Most concurrent streams (calls) per connection, advertised in HTTP/2 SETTINGS;
     /// streams beyond it are refused by the protocol.
     pub max_concurrent_streams: u32,
@@ -58,6 +64,9 @@ pub struct TransportConfig {
     pub idle_timeout_ms: u64,
     /// Longest TLS handshake, in milliseconds.
     pub handshake_timeout_ms: u64,
+    /// A connection that has not begun its first request (HTTP/2 preface, SETTINGS and the
+    /// request's headers) this long after it was accepted is closed, in milliseconds.
+    pub first_request_timeout_ms: u64,
 }
 
 impl Default for TransportConfig {
@@ -66,12 +75,14 @@ impl Default for TransportConfig {
             insecure_plaintext: false,
             tls: ServerTlsConfig::default(),
             max_connections: 4096,
+            max_connections_per_peer: 512,
             max_concurrent_streams: 128,
             max_header_list_bytes: 16 << 10,
             keepalive_interval_ms: 30_000,
             keepalive_timeout_ms: 10_000,
             idle_timeout_ms: 300_000,
             handshake_timeout_ms: 10_000,
+            first_request_timeout_ms: 10_000,
         }
     }
 }
@@ -88,6 +99,10 @@ impl TransportConfig {
         for (name, v) in [
             ("transport.max_connections", self.max_connections as u64),
             (
+                "transport.max_connections_per_peer",
+                self.max_connections_per_peer as u64,
+            ),
+            (
                 "transport.max_concurrent_streams",
                 u64::from(self.max_concurrent_streams),
             ),
@@ -102,6 +117,10 @@ impl TransportConfig {
             ("transport.keepalive_timeout_ms", self.keepalive_timeout_ms),
             ("transport.idle_timeout_ms", self.idle_timeout_ms),
             ("transport.handshake_timeout_ms", self.handshake_timeout_ms),
+            (
+                "transport.first_request_timeout_ms",
+                self.first_request_timeout_ms,
+            ),
         ] {
             if v == 0 {
                 return Err(TransportError(format!("{name}: must be positive")));
@@ -188,14 +207,22 @@ impl Transport {
         let (tx, rx) = mpsc::channel(64);
         let closed = Arc::new(AtomicU64::new(0));
         tokio::spawn(trim_after_closes(closed.clone(), tx.clone()));
+        let c = &self.config;
         tokio::spawn(accept_loop(
             listener,
             self.tls.clone(),
-            Arc::new(Semaphore::new(self.config.max_connections)),
-            Duration::from_millis(self.config.idle_timeout_ms),
-            Duration::from_millis(self.config.handshake_timeout_ms),
+            Limits {
+                slots: Arc::new(Semaphore::new(c.max_connections)),
+                peers: Arc::default(),
+                per_peer: c.max_connections_per_peer,
+                closed,
+            },
+            Timeouts {
+                idle: Duration::from_millis(c.idle_timeout_ms),
+                first_request: Duration::from_millis(c.first_request_timeout_ms),
+            },
+            Duration::from_millis(c.handshake_timeout_ms),
             tx,
-            closed,
         ));
         ReceiverStream::new(rx)
     }
@@ -222,14 +249,100 @@ async fn trim_after_closes(closed: Arc<AtomicU64>, tx: mpsc::Sender<std::io::Res
 /// How often a full table or a failing accept is logged at most.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 
+/// What bounds the connections of one listener.
+struct Limits {
+    /// `max_connections`.
+    slots: Arc<Semaphore>,
+    /// Connections open per peer.
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    /// `max_connections_per_peer`.
+    per_peer: usize,
+    /// Counts closed connections, for the memory trim.
+    closed: Arc<AtomicU64>,
+}
+
+/// Why a connection was refused at accept.
+#[derive(Debug, Clone, Copy)]
+enum Full {
+    /// `max_connections` are open.
+    Table,
+    /// The peer has `max_connections_per_peer` open.
+    Peer,
+}
+
+/// The address a peer's connections are counted under: its IP, or for IPv6 its /64 (one
+/// host commonly holds a whole /64).
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
+impl Limits {
+    /// A slot for a connection from `remote`, or why there is none.
+    fn admit(&self, remote: SocketAddr) -> Result<Slot, Full> {
+        let key = peer_key(remote.ip());
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        let open = peers.entry(key).or_insert(0);
+        if *open >= self.per_peer {
+            return Err(Full::Peer);
+        }
+        let permit = self
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Full::Table)?;
+        *open += 1;
+        Ok(Slot {
+            _permit: permit,
+            peers: self.peers.clone(),
+            peer: key,
+            closed: self.closed.clone(),
+        })
+    }
+}
+
+/// One connection's place in the limits, given back when the connection is dropped.
+pub(crate) struct Slot {
+    _permit: OwnedSemaphorePermit,
+    peers: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    peer: IpAddr,
+    closed: Arc<AtomicU64>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(open) = peers.get_mut(&self.peer) {
+            *open -= 1;
+            if *open == 0 {
+                peers.remove(&self.peer);
+            }
+        }
+        self.closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// How long an accepted connection may stay without a stream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// Since its last stream ended.
+    pub(crate) idle: Duration,
+    /// Since it was accepted, before its first stream began.
+    pub(crate) first_request: Duration,
+}
+
 async fn accept_loop(
     listener: TcpListener,
     tls: Option<Arc<tls::ServerTls>>,
-    slots: Arc<Semaphore>,
-    idle: Duration,
+    limits: Limits,
+    timeouts: Timeouts,
     handshake: Duration,
     tx: mpsc::Sender<std::io::Result<ServerConn>>,
-    closed: Arc<AtomicU64>,
 ) {
     let mut refused: u64 = 0;
     let mut last_log: Option<tokio::time::Instant> = None;
@@ -257,20 +370,30 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refused += 1;
-            if should_log() {
-                tracing::warn!(%remote, refused, "connection limit reached (transport.max_connections); closing new connections at accept");
+        let slot = match limits.admit(remote) {
+            Ok(slot) => slot,
+            Err(full) => {
+                refused += 1;
+                if should_log() {
+                    match full {
+                        Full::Table => {
+                            tracing::warn!(%remote, refused, "connection limit reached (transport.max_connections); closing new connections at accept");
+                        }
+                        Full::Peer => {
+                            tracing::warn!(%remote, refused, "connection limit of one peer reached (transport.max_connections_per_peer); closing its new connections at accept");
+                        }
+                    }
+                }
+                drop(stream);
+                continue;
             }
-            drop(stream);
-            continue;
         };
         let _ = stream.set_nodelay(true);
         let local = stream.local_addr().ok();
         let conn = crate::grpc::Conn::new(stream);
         match &tls {
             None => {
-                let c = ServerConn::plain(conn, Some(remote), local, idle, (slot, closed.clone()));
+                let c = ServerConn::plain(conn, Some(remote), local, timeouts, slot);
                 if tx.send(Ok(c)).await.is_err() {
                     return;
                 }
@@ -278,11 +401,10 @@ async fn accept_loop(
             Some(tls) => {
                 let acceptor = tokio_rustls::TlsAcceptor::from(tls.current());
                 let tx = tx.clone();
-                let closed = closed.clone();
                 tokio::spawn(async move {
                     match tokio::time::timeout(handshake, acceptor.accept(conn)).await {
                         Ok(Ok(s)) => {
-                            let c = ServerConn::tls(s, Some(remote), local, idle, (slot, closed));
+                            let c = ServerConn::tls(s, Some(remote), local, timeouts, slot);
                             let _ = tx.send(Ok(c)).await;
                         }
                         Ok(Err(e)) => tracing::debug!(%remote, error = %e, "TLS handshake failed"),

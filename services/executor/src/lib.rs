@@ -14,6 +14,7 @@ pub mod config;
 mod confined;
 mod fs_service;
 mod process_service;
+mod sweep;
 mod tool_span;
 mod wire;
 
@@ -82,6 +83,26 @@ pub struct ServeOptions {
     /// Do not print the listening line: the embedding process (`toolgate up`) prints its own,
     /// and promises exactly one.
     pub quiet: bool,
+    /// The embedding process already removed the temp files of interrupted writes with
+    /// [`sweep_interrupted_writes`] (`toolgate up` does, as the only executor of its
+    /// workspace, before it announces itself): skip the start-up sweep.
+    pub temp_files_swept: bool,
+}
+
+/// How long a write temp file must have been untouched before the start-up sweep of an
+/// executor that may share its workspace removes it (another executor's write in progress
+/// is never that old).
+pub const SHARED_TEMP_GRACE: Duration = Duration::from_secs(60);
+
+/// Removes the temp files (`.NAME.toolgate-PID-N.tmp`) that writes interrupted by a kill
+/// left under `root`, those untouched for `older_than` only; returns how many. Walks by
+/// directory handle and never leaves `root`.
+pub fn sweep_interrupted_writes(root: &std::path::Path, older_than: Duration) -> usize {
+    let removed = sweep::sweep(root, older_than);
+    if removed > 0 {
+        tracing::info!(removed, "removed temp files of interrupted writes");
+    }
+    removed
 }
 
 /// Who this executor is: configured id, else host name and pid, plus the Kubernetes
@@ -176,6 +197,13 @@ pub async fn serve_with(
         .map_err(|e| Error::Config(e.to_string()))?
         .with_client_cert_roles(&config.transport.tls.client_cert_roles);
     let workspace = Arc::new(toolgate_fs::Workspace::open(config.workspace_config())?);
+    // Before any call is served: the temp files of writes a previous run was killed in.
+    if !options.temp_files_swept {
+        let root = workspace.real_root().to_owned();
+        let _ =
+            tokio::task::spawn_blocking(move || sweep_interrupted_writes(&root, SHARED_TEMP_GRACE))
+                .await;
+    }
 
     let (health, health_service) = grpc::health();
     let (reflection_v1, reflection_v1alpha) = grpc::reflection(&[

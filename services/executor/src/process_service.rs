@@ -13,6 +13,7 @@
 use std::pin::Pin;
 use std::time::{Duration, SystemTime};
 
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt, stream};
 use tonic::{Request, Response, Status};
 use toolgate_contracts::common::v1 as common;
@@ -216,7 +217,7 @@ impl ProcessAdapter {
             });
         let stream = events.map(move |event| {
             let _keep = &cancel;
-            record.observe(&event);
+            let recorded = record.observe(&event);
             match &event {
                 Event::Started(s) => {
                     run_span.record("process.pid", s.pid);
@@ -227,7 +228,15 @@ impl ProcessAdapter {
                 }
                 Event::Output(_) => {}
             }
-            Ok(to_wire(event, &receipt))
+            (Ok(to_wire(event, &receipt)), recorded)
+        });
+        // `Exited` leaves once the outcome is recorded (or could not be within
+        // `RECORD_WAIT`): a run the client saw end is in the ledger.
+        let stream = stream.then(|(item, recorded)| async move {
+            if let Some(recorded) = recorded {
+                recorded.await;
+            }
+            item
         });
         Ok(Box::pin(stream))
     }
@@ -254,7 +263,9 @@ struct RunRecord {
 }
 
 impl RunRecord {
-    fn observe(&mut self, event: &Event) {
+    /// Notes `event`; at `Exited`, reports the outcome and returns what to wait for before
+    /// the event is sent.
+    fn observe(&mut self, event: &Event) -> Option<BoxFuture<'static, bool>> {
         match event {
             Event::Started(s) => {
                 self.started_at = s.started_at;
@@ -296,7 +307,7 @@ impl RunRecord {
                     RunStatus::Cancelled(_) => Some("cancelled"),
                     RunStatus::SpawnFailed { .. } => Some("spawn_failed"),
                 });
-                self.reporter.report(
+                return Some(Box::pin(self.reporter.record(
                     &self.proof,
                     Ran {
                         started_at: self.started_at,
@@ -310,10 +321,11 @@ impl RunRecord {
                             audit: x.audit.clone(),
                         },
                     },
-                );
+                )));
             }
             _ => {}
         }
+        None
     }
 }
 

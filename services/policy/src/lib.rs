@@ -303,8 +303,8 @@ async fn probe_health(
         let now_up = result.is_ok();
         if now_up != up {
             match &result {
-                Ok(()) => tracing::info!("ledger database reachable again; serving"),
-                Err(e) => tracing::error!(error = %e, "ledger database unreachable; not serving"),
+                Ok(()) => tracing::info!("ledger database available again; serving"),
+                Err(e) => tracing::error!(error = %e, "ledger database unavailable; not serving"),
             }
             set_health(&health, now_up).await;
             up = now_up;

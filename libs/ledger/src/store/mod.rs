@@ -52,6 +52,9 @@ pub(crate) struct Core {
     pub(crate) settings: Settings,
     pub(crate) clock: Clock,
     pub(crate) hub: Arc<Hub>,
+    /// Why the database could not store the last write that failed for want of storage,
+    /// until a probe write succeeds (see `health`).
+    pub(crate) storage_fault: std::sync::Mutex<Option<String>>,
 }
 
 impl Core {
@@ -77,6 +80,17 @@ impl Core {
         let mut backoff = Backoff::new(Duration::from_millis(20), Duration::from_secs(1));
         loop {
             match op().await {
+                Err(Error::Storage(why)) => {
+                    let mut fault = self
+                        .storage_fault
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    if fault.is_none() {
+                        tracing::error!(error = %why, "the ledger database cannot store; not serving until a write succeeds");
+                    }
+                    *fault = Some(why.clone());
+                    return Err(Error::Storage(why));
+                }
                 Err(e) if e.is_transient() => {
                     let delay = backoff.next_delay();
                     if start.elapsed() + delay >= self.settings.retry_budget {

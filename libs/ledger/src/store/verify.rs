@@ -198,13 +198,32 @@ impl Core {
     }
 
     pub(crate) async fn health(&self) -> Result<()> {
-        match tokio::time::timeout(
-            Duration::from_secs(2),
-            self.pool.fetch_opt("SELECT 1", vec![]),
-        )
-        .await
-        {
+        let fault = self
+            .storage_fault
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        // After a write failed for want of storage, only a write shows it is back.
+        let probe = async {
+            if let Some(why) = fault {
+                return match self.pool.probe_write().await {
+                    Ok(()) => {
+                        tracing::info!(was = %why, "the ledger database stores again");
+                        *self
+                            .storage_fault
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+                        Ok(None)
+                    }
+                    Err(e @ Error::Storage(_)) => Err(e),
+                    Err(_) => Err(Error::Storage(why)),
+                };
+            }
+            self.pool.fetch_opt("SELECT 1", vec![]).await
+        };
+        match tokio::time::timeout(Duration::from_secs(2), probe).await {
             Ok(Ok(_)) => Ok(()),
+            Ok(Err(e @ Error::Storage(_))) => Err(e),
             // Already `Unavailable` for an unreachable database: wrapping it again would say
             // "unavailable" twice.
             Ok(Err(e @ Error::Unavailable(_))) => Err(e),

@@ -1,5 +1,6 @@
 //! One accepted connection ([`ServerConn`]): plain or TLS, holding its connection slot,
-//! closing itself once it has had no open stream for the idle timeout. [`ActivityLayer`]
+//! closing itself once it has had no open stream for the idle timeout, or sooner when it has
+//! not begun a first request within the first-request timeout. [`ActivityLayer`]
 //! counts the open streams it sees through [`ConnInfo`], which tonic hands every request.
 
 use std::future::Future;
@@ -7,16 +8,16 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use rustls_pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, Sleep};
 use tonic::transport::server::Connected;
 
+use super::{Slot, Timeouts};
 use crate::grpc::Conn;
 
 /// What every request learns about its connection (from its extensions).
@@ -36,6 +37,8 @@ pub struct ConnInfo {
 #[derive(Debug)]
 pub struct Activity {
     open: AtomicUsize,
+    /// Whether a stream was ever opened.
+    began: AtomicBool,
     /// Milliseconds since `epoch` when the count last went to zero.
     last_idle_ms: AtomicU64,
     epoch: Instant,
@@ -45,6 +48,7 @@ impl Activity {
     fn new() -> Self {
         Activity {
             open: AtomicUsize::new(0),
+            began: AtomicBool::new(false),
             last_idle_ms: AtomicU64::new(0),
             epoch: Instant::now(),
         }
@@ -57,6 +61,7 @@ impl Activity {
 
     fn opened(self: &Arc<Self>) -> StreamGuard {
         self.open.fetch_add(1, Ordering::AcqRel);
+        self.began.store(true, Ordering::Release);
         StreamGuard(self.clone())
     }
 
@@ -90,12 +95,11 @@ enum Io {
 /// An accepted connection (see the module documentation).
 pub struct ServerConn {
     io: Io,
-    /// Counts closed connections, for the memory trim (see `Transport::incoming`).
-    closed: Arc<AtomicU64>,
     info: ConnInfo,
-    idle: Duration,
+    timeouts: Timeouts,
     timer: Pin<Box<Sleep>>,
-    _slot: OwnedSemaphorePermit,
+    /// Its place in the connection limits (see `Transport::incoming`).
+    _slot: Slot,
 }
 
 impl std::fmt::Debug for ServerConn {
@@ -112,18 +116,18 @@ impl ServerConn {
         conn: Conn,
         remote: Option<SocketAddr>,
         local: Option<SocketAddr>,
-        idle: Duration,
-        slot: (OwnedSemaphorePermit, Arc<AtomicU64>),
+        timeouts: Timeouts,
+        slot: Slot,
     ) -> Self {
-        Self::new(Io::Plain(conn), remote, local, None, idle, slot)
+        Self::new(Io::Plain(conn), remote, local, None, timeouts, slot)
     }
 
     pub(super) fn tls(
         stream: tokio_rustls::server::TlsStream<Conn>,
         remote: Option<SocketAddr>,
         local: Option<SocketAddr>,
-        idle: Duration,
-        slot: (OwnedSemaphorePermit, Arc<AtomicU64>),
+        timeouts: Timeouts,
+        slot: Slot,
     ) -> Self {
         let certs = stream
             .get_ref()
@@ -131,7 +135,14 @@ impl ServerConn {
             .peer_certificates()
             .filter(|c| !c.is_empty())
             .map(|c| Arc::new(c.iter().map(|c| c.clone().into_owned()).collect()));
-        Self::new(Io::Tls(Box::new(stream)), remote, local, certs, idle, slot)
+        Self::new(
+            Io::Tls(Box::new(stream)),
+            remote,
+            local,
+            certs,
+            timeouts,
+            slot,
+        )
     }
 
     fn new(
@@ -139,46 +150,51 @@ impl ServerConn {
         remote: Option<SocketAddr>,
         local: Option<SocketAddr>,
         peer_certs: Option<Arc<Vec<CertificateDer<'static>>>>,
-        idle: Duration,
-        (slot, closed): (OwnedSemaphorePermit, Arc<AtomicU64>),
+        timeouts: Timeouts,
+        slot: Slot,
     ) -> Self {
         ServerConn {
             io,
-            closed,
             info: ConnInfo {
                 remote,
                 local,
                 peer_certs,
                 activity: Arc::new(Activity::new()),
             },
-            idle,
-            timer: Box::pin(tokio::time::sleep(idle)),
+            timeouts,
+            timer: Box::pin(tokio::time::sleep(
+                timeouts.idle.min(timeouts.first_request),
+            )),
             _slot: slot,
         }
     }
 
-    /// Whether the idle timeout has passed; re-arms the timer otherwise.
+    /// Whether the idle timeout (or, before any stream, the first-request timeout) has
+    /// passed; re-arms the timer otherwise.
     fn poll_idle(&mut self, cx: &mut Context<'_>) -> bool {
         loop {
             if self.timer.as_mut().poll(cx).is_pending() {
                 return false;
             }
             let now = Instant::now();
-            let due = match self.info.activity.idle_since() {
-                Some(since) => since + self.idle,
-                None => now + self.idle,
+            let Timeouts {
+                idle,
+                first_request,
+            } = self.timeouts;
+            let activity = &self.info.activity;
+            let due = match activity.idle_since() {
+                // Never used: `idle_since` is when it was accepted.
+                Some(since) if !activity.began.load(Ordering::Acquire) => {
+                    since + idle.min(first_request)
+                }
+                Some(since) => since + idle,
+                None => now + idle,
             };
             if due <= now {
                 return true;
             }
             self.timer.as_mut().reset(due);
         }
-    }
-}
-
-impl Drop for ServerConn {
-    fn drop(&mut self) {
-        self.closed.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -206,7 +222,7 @@ impl AsyncRead for ServerConn {
         }
         if me.poll_idle(cx) {
             // End of stream: the HTTP/2 connection closes, with no stream to lose.
-            tracing::debug!(remote = ?me.info.remote, "closing an idle connection");
+            tracing::debug!(remote = ?me.info.remote, "closing an idle connection (or one that never began a request)");
             return Poll::Ready(Ok(()));
         }
         Poll::Pending

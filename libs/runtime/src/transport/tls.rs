@@ -389,6 +389,7 @@ pub(crate) async fn tcp_connect(uri: &http::Uri, default_port: u16) -> io::Resul
 }
 
 /// How to reach one server: an endpoint and, for `https`, the TLS connector.
+#[derive(Clone)]
 pub struct Dial {
     endpoint: Endpoint,
     tls: Option<TlsConnector>,

@@ -268,6 +268,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             .map(|(_, _, a)| format!("http://{a}{}", toolgate_mcp::http::PATH)),
         tokens: &tokens,
     };
+    // The only executor of this workspace: every write temp file is a leftover of a kill,
+    // removed before anyone is told the workspace is served.
+    toolgate_executor::sweep_interrupted_writes(&workspace, std::time::Duration::ZERO);
     {
         let mut out = std::io::stdout().lock();
         if args.json {
@@ -310,6 +313,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 toolgate_executor::ServeOptions {
                     metrics: Some(executor_metrics),
                     quiet: true,
+                    temp_files_swept: true,
                 },
             )
             .await;

@@ -7,6 +7,7 @@ mod support;
 
 mod approvals;
 mod check;
+mod durability;
 mod ledger;
 mod run;
 mod up;

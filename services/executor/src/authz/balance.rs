@@ -98,13 +98,47 @@ pub(crate) type MakeEndpoint =
 const EJECT_FIRST: Duration = Duration::from_millis(500);
 const EJECT_MAX: Duration = Duration::from_secs(15);
 
-/// One policy replica's address and its connection.
+/// Approval waits one wait connection carries at most: well under the streams a policy
+/// connection allows (`transport.max_concurrent_streams`, 128 by default), so a wait never
+/// queues behind the limit.
+pub(crate) const WAITS_PER_CONNECTION: usize = 64;
+
+/// One policy replica's address and its connections.
 pub(crate) struct Backend {
     /// The resolved address.
     pub(crate) addr: SocketAddr,
+    /// Authorize and RecordOutcome: short calls, never held open.
     channel: Channel,
+    /// How to open another connection to this replica.
+    dial: Dial,
+    /// WaitForApproval streams, which stay open until a human decides: on connections of
+    /// their own, a new one whenever the open ones are full, so parked calls never take the
+    /// streams the short calls need, however many are parked.
+    waits: Mutex<Vec<Arc<WaitConnection>>>,
     in_flight: AtomicUsize,
     health: Mutex<Health>,
+}
+
+/// One connection carrying approval waits.
+struct WaitConnection {
+    channel: Channel,
+    open: AtomicUsize,
+}
+
+/// One approval wait's place on a wait connection; frees it when dropped.
+pub(crate) struct WaitSlot(Arc<WaitConnection>);
+
+impl WaitSlot {
+    /// The connection to send the wait on.
+    pub(crate) fn channel(&self) -> Channel {
+        self.0.channel.clone()
+    }
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[derive(Default)]
@@ -144,6 +178,31 @@ impl Lease {
     /// The backend's address.
     pub(crate) fn addr(&self) -> SocketAddr {
         self.0.addr
+    }
+
+    /// A place for one approval wait on this replica's wait connections: the first one with
+    /// room, or a new connection when all are full. Connections left empty are closed, except
+    /// the first, so a lone wait does not pay for a handshake.
+    pub(crate) fn wait_slot(&self) -> WaitSlot {
+        let mut waits = lock(&self.0.waits);
+        let mut first = true;
+        waits.retain(|c| std::mem::take(&mut first) || c.open.load(Ordering::Relaxed) > 0);
+        let conn = match waits
+            .iter()
+            .find(|c| c.open.load(Ordering::Relaxed) < WAITS_PER_CONNECTION)
+        {
+            Some(c) => c.clone(),
+            None => {
+                let c = Arc::new(WaitConnection {
+                    channel: self.0.dial.clone().connect_lazy(),
+                    open: AtomicUsize::new(0),
+                });
+                waits.push(c.clone());
+                c
+            }
+        };
+        conn.open.fetch_add(1, Ordering::Relaxed);
+        WaitSlot(conn)
     }
 
     /// The attempt reached the replica: it is healthy again.
@@ -264,7 +323,9 @@ impl Pool {
             tracing::info!(address = %addr, "policy replica joined the set");
             backends.push(Arc::new(Backend {
                 addr,
-                channel: dial.connect_lazy(),
+                channel: dial.clone().connect_lazy(),
+                dial,
+                waits: Mutex::new(Vec::new()),
                 in_flight: AtomicUsize::new(0),
                 health: Mutex::new(Health::default()),
             }));
@@ -438,6 +499,27 @@ mod tests {
         let l = pool.pick(&[other]).unwrap();
         l.reached();
         assert!(l.0.healthy(Instant::now()));
+    }
+
+    #[tokio::test]
+    async fn approval_waits_open_connections_of_their_own_as_they_need_them() {
+        let pool = Pool::start(
+            parse("http://127.0.0.1:1").unwrap(),
+            Box::new(endpoint),
+            Duration::from_secs(3600),
+        );
+        assert!(pool.ready(Duration::from_secs(5)).await);
+        let lease = pool.pick(&[]).unwrap();
+        let conns = || lock(&lease.0.waits).len();
+        let slots: Vec<WaitSlot> = (0..2 * WAITS_PER_CONNECTION + 1)
+            .map(|_| lease.wait_slot())
+            .collect();
+        assert_eq!(conns(), 3);
+        drop(slots);
+        // Empty connections close at the next wait, except the first.
+        let one = lease.wait_slot();
+        assert_eq!(conns(), 1);
+        assert_eq!(one.0.open.load(Ordering::Relaxed), 1);
     }
 
     #[tokio::test]

@@ -28,6 +28,15 @@ const AUTHORIZE: &str = "toolgate.policy.v1.PolicyService/Authorize";
 const RECORD_OUTCOME: &str = "toolgate.policy.v1.PolicyService/RecordOutcome";
 const WAIT_FOR_APPROVAL: &str = "toolgate.policy.v1.ApprovalService/WaitForApproval";
 
+/// Which connections a call goes out on.
+#[derive(Clone, Copy)]
+enum Lane {
+    /// The replica's shared connection: calls answered within the request timeout.
+    Calls,
+    /// The replica's wait connections: `WaitForApproval`, held until a human decides.
+    Waits,
+}
+
 /// A tonic client of `PolicyService` and `ApprovalService` with this executor's credential.
 ///
 /// The channel connects lazily and reconnects by itself. Every transport failure, timeout,
@@ -115,6 +124,7 @@ impl GrpcAuthorizer {
     async fn call<T, F, Fut>(
         &self,
         rpc: &'static str,
+        lane: Lane,
         limit: Duration,
         mut send: F,
     ) -> Result<T, Status>
@@ -133,7 +143,14 @@ impl GrpcAuthorizer {
                 let Some(backend) = self.pool.pick(&tried) else {
                     return Err(self.unavailable(method, "no policy replica could be reached"));
                 };
-                match send(backend.channel()).await {
+                let slot = match lane {
+                    Lane::Calls => None,
+                    Lane::Waits => Some(backend.wait_slot()),
+                };
+                let channel = slot
+                    .as_ref()
+                    .map_or_else(|| backend.channel(), |s| s.channel());
+                match send(channel).await {
                     Ok(r) => {
                         backend.reached();
                         return Ok(r.into_inner());
@@ -225,7 +242,7 @@ impl Authorizer for GrpcAuthorizer {
         let request = contract::authorize_request(request);
         async move {
             let answer = self
-                .call(AUTHORIZE, self.request_timeout, |channel| {
+                .call(AUTHORIZE, Lane::Calls, self.request_timeout, |channel| {
                     let request = self.request(request.clone(), traceparent.as_deref());
                     async move { PolicyServiceClient::new(channel).authorize(request).await }
                 })
@@ -239,14 +256,19 @@ impl Authorizer for GrpcAuthorizer {
     fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>> {
         let request = contract::outcome_request(report);
         async move {
-            self.call(RECORD_OUTCOME, self.request_timeout, |channel| {
-                let request = self.request(request.clone(), None);
-                async move {
-                    PolicyServiceClient::new(channel)
-                        .record_outcome(request)
-                        .await
-                }
-            })
+            self.call(
+                RECORD_OUTCOME,
+                Lane::Calls,
+                self.request_timeout,
+                |channel| {
+                    let request = self.request(request.clone(), None);
+                    async move {
+                        PolicyServiceClient::new(channel)
+                            .record_outcome(request)
+                            .await
+                    }
+                },
+            )
             .await
             .map(|_| ())
             .map_err(|s| contract::failure(&s))
@@ -264,6 +286,7 @@ impl Authorizer for GrpcAuthorizer {
             let answer = self
                 .call(
                     WAIT_FOR_APPROVAL,
+                    Lane::Waits,
                     timeout + self.request_timeout,
                     |channel| {
                         let request = self.request(request.clone(), None);

@@ -1,9 +1,16 @@
-//! Outcome reporting: in the background, with retries, never failing the user's call.
+//! Outcome reporting: with retries, never failing the user's call.
+//!
+//! A call that ran is answered only once its outcome is recorded ([`Reporter::record`]), or
+//! after [`RECORD_WAIT`] when the policy service cannot take it: an answer the client saw
+//! then has its outcome in the ledger even if the executor dies the next instant. The
+//! delivery itself runs in a background task, so it goes on (with its retries) past that wait
+//! and past a client that went away.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tonic::{Code, Status};
 use toolgate_core::backoff::Backoff;
 
@@ -17,6 +24,10 @@ const ATTEMPTS: u32 = 8;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// Ceiling of the delay between two attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How long a call's answer waits for its outcome to be recorded before it leaves anyway
+/// (marked not recorded where the protocol can say so); the report is still retried.
+pub(crate) const RECORD_WAIT: Duration = Duration::from_secs(5);
 
 /// Reports outcomes to the policy service from background tasks.
 #[derive(Clone)]
@@ -39,6 +50,30 @@ impl Reporter {
     /// Reports `outcome` for the call `proof` allowed, in the background. Safe to call from
     /// `Drop`: without a runtime the outcome is logged as lost.
     pub(crate) fn report(&self, proof: &Authorized, outcome: Ran) {
+        self.spawn(proof, outcome);
+    }
+
+    /// Reports `outcome` and waits until it is recorded, at most [`RECORD_WAIT`]: true when
+    /// it was. Call it before answering, so that what the client sees is durable.
+    pub(crate) fn record(
+        &self,
+        proof: &Authorized,
+        outcome: Ran,
+    ) -> impl Future<Output = bool> + Send + 'static {
+        let recorded = self.spawn(proof, outcome);
+        async move {
+            let Some(recorded) = recorded else {
+                return false;
+            };
+            matches!(
+                tokio::time::timeout(RECORD_WAIT, recorded).await,
+                Ok(Ok(true))
+            )
+        }
+    }
+
+    /// Starts the delivery; the receiver says whether it succeeded.
+    fn spawn(&self, proof: &Authorized, outcome: Ran) -> Option<oneshot::Receiver<bool>> {
         let request = OutcomeReport {
             decision_id: proof.decision_id().to_owned(),
             started_at: outcome.started_at,
@@ -48,13 +83,14 @@ impl Reporter {
         };
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             tracing::error!(decision_id = %request.decision_id, "outcome not recorded: no runtime");
-            return;
+            return None;
         };
         self.in_flight.send_modify(|n| *n += 1);
         let this = self.clone();
+        let (done, recorded) = oneshot::channel();
         // The report belongs to the call's trace, though it outlives the call.
         let traced = toolgate_runtime::telemetry::in_current_trace(async move {
-            this.deliver(request).await;
+            let _ = done.send(this.deliver(request).await);
         });
         let in_flight = Arc::clone(&self.in_flight);
         handle.spawn(async move {
@@ -64,23 +100,26 @@ impl Reporter {
             // at exit before that span had ended, and the span was lost.
             in_flight.send_modify(|n| *n -= 1);
         });
+        Some(recorded)
     }
 
-    async fn deliver(&self, request: OutcomeReport) {
+    /// Delivers `request`, retrying; true when it was recorded.
+    async fn deliver(&self, request: OutcomeReport) -> bool {
         let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF);
         for attempt in 1..=ATTEMPTS {
             match self.authorizer.record_outcome(request.clone()).await {
-                Ok(()) => return,
+                Ok(()) => return true,
                 Err(f) if f.is_retriable() && attempt < ATTEMPTS => {
                     tracing::warn!(decision_id = %request.decision_id, attempt, error = %f.message, "outcome report failed; retrying");
                     tokio::time::sleep(backoff.next_delay()).await;
                 }
                 Err(f) => {
                     tracing::error!(decision_id = %request.decision_id, attempt, reason = %f.reason, error = %f.message, "outcome not recorded");
-                    return;
+                    return false;
                 }
             }
         }
+        false
     }
 
     /// Waits (at most `limit`) until every outcome reported so far was delivered or given up.

@@ -145,9 +145,13 @@ impl FsService {
             .confined
             .fs(&proof, op_span, move |ws| op(ws, &hidden))
             .await;
-        self.gate
+        // Answered only once the outcome is recorded (or it cannot be for now; the header
+        // says which): an answer the client saw never reads as unknown after a crash.
+        obs.recorded = self
+            .gate
             .reporter()
-            .report(&proof, fs_outcome(started, result.as_ref().map(|_| ())));
+            .record(&proof, fs_outcome(started, result.as_ref().map(|_| ())))
+            .await;
         result
     }
 }
@@ -161,6 +165,8 @@ pub(crate) struct Observed {
     span: ToolSpan,
     performed: bool,
     receipt: Option<Receipt>,
+    /// Whether the outcome was recorded before the answer.
+    recorded: bool,
 }
 
 impl Observed {
@@ -170,6 +176,7 @@ impl Observed {
             span: ToolSpan::new(tool),
             performed: false,
             receipt: None,
+            recorded: false,
         }
     }
 }
@@ -184,9 +191,19 @@ pub(crate) const RECEIPT_HEADERS: [&str; 4] = [
     "toolgate-rule-id",
 ];
 
-/// Puts `receipt` into a successful response's headers.
-fn attach<T>(receipt: &Receipt, response: &mut Response<T>) {
+/// The response header of a successful filesystem call that says whether its outcome is
+/// in the ledger: `recorded`, or `pending` when the policy service could not take it in time
+/// (it is still being retried, and is lost if the executor dies first).
+pub(crate) const OUTCOME_HEADER: &str = "toolgate-outcome";
+
+/// Puts `receipt` and whether the outcome was `recorded` into a successful response's
+/// headers.
+fn attach<T>(receipt: &Receipt, recorded: bool, response: &mut Response<T>) {
     let md = response.metadata_mut();
+    md.insert(
+        OUTCOME_HEADER,
+        tonic::metadata::MetadataValue::from_static(if recorded { "recorded" } else { "pending" }),
+    );
     let values = [
         receipt.tier,
         receipt.decision_id.as_str(),
@@ -216,7 +233,7 @@ impl FsService {
         obs.span.end(&result);
         let result = result.map(|mut r| {
             if let Some(receipt) = &obs.receipt {
-                attach(receipt, &mut r);
+                attach(receipt, obs.recorded, &mut r);
             }
             r
         });

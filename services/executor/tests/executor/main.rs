@@ -10,6 +10,7 @@ mod enforcement;
 mod filesystem;
 mod integrity;
 mod metrics;
+mod parked;
 mod process;
 mod refusals;
 mod trace;

@@ -60,7 +60,7 @@ impl PolicyCore {
             labels: req.labels,
         };
         unbind_denied(&policy, &mut call, &ctx);
-        let decision = policy.classify(&call, &ctx);
+        let decision = self.classify_call(&policy, &call, &ctx);
         // A rule that decides the sandbox profile decides the profile in force: the call is
         // digested (so approved) and answered with that one, whatever the request asked for.
         if let Some(profile) = &decision.sandbox_profile {

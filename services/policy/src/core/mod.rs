@@ -40,6 +40,9 @@ pub struct PolicyCore {
     inner: Arc<Inner>,
 }
 
+/// Scripts longer than this are classified one at a time, and their parse's memory given back.
+const HUGE_SCRIPT: usize = 64 << 10;
+
 struct Inner {
     source: PolicySource,
     ledger: Arc<dyn Ledger>,
@@ -50,6 +53,8 @@ struct Inner {
     metrics: PolicyMetrics,
     /// `db.system` on ledger spans: `postgresql` or `sqlite`.
     db_system: &'static str,
+    /// Held while a huge script is classified (see [`PolicyCore::classify_call`]).
+    huge: std::sync::Mutex<()>,
     // Keeps the policy file's reload thread alive as long as the core.
     _watcher: Option<Watcher>,
 }
@@ -98,6 +103,7 @@ impl PolicyCore {
                 lease: Duration::from_millis(config.ledger.lease_ms),
                 metrics,
                 db_system,
+                huge: std::sync::Mutex::new(()),
                 _watcher: watcher,
             }),
         })
@@ -177,7 +183,7 @@ impl PolicyCore {
         let mut call = req.call;
         let policy = self.policy();
         unbind_denied(&policy, &mut call, &req.context);
-        let decision = policy.classify(&call, &req.context);
+        let decision = self.classify_call(&policy, &call, &req.context);
         if let Some(profile) = &decision.sandbox_profile {
             call.sandbox_profile = Some(profile.clone());
         }
@@ -188,6 +194,29 @@ impl PolicyCore {
             decision,
             request_digest,
         }
+    }
+
+    /// `policy.classify`, with bounded memory for huge scripts: parsing one takes about a
+    /// hundred times its size for a moment (eight parallel 500 KiB here-documents took the
+    /// service from 16 to 362 MiB, and glibc kept it). Scripts over [`HUGE_SCRIPT`] are
+    /// classified one at a time, and what the parse used is handed back to the OS after each.
+    pub(crate) fn classify_call(
+        &self,
+        policy: &Policy,
+        call: &ToolCall,
+        ctx: &CallContext,
+    ) -> toolgate_policy_engine::Decision {
+        if call.script.as_ref().is_none_or(|s| s.len() <= HUGE_SCRIPT) {
+            return policy.classify(call, ctx);
+        }
+        let _one = self
+            .inner
+            .huge
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let decision = policy.classify(call, ctx);
+        toolgate_process::release_free_memory();
+        decision
     }
 
     /// Describes the policy in force; any authenticated role.

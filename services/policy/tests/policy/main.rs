@@ -7,6 +7,7 @@ mod support;
 
 mod approvals;
 mod health;
+mod memory;
 mod metrics;
 mod policy;
 mod restart;

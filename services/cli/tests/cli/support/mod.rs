@@ -235,6 +235,12 @@ impl Up {
         self.command(role, args).output().expect("run toolgate")
     }
 
+    /// Kills it with SIGKILL (no shutdown of any kind) and reaps it.
+    pub(crate) fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub(crate) fn stop(mut self) -> std::process::ExitStatus {
         self.terminate()

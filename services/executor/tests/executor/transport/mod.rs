@@ -488,15 +488,7 @@ async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
     const MIB: u64 = 1 << 20;
     // 2 000 connections need more descriptors than the usual soft limit, here and in the
     // services (which inherit it).
-    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    rustix::process::setrlimit(
-        rustix::process::Resource::Nofile,
-        rustix::process::Rlimit {
-            current: lim.maximum.map(|m| m.min(65_536)),
-            maximum: lim.maximum,
-        },
-    )
-    .unwrap();
+    raise_nofile();
     let sb = Sandbox::new();
     let policy = Policy::start(PERMISSIVE);
     let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
@@ -524,9 +516,12 @@ async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let mut idle_conns = Vec::new();
-        for _ in 0..2_000 {
+        for i in 0..2_000_u32 {
             use tokio::io::AsyncWriteExt;
-            let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+            // Four peers of 500 each, under the per-peer limit (512).
+            let mut s = connect_from([127, 0, 0, 2 + u8::try_from(i / 500).unwrap()], &addr)
+                .await
+                .unwrap();
             s.write_all(&[raw::PREFACE, &raw::settings()].concat())
                 .await
                 .unwrap();
@@ -575,6 +570,64 @@ async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
         );
         healthy_within_a_second(&addr).await;
     }
+}
+
+/// A TCP connection to `addr` from the loopback address `from` (all of 127/8 is local).
+async fn connect_from(from: [u8; 4], addr: &str) -> std::io::Result<tokio::net::TcpStream> {
+    let sock = tokio::net::TcpSocket::new_v4()?;
+    sock.bind((std::net::Ipv4Addr::from(from), 0).into())?;
+    sock.connect(addr.parse().unwrap()).await
+}
+
+/// Lets this process (and the services it starts, which inherit it) open as many
+/// descriptors as the hard limit allows, up to 65 536.
+fn raise_nofile() {
+    let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: lim.maximum.map(|m| m.min(65_536)),
+            maximum: lim.maximum,
+        },
+    )
+    .unwrap();
+}
+
+/// One peer opening 4 300 silent connections (the HTTP/2 preface and nothing more) filled
+/// the 4 096-connection table and locked every other client out. Now a peer holds at most
+/// `max_connections_per_peer` (512), health answers other peers throughout, and a connection
+/// that has not begun a request is closed after `first_request_timeout_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_with_4300_silent_connections_does_not_lock_out_the_others() {
+    use tokio::io::AsyncWriteExt;
+    raise_nofile();
+    let sb = Sandbox::new();
+    let exe = Executor::start(
+        &sb.ws,
+        &[],
+        &[("TOOLGATE_TRANSPORT__FIRST_REQUEST_TIMEOUT_MS", "2000")],
+    );
+    let hello = [raw::PREFACE, &raw::settings()].concat();
+    let mut silent = Vec::new();
+    for _ in 0..4_300 {
+        let Ok(mut s) = connect_from([127, 0, 0, 2], &exe.addr).await else {
+            continue;
+        };
+        // A connection refused at accept may already be closed.
+        let _ = s.write_all(&hello).await;
+        silent.push(s);
+    }
+    let opened = std::time::Instant::now();
+    healthy_within_a_second(&exe.addr).await;
+    // The first of them was admitted; it began no request, so it is closed after 2 s
+    // (the idle timeout is 300 s).
+    assert!(
+        closed_within(&mut silent[0], Duration::from_secs(10)).await,
+        "a silent connection kept open"
+    );
+    let held = opened.elapsed();
+    assert!(held < Duration::from_secs(8), "closed after {held:?}");
+    healthy_within_a_second(&exe.addr).await;
 }
 
 /// Reads until the peer closes or `within` passes; true when it closed.

@@ -269,6 +269,11 @@ impl Server {
     }
 
     /// SIGKILL: no drain, no cleanup.
+    /// The service's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
