@@ -130,6 +130,10 @@ impl Tokens {
     }
 }
 
+/// The longest bearer token forwarded to the executor (toolgate's own are 64 characters; the
+/// executor's whole header list is capped at 16 KiB by default).
+const MAX_TOKEN_BYTES: usize = 1024;
+
 /// Lets a request through only with a bearer token the executor accepts (asked once per
 /// token every 30 s): 401 without one or with an unknown one, 403 for a credential that may
 /// not call tools, 503 when the executor cannot be asked. Every tool call then carries the
@@ -141,6 +145,16 @@ async fn authenticate(State(tokens): State<Arc<Tokens>>, request: Request, next:
             "send the agent's toolgate token as `Authorization: Bearer <token>`",
         );
     };
+    // Checked here, not by the executor: a header above the executor's limit would reset the
+    // one connection every agent's calls share, so a stranger's request could fail theirs.
+    if token.len() > MAX_TOKEN_BYTES || !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return refuse(
+            http::StatusCode::UNAUTHORIZED,
+            &format!(
+                "the bearer token is not a toolgate token: at most {MAX_TOKEN_BYTES} printable ASCII characters"
+            ),
+        );
+    }
     let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
     if !tokens.fresh(&key) {
         let mut probe = tonic::Request::new(GetCapabilitiesRequest {});
