@@ -24,6 +24,7 @@ mod caps;
 mod cgroup;
 pub mod config;
 mod event;
+pub mod limits;
 mod output;
 pub mod runner;
 pub mod sandbox;
@@ -38,6 +39,9 @@ pub use config::{Config, EnvAllow, EnvPattern, Rlimits};
 pub use event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Output, Started, Status, Stream,
     StreamSummary, Usage, signal_name,
+};
+pub use limits::{
+    EnforcedLimits, LimitExceeded, LimitsEnforced, ProfileLimits, ResourceLimits, human_bytes,
 };
 pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner};
 pub use sandbox::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};

@@ -161,6 +161,7 @@ impl Inner {
                 &home,
                 cwd,
                 None,
+                None,
                 Some((setup, built.profile.network)),
             )
             .map_err(|e| e.to_string())?;
