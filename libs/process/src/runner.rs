@@ -426,6 +426,11 @@ impl Runner {
                 profiles: Vec::new(),
                 default_profile: config.sandbox.default_profile.clone(),
                 require_sandbox: config.sandbox.require,
+                limits_enforced: hierarchy
+                    .as_ref()
+                    .map(Hierarchy::enforced)
+                    .map_err(Clone::clone),
+                require_limits: config.require_limits,
             },
             config,
             plan: plan.clone(),

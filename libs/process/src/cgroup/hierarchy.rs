@@ -129,6 +129,17 @@ impl Hierarchy {
         Err(format!("cgroup v2: {v2}; cgroup v1: {v1}"))
     }
 
+    /// Whether this host delegates a cgroup for runs' limits under `config` (the same real
+    /// writes a runner does at start, undone at once), for tools that choose a configuration.
+    pub(crate) fn probe(config: &crate::Config) -> Result<LimitsEnforced, String> {
+        let budget = Budget {
+            memory_bytes: config.runs_memory_bytes,
+            reserve_bytes: config.executor_reserve_bytes,
+            pids: config.runs_pids,
+        };
+        Hierarchy::delegate(&budget, &config.limits).map(|h| h.enforced())
+    }
+
     /// What runs under this hierarchy get.
     pub(crate) fn enforced(&self) -> LimitsEnforced {
         match self {

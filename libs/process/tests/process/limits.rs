@@ -201,3 +201,39 @@ async fn without_a_cgroup_the_fallbacks_are_reported() {
     assert_eq!(limits.cpu_seconds, Some(10));
     assert!(limits.tmpfs_inodes.is_some());
 }
+
+#[tokio::test]
+async fn a_profile_carries_its_own_limits_and_timeout_ceiling() {
+    let mut sandbox = SandboxConfig::default();
+    let mut build = toolgate_process::Profile::workspace();
+    build.limits = toolgate_process::ProfileLimits {
+        memory_bytes: Some(512 << 20),
+        max_timeout: Some(Duration::from_secs(30)),
+        ..Default::default()
+    };
+    sandbox.profiles.insert("build".to_owned(), build);
+    let runner = Runner::new(Config {
+        sandbox,
+        ..limited(small())
+    })
+    .unwrap();
+    let (_ws, cwd) = workspace();
+    let mut req = RunRequest::argv(["true"], cwd);
+    req.profile = "build".to_owned();
+    let out = collect(runner.try_run(spec(req)).unwrap()).await;
+    let limits = out.started.unwrap().isolation.limits;
+    assert_eq!(limits.memory_bytes, Some(512 << 20));
+    assert_eq!(
+        limits.pids,
+        Some(32),
+        "what the profile leaves stays configured"
+    );
+
+    let (_ws, cwd) = workspace();
+    let mut req = RunRequest::argv(["true"], cwd);
+    req.profile = "build".to_owned();
+    req.timeout = Some(Duration::from_secs(60));
+    let err = runner.try_run(spec(req)).expect_err("above the ceiling");
+    assert_eq!(err.reason(), Reason::InvalidRequest);
+    assert!(err.to_string().contains("timeout"), "{err}");
+}

@@ -1267,7 +1267,10 @@ fn an_auto_npm_test_cannot_plant_what_the_humans_git_runs() {
         "package.json",
         r#"{"name":"demo","version":"1.0.0","scripts":{"test":"sh tools/ci.sh"}}"#,
     );
-    let fsmonitor = format!("printf '[core]\\n\\tfsmonitor = \"touch {}\"\\n'", mark.display());
+    let fsmonitor = format!(
+        "printf '[core]\\n\\tfsmonitor = \"touch {}\"\\n'",
+        mark.display()
+    );
     write(
         "tools/ci.sh",
         &format!(
@@ -1281,10 +1284,16 @@ fn an_auto_npm_test_cannot_plant_what_the_humans_git_runs() {
     let o = up.run("agent", &["run", "--", "npm", "test"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!String::from_utf8_lossy(&o.stdout).contains("RENAMED"), "{}", text(&o));
+    assert!(
+        !String::from_utf8_lossy(&o.stdout).contains("RENAMED"),
+        "{}",
+        text(&o)
+    );
     for path in [".git/commondir", ".git/hooks", "evil.pth"] {
         assert!(
-            stderr.contains(&format!("created protected path `{path}`; the executor reverted it")),
+            stderr.contains(&format!(
+                "created protected path `{path}`; the executor reverted it"
+            )),
             "{path}: {stderr}"
         );
     }
@@ -1296,9 +1305,9 @@ fn an_auto_npm_test_cannot_plant_what_the_humans_git_runs() {
         .expect("an exited line");
     assert_eq!(exited["audit"]["completed"], true, "{exited}");
     assert!(
-        exited["audit"]["violations"]
-            .as_array()
-            .is_some_and(|v| v.iter().any(|v| v["path"] == ".git/commondir" && v["reverted"] == true)),
+        exited["audit"]["violations"].as_array().is_some_and(|v| v
+            .iter()
+            .any(|v| v["path"] == ".git/commondir" && v["reverted"] == true)),
         "{exited}"
     );
 
@@ -1306,7 +1315,18 @@ fn an_auto_npm_test_cannot_plant_what_the_humans_git_runs() {
     std::fs::write(w.join("notes.txt"), "n\n").unwrap();
     git(w, &["status"]);
     git(w, &["add", "notes.txt"]);
-    git(w, &["-c", "user.name=h", "-c", "user.email=h@example.com", "commit", "-qm", "h"]);
+    git(
+        w,
+        &[
+            "-c",
+            "user.name=h",
+            "-c",
+            "user.email=h@example.com",
+            "commit",
+            "-qm",
+            "h",
+        ],
+    );
     assert!(!mark.exists(), "the agent's command ran on the host");
     assert!(!w.join(".git/commondir").exists());
     assert!(!w.join(".git/hooks").exists());
