@@ -209,7 +209,11 @@ impl Supervisor {
             () = tokio::time::sleep(self.final_send_timeout) => {}
             () = async { shutdown.await; tokio::time::sleep(grace).await } => {}
         }
-        if let Some(cgroup) = self.cgroup.take() {
+        // The consumer sees the end of the run now, not after the kernel has emptied the
+        // cgroup (the run's slot stays taken until then).
+        let cgroup = self.cgroup.take();
+        drop(self);
+        if let Some(cgroup) = cgroup {
             cgroup.remove().await;
         }
     }
