@@ -32,6 +32,10 @@ pub struct Capabilities {
     pub default_profile: String,
     /// Runs are refused when the default profile cannot be enforced.
     pub require_sandbox: bool,
+    /// What enforces runs' resource limits (a per-run cgroup), or why no cgroup can.
+    pub limits_enforced: Result<crate::limits::LimitsEnforced, String>,
+    /// Runs are refused when no cgroup can enforce their limits.
+    pub require_limits: bool,
 }
 
 /// A sandbox profile as `GetCapabilities` and `toolgate doctor` report it.

@@ -1,7 +1,14 @@
-//! Per-run cgroup v2 directories: the kill mechanism when PID namespaces are unavailable.
+//! Per-run cgroups: resource limits (memory without swap, processes, CPU) where the host
+//! delegates a cgroup to the executor, on cgroup v2 or on the v1 `memory`, `pids` and `cpu`
+//! hierarchies; and, without a PID namespace, the kill mechanism (`cgroup.kill`).
 //!
-//! The child moves itself into the run's cgroup before exec, so every descendant (including ones
-//! that call `setsid` or double-fork) stays in it; `cgroup.kill` then kills them all at once.
+//! Every run cgroup lives under one parent the executor creates at startup
+//! (`toolgate-runs-<pid>-<n>`), whose memory limit keeps the executor's own headroom: however many
+//! runs there are, together they cannot take the executor's memory. The child joins the run's
+//! cgroups before anything else (before it enters the run's user namespace), so every
+//! descendant is born inside them.
+
+mod hierarchy;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -10,6 +17,10 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
 
+pub(crate) use hierarchy::{Budget, Hierarchy, own_cgroup_dir};
+
+use crate::limits::ResourceLimits;
+
 /// Distinguishes the cgroups of one executor process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
@@ -17,33 +28,143 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 const REMOVE_ATTEMPTS: u32 = 200;
 const REMOVE_BACKOFF: Duration = Duration::from_millis(5);
 
-/// One run's cgroup; killed and removed when dropped, if not removed before.
+/// `cpu.max` / `cpu.cfs_period_us`: the bandwidth period.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// One run's cgroups (one on v2, one per controller on v1); killed and removed when dropped,
+/// if not removed before.
 #[derive(Debug)]
 pub(crate) struct RunCgroup {
-    dir: PathBuf,
+    /// Every directory the child joins; the first is the one whose members are signalled.
+    dirs: Vec<PathBuf>,
+    /// The directory with `cgroup.kill` (v2).
+    v2: Option<PathBuf>,
+    /// Where each statistic is read (absent: not limited by a cgroup).
+    memory: Option<PathBuf>,
+    pids: Option<PathBuf>,
+    cpu: Option<PathBuf>,
     removed: bool,
 }
 
+/// What the kernel counted for a run's cgroups when it ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CgroupStats {
+    /// Processes the OOM killer killed at the memory limit.
+    pub oom_kills: u64,
+    /// Largest memory use of the run, in bytes.
+    pub peak_memory_bytes: Option<u64>,
+    /// Forks refused at `pids.max`.
+    pub pids_refused: u64,
+    /// CPU time of the whole run (v2: every process, reaped or not).
+    pub cpu_time: Option<Duration>,
+    /// Time the run was throttled at its CPU limit.
+    pub throttled: Option<Duration>,
+}
+
+fn fresh_name() -> String {
+    let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    format!("toolgate-run-{}-{id}", std::process::id())
+}
+
 impl RunCgroup {
-    /// Creates a fresh cgroup under `parent` (the executor's own cgroup directory).
+    /// Creates a fresh cgroup under `parent` (the executor's own cgroup v2 directory), with no
+    /// limits: the kill mechanism of unconfined runs without a PID namespace.
     pub(crate) fn create(parent: &Path) -> io::Result<Self> {
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let dir = parent.join(format!("toolgate-run-{}-{id}", std::process::id()));
+        let dir = parent.join(fresh_name());
         std::fs::create_dir(&dir)?;
         Ok(RunCgroup {
-            dir,
+            dirs: vec![dir.clone()],
+            v2: Some(dir),
+            memory: None,
+            pids: None,
+            cpu: None,
             removed: false,
         })
     }
 
-    /// The `cgroup.procs` file the child writes `0` to in order to join.
-    pub(crate) fn procs_file(&self) -> PathBuf {
-        self.dir.join("cgroup.procs")
+    /// Creates the run's cgroups under `hierarchy` with `limits` written before anyone joins.
+    pub(crate) fn limited(hierarchy: &Hierarchy, limits: &ResourceLimits) -> io::Result<Self> {
+        let name = fresh_name();
+        let mut cg = RunCgroup {
+            dirs: Vec::new(),
+            v2: None,
+            memory: None,
+            pids: None,
+            cpu: None,
+            removed: false,
+        };
+        match hierarchy {
+            Hierarchy::V2 { runs, cpu } => {
+                let dir = runs.join(&name);
+                std::fs::create_dir(&dir)?;
+                cg.dirs.push(dir.clone());
+                cg.v2 = Some(dir.clone());
+                write(&dir, "memory.max", limits.memory_bytes)?;
+                // Absent without swap accounting; then there is no swap to limit either.
+                write_if_present(&dir, "memory.swap.max", 0)?;
+                // An OOM kill takes the whole run, not one process of a build that then hangs.
+                write_if_present(&dir, "memory.oom.group", 1)?;
+                write(&dir, "pids.max", limits.pids)?;
+                if *cpu {
+                    std::fs::write(
+                        dir.join("cpu.max"),
+                        format!("{} {CPU_PERIOD_US}", cpu_quota(limits.cpu_millicores)),
+                    )?;
+                    cg.cpu = Some(dir.clone());
+                }
+                cg.memory = Some(dir.clone());
+                cg.pids = Some(dir);
+            }
+            Hierarchy::V1 { memory, pids, cpu } => {
+                // pids first: its members are the ones signalled on v1.
+                let p = pids.join(&name);
+                std::fs::create_dir(&p)?;
+                cg.dirs.push(p.clone());
+                write(&p, "pids.max", limits.pids)?;
+                cg.pids = Some(p);
+                let m = memory.join(&name);
+                std::fs::create_dir(&m)?;
+                cg.dirs.push(m.clone());
+                write(&m, "memory.limit_in_bytes", limits.memory_bytes)?;
+                // memsw (memory + swap) must be set after, and at least, the memory limit.
+                write_if_present(&m, "memory.memsw.limit_in_bytes", limits.memory_bytes)?;
+                cg.memory = Some(m);
+                if let Some(cpu) = cpu {
+                    let c = cpu.join(&name);
+                    std::fs::create_dir(&c)?;
+                    cg.dirs.push(c.clone());
+                    write(&c, "cpu.cfs_period_us", CPU_PERIOD_US)?;
+                    write(&c, "cpu.cfs_quota_us", cpu_quota(limits.cpu_millicores))?;
+                    cg.cpu = Some(c);
+                }
+            }
+        }
+        Ok(cg)
+    }
+
+    /// Adds the executor's kill cgroup (v2, no controllers) to a v1 run's cgroups, so that
+    /// `cgroup.kill` reaches every process of the run.
+    pub(crate) fn with_kill_dir(mut self, parent: &Path) -> io::Result<Self> {
+        if self.v2.is_none() {
+            let dir = parent.join(fresh_name());
+            std::fs::create_dir(&dir)?;
+            self.dirs.push(dir.clone());
+            self.v2 = Some(dir);
+        }
+        Ok(self)
+    }
+
+    /// The `cgroup.procs` files the child writes `0` to in order to join.
+    pub(crate) fn procs_files(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.dirs.iter().map(|d| d.join("cgroup.procs"))
     }
 
     /// Sends `signal` to every process currently in the cgroup.
     pub(crate) fn signal_all(&self, signal: Signal) {
-        let Ok(procs) = std::fs::read_to_string(self.procs_file()) else {
+        let Some(dir) = self.v2.as_ref().or(self.dirs.first()) else {
+            return;
+        };
+        let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
             return;
         };
         for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
@@ -55,25 +176,63 @@ impl RunCgroup {
 
     /// SIGKILLs every process in the cgroup (and every one that would be forked meanwhile).
     pub(crate) fn kill(&self) {
-        if std::fs::write(self.dir.join("cgroup.kill"), b"1").is_err() {
-            // Kernels before 5.14 have no cgroup.kill: signal the members one by one.
+        let killed = self
+            .v2
+            .as_ref()
+            .is_some_and(|d| std::fs::write(d.join("cgroup.kill"), b"1").is_ok());
+        if !killed {
+            // v1, and v2 before Linux 5.14: signal the members one by one (removal repeats it
+            // until the cgroup is empty).
             self.signal_all(Signal::KILL);
         }
     }
 
-    /// Kills what is left and removes the directory once the kernel has emptied it.
-    pub(crate) async fn remove(mut self) {
-        self.kill();
-        for _ in 0..REMOVE_ATTEMPTS {
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => {
-                    self.removed = true;
-                    return;
-                }
-                // EBUSY while killed processes are still exiting.
-                Err(_) => tokio::time::sleep(REMOVE_BACKOFF).await,
+    /// What the kernel counted; read before the cgroups are removed.
+    pub(crate) fn stats(&self) -> CgroupStats {
+        let mut s = CgroupStats::default();
+        if let Some(m) = &self.memory {
+            if self.v2.as_ref() == Some(m) {
+                s.oom_kills = keyed(m, "memory.events", "oom_kill").unwrap_or(0);
+                s.peak_memory_bytes = read_u64(&m.join("memory.peak"));
+            } else {
+                s.oom_kills = keyed(m, "memory.oom_control", "oom_kill").unwrap_or(0);
+                s.peak_memory_bytes = read_u64(&m.join("memory.max_usage_in_bytes"));
             }
         }
+        if let Some(p) = &self.pids {
+            s.pids_refused = keyed(p, "pids.events", "max").unwrap_or(0);
+        }
+        if let Some(c) = &self.cpu {
+            if self.v2.as_ref() == Some(c) {
+                s.cpu_time = keyed(c, "cpu.stat", "usage_usec").map(Duration::from_micros);
+                s.throttled = keyed(c, "cpu.stat", "throttled_usec").map(Duration::from_micros);
+            } else {
+                s.throttled = keyed(c, "cpu.stat", "throttled_time").map(Duration::from_nanos);
+            }
+        }
+        s
+    }
+
+    /// Kills what is left and removes the directories once the kernel has emptied them.
+    pub(crate) async fn remove(mut self) {
+        for _ in 0..REMOVE_ATTEMPTS {
+            self.kill();
+            if self.try_remove() {
+                self.removed = true;
+                return;
+            }
+            // EBUSY while killed processes are still exiting.
+            tokio::time::sleep(REMOVE_BACKOFF).await;
+        }
+    }
+
+    /// Removes every directory that is empty; true when none is left.
+    fn try_remove(&mut self) -> bool {
+        self.dirs.retain(|d| match std::fs::remove_dir(d) {
+            Ok(()) => false,
+            Err(e) => e.kind() != io::ErrorKind::NotFound,
+        });
+        self.dirs.is_empty()
     }
 }
 
@@ -81,16 +240,61 @@ impl Drop for RunCgroup {
     fn drop(&mut self) {
         if !self.removed {
             self.kill();
-            let _ = std::fs::remove_dir(&self.dir);
+            self.try_remove();
         }
     }
 }
 
-/// The executor's own cgroup directory under the cgroup2 mount, from `/proc/self/cgroup`.
-pub(crate) fn own_cgroup_dir(mount_point: &Path) -> Option<PathBuf> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let path = own
-        .lines()
-        .find_map(|l| l.strip_prefix("0::").map(|p| p.trim().to_owned()))?;
-    Some(mount_point.join(path.trim_start_matches('/')))
+/// `cpu.max` quota in microseconds per period for `millicores`.
+fn cpu_quota(millicores: u32) -> u64 {
+    (u64::from(millicores) * CPU_PERIOD_US / 1000).max(1000)
+}
+
+fn write(dir: &Path, file: &str, value: impl std::fmt::Display) -> io::Result<()> {
+    std::fs::write(dir.join(file), value.to_string())
+        .map_err(|e| io::Error::new(e.kind(), format!("write {file}: {e}")))
+}
+
+fn write_if_present(dir: &Path, file: &str, value: impl std::fmt::Display) -> io::Result<()> {
+    match std::fs::write(dir.join(file), value.to_string()) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other.map_err(|e| io::Error::new(e.kind(), format!("write {file}: {e}"))),
+    }
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The value of `key` in a flat-keyed file (`oom_kill 3`).
+fn keyed(dir: &Path, file: &str, key: &str) -> Option<u64> {
+    parse_keyed(&std::fs::read_to_string(dir.join(file)).ok()?, key)
+}
+
+fn parse_keyed(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_flat_keyed_files() {
+        let events = "low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(parse_keyed(events, "oom_kill"), Some(1));
+        assert_eq!(parse_keyed(events, "max"), Some(4));
+        assert_eq!(parse_keyed(events, "missing"), None);
+    }
+
+    #[test]
+    fn cpu_quota_is_per_period() {
+        assert_eq!(cpu_quota(1000), 100_000);
+        assert_eq!(cpu_quota(250), 25_000);
+        // The kernel refuses quotas below 1 ms.
+        assert_eq!(cpu_quota(1), 1000);
+    }
 }

@@ -313,6 +313,21 @@ pub struct Config {
     /// Without a PID namespace, put each run in its own cgroup v2 (killed with `cgroup.kill`) when
     /// the executor may create cgroups; off leaves only the process group.
     pub use_cgroup: bool,
+    /// Every run's memory, process and CPU limits (a profile may replace each). Enforced by a
+    /// per-run cgroup where the host delegates one (and `use_cgroup`); otherwise only the
+    /// kernel's fallbacks apply, and `Started.isolation.limits` says which.
+    pub limits: crate::limits::ResourceLimits,
+    /// Refuse every run when its memory, process and CPU limits cannot be enforced by a cgroup
+    /// (fail closed, like `sandbox.require`). Off is an explicit operator choice.
+    pub require_limits: bool,
+    /// Memory all runs together may use (their parent cgroup's limit, and the admission budget
+    /// for the sum of concurrent runs' memory limits and tmpfs sizes). `None`: the executor's
+    /// own limit (or the host's memory) minus `executor_reserve_bytes`.
+    pub runs_memory_bytes: Option<u64>,
+    /// Memory kept for the executor itself below its own limit.
+    pub executor_reserve_bytes: u64,
+    /// Processes all runs together may have (their parent cgroup's `pids.max`).
+    pub runs_pids: u32,
     /// Variables every run gets from the operator (for example `CARGO_HOME`, `RUSTUP_HOME`);
     /// a caller's addition may not replace them.
     pub env: Vec<(String, String)>,
@@ -343,6 +358,11 @@ impl Default for Config {
             home_tmpfs_bytes: 128 << 20,
             use_pid_namespace: true,
             use_cgroup: true,
+            limits: crate::limits::ResourceLimits::default(),
+            require_limits: true,
+            runs_memory_bytes: None,
+            executor_reserve_bytes: 512 << 20,
+            runs_pids: 16384,
             env: Vec::new(),
             sandbox: crate::sandbox::SandboxConfig::default(),
         }
@@ -383,6 +403,22 @@ impl Config {
                     "{} exceeds max_tail_bytes {}",
                     self.default_tail_bytes, self.max_tail_bytes
                 ),
+            ));
+        }
+        let l = &self.limits;
+        if l.memory_bytes < 16 << 20 {
+            return Err(invalid("limits.memory_bytes", "must be at least 16 MiB"));
+        }
+        if l.pids < 8 {
+            return Err(invalid("limits.pids", "must be at least 8"));
+        }
+        if l.cpu_millicores < 10 {
+            return Err(invalid("limits.cpu_millicores", "must be at least 10"));
+        }
+        if self.runs_pids < l.pids {
+            return Err(invalid(
+                "runs_pids",
+                format!("{} is below limits.pids {}", self.runs_pids, l.pids),
             ));
         }
         if self.max_concurrent_runs == 0 {

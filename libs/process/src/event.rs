@@ -72,6 +72,8 @@ pub struct Isolation {
     pub sandboxed: bool,
     /// The run shares the host's network.
     pub network: bool,
+    /// The resource limits the run got and what enforces them.
+    pub limits: crate::limits::EnforcedLimits,
 }
 
 /// An output stream.
@@ -110,6 +112,9 @@ pub struct Exited {
     /// What the after-run audit of the protected set found and undid (`None`: no audit was
     /// asked for, or the run never started); `Err` says why the audit could not finish.
     pub audit: Option<Result<AuditReport, String>>,
+    /// The resource limit the run ran into, if any (`Memory`: the kernel killed it at its
+    /// memory limit).
+    pub limit: Option<crate::limits::LimitExceeded>,
 }
 
 /// How a run ended.
@@ -202,6 +207,13 @@ pub struct Usage {
     pub system_cpu: Duration,
     /// Peak resident set size of the child (or its largest reaped descendant), in bytes.
     pub peak_rss_bytes: u64,
+    /// Peak memory of the whole run (every process, page cache and tmpfs it charged), from
+    /// its cgroup; 0 without one.
+    pub peak_memory_bytes: u64,
+    /// The kernel's OOM killer killed a process of the run at its memory limit.
+    pub oom_killed: bool,
+    /// Time the run was held back at its CPU limit (from its cgroup).
+    pub cpu_throttled: Duration,
 }
 
 /// The conventional name of a signal number (`SIGKILL`), or `SIG<n>` when unknown.

@@ -24,6 +24,7 @@ mod caps;
 mod cgroup;
 pub mod config;
 mod event;
+pub mod limits;
 mod output;
 pub mod runner;
 pub mod sandbox;
@@ -39,6 +40,15 @@ pub use event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Output, Started, Status, Stream,
     StreamSummary, Usage, signal_name,
 };
+pub use limits::{
+    EnforcedLimits, LimitExceeded, LimitsEnforced, ProfileLimits, ResourceLimits, human_bytes,
+};
+/// Whether this host delegates a cgroup for runs' resource limits under `config`: the
+/// mechanism (`CgroupV2`/`CgroupV1`), or why not. Does the real writes and undoes them.
+pub fn probe_limits(config: &Config) -> Result<LimitsEnforced, String> {
+    cgroup::Hierarchy::probe(config)
+}
+
 pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner};
 pub use sandbox::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
 pub use spec::{Audit, Command, RunRequest, RunSpec};

@@ -20,12 +20,13 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use toolgate_core::{Reason, ReasonedError};
 
 use crate::caps::{Capabilities, LimitsView, ProfileStatus, probe_host};
-use crate::cgroup::RunCgroup;
+use crate::cgroup::{Budget, Hierarchy, RunCgroup};
 use crate::config::{self, Config};
 use crate::event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Started, Status, Stream, StreamSummary,
     Usage,
 };
+use crate::limits::{EnforcedLimits, LimitExceeded, LimitsEnforced, ResourceLimits};
 use crate::output::{StreamLimits, pump};
 use crate::sandbox::{Built, Masks, Resolved, Sandboxes, Unavailable};
 use crate::spec::{Audit, Command, RunSpec};
@@ -89,6 +90,15 @@ pub enum Error {
         /// What is missing, for the operator and the model.
         missing: String,
     },
+    /// The run's resource limits cannot be enforced here and the configuration requires them.
+    #[error(
+        "resource limits cannot be enforced on this executor ({missing}); give it a delegated \
+         cgroup or set process.require_limits = false"
+    )]
+    LimitsUnavailable {
+        /// Why no cgroup could be used.
+        missing: String,
+    },
     /// Preparing the run failed on the executor side.
     #[error("cannot prepare the run: {what}: {source}")]
     Setup {
@@ -105,7 +115,9 @@ impl ReasonedError for Error {
             Error::Busy { .. } | Error::ShuttingDown => Reason::Busy,
             Error::EnvNotAllowed { .. } | Error::AboveMaximum { .. } => Reason::InvalidRequest,
             Error::Config(e) => e.reason(),
-            Error::SandboxUnavailable { .. } => Reason::SandboxUnavailable,
+            Error::SandboxUnavailable { .. } | Error::LimitsUnavailable { .. } => {
+                Reason::SandboxUnavailable
+            }
             Error::NoBash { .. } | Error::NoRuntime | Error::Setup { .. } => Reason::Internal,
         }
     }
@@ -172,6 +184,81 @@ struct Inner {
     sandbox_pid_limit: Option<u32>,
     /// What the escape self-test found at startup.
     escapes: Vec<EscapeCheck>,
+    /// The runs' parent cgroup(s), where the host delegates them; else why not.
+    hierarchy: Result<Hierarchy, String>,
+}
+
+impl Inner {
+    /// What the profile named `name` changes of the configured limits (nothing for an
+    /// unknown name: resolving it fails elsewhere).
+    fn profile_limits(&self, name: &str) -> crate::limits::ProfileLimits {
+        let sandbox = &self.config.sandbox;
+        let name = if name.is_empty() {
+            sandbox.default_profile.as_str()
+        } else {
+            name
+        };
+        sandbox
+            .profiles
+            .get(name)
+            .map(|p| p.limits)
+            .unwrap_or_default()
+    }
+
+    /// The limits a run with `resources` gets here: its cgroup's when it has one, else the
+    /// kernel's fallbacks (its PID namespace's `pid_max`, `RLIMIT_CPU` worth `timeout` at its
+    /// CPU share, tmpfs sizes). `RLIMIT_AS` is never used: Node, the JVM and Go reserve far
+    /// more address space than they touch.
+    fn enforced(
+        &self,
+        resources: &ResourceLimits,
+        sandbox: Option<&Built>,
+        timeout: Duration,
+        cgroup: bool,
+    ) -> EnforcedLimits {
+        let pid_ns_limit = match sandbox {
+            Some(_) => self.sandbox_pid_limit,
+            None if self.plan.mechanism == KillMechanism::PidNamespace => self.plan.pid_limit,
+            None => None,
+        };
+        let sb = &self.sandboxes.config;
+        let (tmpfs_bytes, tmpfs_inodes) = match sandbox {
+            Some(_) => (
+                Some(sb.tmp_bytes + sb.shm_bytes + self.config.home_tmpfs_bytes),
+                Some(sb.tmpfs_inodes),
+            ),
+            None if self.plan.home_tmpfs && self.home_mount.is_some() => {
+                (Some(self.config.home_tmpfs_bytes), Some(sb.tmpfs_inodes))
+            }
+            None => (None, None),
+        };
+        let configured_cpu = self.config.rlimits.cpu_seconds;
+        match (&self.hierarchy, cgroup) {
+            (Ok(h), true) => EnforcedLimits {
+                enforced: h.enforced(),
+                memory_bytes: Some(resources.memory_bytes),
+                pids: Some(pid_ns_limit.map_or(resources.pids, |p| p.min(resources.pids))),
+                cpu_millicores: h.limits_cpu().then_some(resources.cpu_millicores),
+                cpu_seconds: configured_cpu,
+                tmpfs_bytes,
+                tmpfs_inodes,
+            },
+            _ => {
+                let share = timeout.as_secs_f64() * f64::from(resources.cpu_millicores) / 1000.0;
+                let fallback = (share.ceil() as u64).max(1);
+                let cpu_seconds = Some(configured_cpu.map_or(fallback, |c| c.min(fallback)));
+                EnforcedLimits {
+                    enforced: LimitsEnforced::Rlimit,
+                    memory_bytes: None,
+                    pids: pid_ns_limit,
+                    cpu_millicores: None,
+                    cpu_seconds,
+                    tmpfs_bytes,
+                    tmpfs_inodes,
+                }
+            }
+        }
+    }
 }
 
 impl Drop for Inner {
@@ -304,11 +391,26 @@ impl Runner {
             } else {
                 None
             };
-        let cgroup_parent = cgroup
-            .mount_point
-            .as_deref()
-            .filter(|_| cgroup.writable)
-            .and_then(crate::cgroup::own_cgroup_dir);
+        let hierarchy = if config.use_cgroup {
+            let budget = Budget {
+                memory_bytes: config.runs_memory_bytes,
+                reserve_bytes: config.executor_reserve_bytes,
+                pids: config.runs_pids,
+            };
+            Hierarchy::delegate(&budget, &config.limits)
+        } else {
+            Err("process.use_cgroup is off".to_owned())
+        };
+        // On v2 the runs' parent is where run cgroups go, for killing as for limits (the
+        // executor may have moved itself into a leaf beside it).
+        let cgroup_parent = match hierarchy.as_ref().ok().and_then(Hierarchy::v2_runs) {
+            Some(runs) => Some(runs.to_path_buf()),
+            None => cgroup
+                .mount_point
+                .as_deref()
+                .filter(|_| cgroup.writable)
+                .and_then(crate::cgroup::own_cgroup_dir),
+        };
         let mut inner = Inner {
             permits: Arc::new(Semaphore::new(config.max_concurrent_runs)),
             shutdown: watch::Sender::new(false),
@@ -324,6 +426,11 @@ impl Runner {
                 profiles: Vec::new(),
                 default_profile: config.sandbox.default_profile.clone(),
                 require_sandbox: config.sandbox.require,
+                limits_enforced: hierarchy
+                    .as_ref()
+                    .map(Hierarchy::enforced)
+                    .map_err(Clone::clone),
+                require_limits: config.require_limits,
             },
             config,
             plan: plan.clone(),
@@ -334,6 +441,7 @@ impl Runner {
             sandboxes,
             sandbox_pid_limit: None,
             escapes: Vec::new(),
+            hierarchy,
         };
         inner.self_test_sandboxes();
         if inner.config.use_pid_namespace && namespaces.pid && namespaces.mount {
@@ -440,11 +548,18 @@ impl Runner {
             }
         }
         let timeout = req.timeout.unwrap_or(config.default_timeout);
-        if timeout > config.max_timeout {
+        let max_timeout = self
+            .inner
+            .profile_limits(&req.profile)
+            .max_timeout
+            .map_or(config.max_timeout, |ceiling| {
+                ceiling.min(config.max_timeout)
+            });
+        if timeout > max_timeout {
             return Err(Error::AboveMaximum {
                 field: "timeout",
                 requested: format!("{timeout:?}"),
-                max: format!("{:?}", config.max_timeout),
+                max: format!("{max_timeout:?}"),
             });
         }
         let mut caps = [0u64; 2];
@@ -525,6 +640,14 @@ impl Runner {
             Ok(Resolved::Unconfined(name)) => (None, name.to_owned()),
             Err((profile, why)) => return Err(unavailable(profile, why)),
         };
+        if config.require_limits
+            && let Err(missing) = &inner.hierarchy
+        {
+            return Err(Error::LimitsUnavailable {
+                missing: missing.clone(),
+            });
+        }
+        let resources = inner.profile_limits(&profile_name).apply(config.limits);
         let home = if sandbox.is_some() {
             None
         } else {
@@ -549,12 +672,15 @@ impl Runner {
         } else {
             Io::Null
         };
-        let run_cgroup = if sandbox.is_some() {
-            None
-        } else {
-            inner.run_cgroup()?
-        };
-        let isolation = inner.isolation(sandbox.as_ref().map(|(_, b)| *b), &profile_name);
+        let run_cgroup = inner.run_cgroup(Some(&resources), sandbox.is_some())?;
+        let enforced = inner.enforced(
+            &resources,
+            sandbox.as_ref().map(|(_, b)| *b),
+            timeout,
+            run_cgroup.is_some(),
+        );
+        let mut isolation = inner.isolation(sandbox.as_ref().map(|(_, b)| *b), &profile_name);
+        isolation.limits = enforced;
         let mechanism = isolation.kill_mechanism;
         let prepared = inner.prepare(
             program,
@@ -563,6 +689,7 @@ impl Runner {
             &home_path,
             req.cwd,
             run_cgroup.as_ref(),
+            enforced.cpu_seconds,
             sandbox.map(|(setup, built)| (setup, built.profile.network)),
         );
 
@@ -592,6 +719,7 @@ impl Runner {
                     },
                     finished_at: SystemTime::now(),
                     audit: None,
+                    limit: None,
                 };
                 // The channel is fresh and has room for at least one event.
                 let _ = tx.try_send(Event::Exited(exited));
@@ -625,6 +753,7 @@ impl Runner {
             guard,
             mechanism,
             cgroup: run_cgroup,
+            enforced,
             tx,
             cancel: cancel.0.subscribe(),
             shutdown: inner.shutdown.subscribe(),
@@ -684,9 +813,9 @@ impl Runner {
             .clone()
             .unwrap_or_else(std::env::temp_dir);
         // Joins no cgroup: a baseline for the PID-namespace and process-group mechanisms.
-        let prepared = self
-            .inner
-            .prepare(argv[0], &argv[1..], &[], &home, cwd, None, None)?;
+        let prepared =
+            self.inner
+                .prepare(argv[0], &argv[1..], &[], &home, cwd, None, None, None)?;
         let stdout = if capture_stdout { Io::Pipe } else { Io::Null };
         let child = self.inner.spawn(prepared, [Io::Null, stdout, Io::Null])?;
         if let Some(out) = &child.stdout {

@@ -83,6 +83,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 "cgroup_writable": caps.cgroup.writable,
                 "default_profile": caps.default_profile,
                 "require_sandbox": caps.require_sandbox,
+                "limits_enforced": caps.limits_enforced.as_ref().map_or("none", |l| l.as_str()),
+                "limits_missing": caps.limits_enforced.as_ref().err(),
+                "require_limits": caps.require_limits,
                 "profiles": profiles,
                 "escape_checks": checks,
                 "ok": default_ok && escapes.is_empty(),
@@ -101,6 +104,17 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
         println!("  landlock     ABI {}", caps.landlock_abi);
         println!("  seccomp      {}", yes(caps.seccomp));
         println!("  cgroup v2    writable {}", yes(caps.cgroup.writable));
+        match &caps.limits_enforced {
+            Ok(l) => println!("  run limits   {} (memory, pids, cpu per run)", l.as_str()),
+            Err(why) => println!(
+                "  run limits   NO CGROUP, {}: {why}",
+                if caps.require_limits {
+                    "runs are refused"
+                } else {
+                    "runs get pid_max, RLIMIT_CPU and tmpfs sizes only"
+                }
+            ),
+        }
         println!(
             "\nprofiles (default `{}`, sandbox {})",
             caps.default_profile,

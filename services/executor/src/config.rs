@@ -234,12 +234,48 @@ pub struct ProcessSection {
     /// Refuse every run when the default profile cannot be enforced on this kernel. Off is an
     /// explicit operator choice (runs then go unconfined, as `Started.isolation` reports).
     pub require_sandbox: bool,
+    /// Refuse every run when its memory, process and CPU limits cannot be enforced by a
+    /// per-run cgroup (no delegated cgroup). Off is an explicit operator choice: runs then get
+    /// only the kernel's fallbacks, as `Started.isolation.limits` reports.
+    pub require_limits: bool,
+    /// Every run's resource limits (a profile may replace each).
+    pub limits: LimitsSection,
+    /// Memory all runs together may use; unset: the executor's own memory limit (or the
+    /// host's memory) minus `executor_reserve_bytes`.
+    pub runs_memory_bytes: Option<u64>,
+    /// Memory kept for the executor itself below its own limit.
+    pub executor_reserve_bytes: u64,
+    /// Processes all runs together may have.
+    pub runs_pids: u32,
     /// Variables every run gets (for example `CARGO_HOME`); callers cannot replace them.
     pub env: std::collections::BTreeMap<String, String>,
     /// Directories prepended to the runs' `PATH` (toolchain `bin` directories).
     pub path_prepend: Vec<PathBuf>,
     /// The run sandbox.
     pub sandbox: SandboxSection,
+}
+
+/// `[process.limits]`: one run's resources (see `toolgate_process::ResourceLimits`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Memory of all the run's processes together, no swap, in bytes.
+    pub memory_bytes: u64,
+    /// Processes and threads at once.
+    pub pids: u32,
+    /// CPU bandwidth in thousandths of a core.
+    pub cpu_millicores: u32,
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        let d = toolgate_process::ResourceLimits::default();
+        LimitsSection {
+            memory_bytes: d.memory_bytes,
+            pids: d.pids,
+            cpu_millicores: d.cpu_millicores,
+        }
+    }
 }
 
 /// `[process.sandbox]`: what a run can see (see `toolgate_process::SandboxConfig`).
@@ -257,6 +293,8 @@ pub struct SandboxSection {
     pub hidden_system_paths: Vec<PathBuf>,
     /// Size of each run's private `/tmp`, in bytes.
     pub tmp_bytes: u64,
+    /// Files each private tmpfs of a run (`/tmp`, `/dev/shm`, HOME) may hold.
+    pub tmpfs_inodes: u64,
     /// The run's `HOME` inside its view (a private tmpfs).
     pub home: PathBuf,
 }
@@ -270,6 +308,7 @@ impl Default for SandboxSection {
             system_paths: d.system_paths,
             hidden_system_paths: d.hidden_system_paths,
             tmp_bytes: d.tmp_bytes,
+            tmpfs_inodes: d.tmpfs_inodes,
             home: d.home,
         }
     }
@@ -287,6 +326,14 @@ pub struct ProfileSection {
     pub tcp_connect_ports: Vec<u16>,
     /// The workspace is read-only too.
     pub read_only_workspace: bool,
+    /// Replaces `process.limits.memory_bytes` for runs under this profile.
+    pub memory_bytes: Option<u64>,
+    /// Replaces `process.limits.pids`.
+    pub pids: Option<u32>,
+    /// Replaces `process.limits.cpu_millicores`.
+    pub cpu_millicores: Option<u32>,
+    /// A lower timeout ceiling than `process.max_timeout_ms` for runs under this profile.
+    pub max_timeout_ms: Option<u64>,
 }
 
 impl Default for ProcessSection {
@@ -304,6 +351,11 @@ impl Default for ProcessSection {
             pid_namespace: p.use_pid_namespace,
             sandbox_profile: toolgate_process::DEFAULT_PROFILE.into(),
             require_sandbox: true,
+            require_limits: p.require_limits,
+            limits: LimitsSection::default(),
+            runs_memory_bytes: p.runs_memory_bytes,
+            executor_reserve_bytes: p.executor_reserve_bytes,
+            runs_pids: p.runs_pids,
             env: std::collections::BTreeMap::new(),
             path_prepend: Vec::new(),
             sandbox: SandboxSection::default(),
@@ -324,6 +376,15 @@ impl Config {
             default_tail_bytes: s.default_tail_bytes,
             max_concurrent_runs: s.max_concurrent_runs,
             use_pid_namespace: s.pid_namespace,
+            require_limits: s.require_limits,
+            limits: toolgate_process::ResourceLimits {
+                memory_bytes: s.limits.memory_bytes,
+                pids: s.limits.pids,
+                cpu_millicores: s.limits.cpu_millicores,
+            },
+            runs_memory_bytes: s.runs_memory_bytes,
+            executor_reserve_bytes: s.executor_reserve_bytes,
+            runs_pids: s.runs_pids,
             env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             ..toolgate_process::Config::default()
         };
@@ -345,6 +406,12 @@ impl Config {
                     network: p.network,
                     tcp_connect_ports: p.tcp_connect_ports.clone(),
                     read_only_workspace: p.read_only_workspace,
+                    limits: toolgate_process::ProfileLimits {
+                        memory_bytes: p.memory_bytes,
+                        pids: p.pids,
+                        cpu_millicores: p.cpu_millicores,
+                        max_timeout: p.max_timeout_ms.map(Duration::from_millis),
+                    },
                 },
             );
         }
@@ -358,6 +425,7 @@ impl Config {
             read_only_paths: s.sandbox.read_only_paths.clone(),
             home: s.sandbox.home.clone(),
             tmp_bytes: s.sandbox.tmp_bytes,
+            tmpfs_inodes: s.sandbox.tmpfs_inodes,
             ..c.sandbox
         };
         c.allowed_env =

@@ -212,6 +212,15 @@ pub async fn serve_with(
         pb::executor_service_server::SERVICE_NAME,
     ]);
     let runner = toolgate_process::Runner::new(config.process_config().map_err(Error::Config)?)?;
+    match &runner.capabilities().limits_enforced {
+        Ok(l) => tracing::info!(enforced = l.as_str(), "per-run resource limits ready"),
+        Err(why) if runner.config().require_limits => {
+            tracing::warn!(%why, "no cgroup for per-run resource limits: runs are refused (process.require_limits)");
+        }
+        Err(why) => {
+            tracing::warn!(%why, "no cgroup for per-run resource limits: runs get the kernel's fallbacks only");
+        }
+    }
     for p in &runner.capabilities().profiles {
         metrics.sandbox_profile(&p.name, p.available.is_ok());
         match &p.available {

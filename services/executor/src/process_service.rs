@@ -319,6 +319,7 @@ impl RunRecord {
                             stderr: (&x.stderr).into(),
                             isolation: self.isolation.take().map(Box::new),
                             audit: x.audit.clone(),
+                            limit: x.limit,
                         },
                     },
                 )));
@@ -363,6 +364,31 @@ pub(crate) fn usage(u: &toolgate_process::Usage) -> common::ResourceUsage {
         user_cpu_time: Some(proto_duration(u.user_cpu)),
         system_cpu_time: Some(proto_duration(u.system_cpu)),
         peak_rss_bytes: u.peak_rss_bytes,
+        peak_memory_bytes: u.peak_memory_bytes,
+        oom_killed: u.oom_killed,
+        cpu_throttled: Some(proto_duration(u.cpu_throttled)),
+    }
+}
+
+/// The limits a run got, on the wire (0 where nothing bounds a resource).
+pub(crate) fn limits_to_wire(l: &toolgate_process::EnforcedLimits) -> common::RunLimits {
+    common::RunLimits {
+        enforced: l.enforced.as_str().to_owned(),
+        memory_bytes: l.memory_bytes.unwrap_or(0),
+        pids: l.pids.unwrap_or(0),
+        cpu_millicores: l.cpu_millicores.unwrap_or(0),
+        cpu_seconds: l.cpu_seconds.unwrap_or(0),
+        tmpfs_bytes: l.tmpfs_bytes.unwrap_or(0),
+        tmpfs_inodes: l.tmpfs_inodes.unwrap_or(0),
+    }
+}
+
+/// The limit a run ran into, on the wire, with the message for the model.
+pub(crate) fn limit_to_wire(l: toolgate_process::LimitExceeded) -> common::LimitExceeded {
+    common::LimitExceeded {
+        resource: l.as_str().to_owned(),
+        limit: l.value(),
+        message: l.message(),
     }
 }
 
@@ -497,6 +523,7 @@ fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
             usage: Some(usage(&x.usage)),
             finished_at: Some(prost_types::Timestamp::from(x.finished_at)),
             audit: x.audit.as_ref().map(audit_to_wire),
+            limit_exceeded: x.limit.map(limit_to_wire),
         }),
     };
     pb::RunResponse { event: Some(event) }
@@ -564,6 +591,7 @@ fn isolation(i: &Isolation) -> pb::Isolation {
         sandboxed: i.sandboxed,
         network: i.network,
         pid_limit: i.pid_limit.unwrap_or(0),
+        limits: Some(limits_to_wire(&i.limits)),
     }
 }
 

@@ -93,7 +93,9 @@ pub(crate) fn from_wire(
         stdout_truncated,
         stderr_truncated,
         error,
-        isolation: o.isolation.map(|i| isolation_json(&i)),
+        isolation: o
+            .isolation
+            .map(|i| isolation_json(&i, o.limit_exceeded.as_ref())),
         integrity: o.audit.map(|a| audit_json(&a)),
     })
 }
@@ -220,8 +222,8 @@ fn audit_from_json(text: &str) -> Option<common::IntegrityAudit> {
 }
 
 /// The stored form of a run's isolation: a JSON object with the wire field names.
-fn isolation_json(i: &pb::RunIsolation) -> String {
-    serde_json::json!({
+fn isolation_json(i: &pb::RunIsolation, limit: Option<&common::LimitExceeded>) -> String {
+    let mut v = serde_json::json!({
         "sandbox_profile": i.sandbox_profile,
         "sandboxed": i.sandboxed,
         "namespaces": i.namespaces,
@@ -229,8 +231,54 @@ fn isolation_json(i: &pb::RunIsolation) -> String {
         "seccomp": i.seccomp,
         "network": i.network,
         "pid_limit": i.pid_limit,
+    });
+    // What bounded the run's resources and, beside it, the limit that ended it: the ledger
+    // keeps one isolation record per outcome.
+    if let Some(l) = &i.limits {
+        v["limits"] = serde_json::json!({
+            "enforced": l.enforced,
+            "memory_bytes": l.memory_bytes,
+            "pids": l.pids,
+            "cpu_millicores": l.cpu_millicores,
+            "cpu_seconds": l.cpu_seconds,
+            "tmpfs_bytes": l.tmpfs_bytes,
+            "tmpfs_inodes": l.tmpfs_inodes,
+        });
+    }
+    if let Some(l) = limit {
+        v["limit_exceeded"] = serde_json::json!({
+            "resource": l.resource,
+            "limit": l.limit,
+            "message": l.message,
+        });
+    }
+    v.to_string()
+}
+
+/// The stored run limits of an isolation record, if it has them.
+fn limits_from_json(v: &serde_json::Value) -> Option<common::RunLimits> {
+    let l = v.get("limits")?;
+    let n = |k: &str| l[k].as_u64().unwrap_or_default();
+    Some(common::RunLimits {
+        enforced: l["enforced"].as_str().unwrap_or_default().to_owned(),
+        memory_bytes: n("memory_bytes"),
+        pids: n("pids") as u32,
+        cpu_millicores: n("cpu_millicores") as u32,
+        cpu_seconds: n("cpu_seconds"),
+        tmpfs_bytes: n("tmpfs_bytes"),
+        tmpfs_inodes: n("tmpfs_inodes"),
     })
-    .to_string()
+}
+
+/// The stored limit a run ran into, if any.
+fn limit_exceeded_from_json(text: &str) -> Option<common::LimitExceeded> {
+    let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let l = v.get("limit_exceeded")?;
+    Some(common::LimitExceeded {
+        resource: l["resource"].as_str().unwrap_or_default().to_owned(),
+        limit: l["limit"].as_u64().unwrap_or_default(),
+        message: l["message"].as_str().unwrap_or_default().to_owned(),
+    })
 }
 
 /// The wire form of a stored isolation; fields it lacks stay at their defaults.
@@ -253,6 +301,7 @@ fn isolation_from_json(text: &str) -> Option<pb::RunIsolation> {
         seccomp: b("seccomp"),
         network: b("network"),
         pid_limit: v["pid_limit"].as_u64().unwrap_or_default() as u32,
+        limits: limits_from_json(&v),
     })
 }
 
@@ -333,6 +382,7 @@ pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
         result_reason,
         isolation: o.isolation.as_deref().and_then(isolation_from_json),
         audit: o.integrity.as_deref().and_then(audit_from_json),
+        limit_exceeded: o.isolation.as_deref().and_then(limit_exceeded_from_json),
         // A recorded outcome is an execution; a call that did not start has none.
         not_started: false,
     }
@@ -437,6 +487,40 @@ mod tests {
             git: Vec::new(),
         };
         assert_eq!(audit_from_json(&audit_json(&failed)).unwrap(), failed);
+    }
+
+    #[test]
+    fn the_limits_and_the_limit_a_run_hit_are_stored_and_read_back() {
+        let limits = common::RunLimits {
+            enforced: "cgroup-v1".into(),
+            memory_bytes: 256 << 20,
+            pids: 32,
+            cpu_millicores: 500,
+            cpu_seconds: 0,
+            tmpfs_bytes: 700 << 20,
+            tmpfs_inodes: 65_536,
+        };
+        let hit = common::LimitExceeded {
+            resource: "memory".into(),
+            limit: 256 << 20,
+            message: "the run exceeded its 256 MiB memory limit and was killed by the kernel"
+                .into(),
+        };
+        let isolation = pb::RunIsolation {
+            sandbox_profile: "workspace".into(),
+            limits: Some(limits.clone()),
+            ..Default::default()
+        };
+        let text = isolation_json(&isolation, Some(&hit));
+        assert_eq!(
+            isolation_from_json(&text).and_then(|i| i.limits),
+            Some(limits)
+        );
+        assert_eq!(limit_exceeded_from_json(&text), Some(hit));
+        // Records from before limits were reported read back without them.
+        let old = isolation_json(&pb::RunIsolation::default(), None);
+        assert_eq!(isolation_from_json(&old).and_then(|i| i.limits), None);
+        assert_eq!(limit_exceeded_from_json(&old), None);
     }
 
     #[test]

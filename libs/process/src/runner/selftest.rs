@@ -162,6 +162,7 @@ impl Inner {
                 &home,
                 cwd,
                 None,
+                None,
                 Some((setup, built.profile.network)),
             )
             .map_err(|e| e.to_string())?;

@@ -41,6 +41,7 @@ impl Inner {
         home: &Path,
         cwd: OwnedFd,
         cgroup: Option<&RunCgroup>,
+        cpu_seconds: Option<u64>,
         sandbox: Option<(SandboxSetup, bool)>,
     ) -> io::Result<Prepared> {
         let home = home
@@ -88,7 +89,7 @@ impl Inner {
         for (resource, value) in [
             (Resource::Nofile, rl.nofile),
             (Resource::Fsize, rl.fsize),
-            (Resource::Cpu, rl.cpu_seconds),
+            (Resource::Cpu, cpu_seconds),
             (Resource::As, rl.address_space),
             (Resource::Nproc, rl.nproc),
         ] {
@@ -118,14 +119,21 @@ impl Inner {
                 .and_then(|dir| {
                     let target = CString::new(dir.clone().into_os_string().into_vec()).ok()?;
                     let options = CString::new(format!(
-                        "size={},nr_inodes=65536,mode=0700",
-                        self.config.home_tmpfs_bytes
+                        "size={},nr_inodes={},mode=0700",
+                        self.config.home_tmpfs_bytes, self.sandboxes.config.tmpfs_inodes
                     ))
                     .ok()?;
                     Some((target, options))
                 }),
             join_cgroup: cgroup
-                .and_then(|c| CString::new(c.procs_file().into_os_string().into_vec()).ok()),
+                .map(|c| {
+                    c.procs_files()
+                        .map(|f| CString::new(f.into_os_string().into_vec()))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in a cgroup path"))?
+                .unwrap_or_default(),
             sandbox: sandbox.map(|(setup, _)| setup),
         };
         Ok(Prepared {
@@ -152,13 +160,33 @@ impl Inner {
         .map_err(setup_err("create the private HOME"))
     }
 
-    /// A fresh cgroup for one run when the cgroup mechanism is in force.
-    pub(super) fn run_cgroup(&self) -> Result<Option<RunCgroup>, Error> {
-        match (&self.plan.mechanism, &self.plan.cgroup_parent) {
-            (KillMechanism::Cgroup, Some(parent)) => RunCgroup::create(parent)
+    /// A fresh cgroup for one run: with `resources` as its limits where the host delegates a
+    /// hierarchy, and (unsandboxed runs without a PID namespace) the one `cgroup.kill` ends.
+    pub(super) fn run_cgroup(
+        &self,
+        resources: Option<&ResourceLimits>,
+        sandboxed: bool,
+    ) -> Result<Option<RunCgroup>, Error> {
+        let kill_parent = match (&self.plan.mechanism, &self.plan.cgroup_parent) {
+            (KillMechanism::Cgroup, Some(parent)) if !sandboxed => Some(parent),
+            _ => None,
+        };
+        let limited = match (resources, &self.hierarchy) {
+            (Some(r), Ok(h)) => Some(
+                RunCgroup::limited(h, r).map_err(setup_err("create the run's limits cgroup"))?,
+            ),
+            _ => None,
+        };
+        match (limited, kill_parent) {
+            (Some(cg), Some(parent)) => cg
+                .with_kill_dir(parent)
                 .map(Some)
                 .map_err(setup_err("create the run's cgroup")),
-            _ => Ok(None),
+            (Some(cg), None) => Ok(Some(cg)),
+            (None, Some(parent)) => RunCgroup::create(parent)
+                .map(Some)
+                .map_err(setup_err("create the run's cgroup")),
+            (None, None) => Ok(None),
         }
     }
 
@@ -213,13 +241,22 @@ impl Inner {
         };
         let program = program.to_string_lossy().into_owned();
         let home = self.home_mount.clone().unwrap_or_else(std::env::temp_dir);
-        let Ok(cgroup) = self.run_cgroup() else {
+        let Ok(cgroup) = self.run_cgroup(None, false) else {
             return false;
         };
-        self.prepare(&program, &[], &[], &home, cwd.into(), cgroup.as_ref(), None)
-            .and_then(|p| self.spawn(p, [Io::Null; 3]))
-            .and_then(|child| sys::wait4(child.pid, true))
-            .is_ok_and(|r| r.and_then(|r| r.exit_code()) == Some(0))
+        self.prepare(
+            &program,
+            &[],
+            &[],
+            &home,
+            cwd.into(),
+            cgroup.as_ref(),
+            None,
+            None,
+        )
+        .and_then(|p| self.spawn(p, [Io::Null; 3]))
+        .and_then(|child| sys::wait4(child.pid, true))
+        .is_ok_and(|r| r.and_then(|r| r.exit_code()) == Some(0))
     }
 
     /// What a run gets: under `built`'s sandbox, or unconfined (the operator's choice).
@@ -240,6 +277,7 @@ impl Inner {
                 sandbox_profile: profile.to_owned(),
                 sandboxed: true,
                 network: b.profile.network,
+                limits: EnforcedLimits::NONE,
             };
         }
         let pid_ns = self.plan.mechanism == KillMechanism::PidNamespace;
@@ -258,6 +296,7 @@ impl Inner {
             sandbox_profile: profile.to_owned(),
             sandboxed: false,
             network: true,
+            limits: EnforcedLimits::NONE,
         }
     }
 

@@ -85,6 +85,8 @@ pub(super) struct Supervisor {
     pub(super) guard: ReapGuard,
     pub(super) mechanism: KillMechanism,
     pub(super) cgroup: Option<RunCgroup>,
+    /// The limits the run got, to tell which one it ran into.
+    pub(super) enforced: EnforcedLimits,
     pub(super) tx: mpsc::Sender<Event>,
     pub(super) cancel: watch::Receiver<bool>,
     pub(super) shutdown: watch::Receiver<bool>,
@@ -174,7 +176,14 @@ impl Supervisor {
             ),
             None => None,
         };
+        let stats = self
+            .cgroup
+            .as_ref()
+            .map(RunCgroup::stats)
+            .unwrap_or_default();
+        let limit = limit_exceeded(&self.enforced, &stats, &status);
         let exited = Event::Exited(Exited {
+            limit,
             status,
             stdout,
             stderr,
@@ -183,6 +192,9 @@ impl Supervisor {
                 user_cpu: reaped.user,
                 system_cpu: reaped.system,
                 peak_rss_bytes: reaped.max_rss,
+                peak_memory_bytes: stats.peak_memory_bytes.unwrap_or(0),
+                oom_killed: stats.oom_kills > 0,
+                cpu_throttled: stats.throttled.unwrap_or_default(),
             },
             finished_at: SystemTime::now(),
             audit,
@@ -197,7 +209,11 @@ impl Supervisor {
             () = tokio::time::sleep(self.final_send_timeout) => {}
             () = async { shutdown.await; tokio::time::sleep(grace).await } => {}
         }
-        if let Some(cgroup) = self.cgroup.take() {
+        // The consumer sees the end of the run now, not after the kernel has emptied the
+        // cgroup (the run's slot stays taken until then).
+        let cgroup = self.cgroup.take();
+        drop(self);
+        if let Some(cgroup) = cgroup {
             cgroup.remove().await;
         }
     }
@@ -292,6 +308,31 @@ impl Supervisor {
         if let Some(cgroup) = &self.cgroup {
             cgroup.kill();
         }
+    }
+}
+
+/// Which limit the run ran into: the OOM killer at its memory limit, a refused fork at its
+/// process limit, or `RLIMIT_CPU` (SIGXCPU at the soft limit, SIGKILL at the hard one).
+fn limit_exceeded(
+    enforced: &EnforcedLimits,
+    stats: &crate::cgroup::CgroupStats,
+    status: &Status,
+) -> Option<LimitExceeded> {
+    if stats.oom_kills > 0
+        && let Some(limit_bytes) = enforced.memory_bytes
+    {
+        return Some(LimitExceeded::Memory { limit_bytes });
+    }
+    if stats.pids_refused > 0
+        && let Some(limit) = enforced.pids
+    {
+        return Some(LimitExceeded::Pids { limit });
+    }
+    match (status, enforced.cpu_seconds) {
+        (Status::Signaled { signal, .. }, Some(seconds)) if *signal == libc::SIGXCPU => {
+            Some(LimitExceeded::CpuTime { seconds })
+        }
+        _ => None,
     }
 }
 

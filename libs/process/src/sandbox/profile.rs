@@ -20,6 +20,9 @@ pub struct Profile {
     pub tcp_connect_ports: Vec<u16>,
     /// The workspace is read-only too.
     pub read_only_workspace: bool,
+    /// What this profile changes of the executor's per-run resource limits (a build profile
+    /// gets more memory than one for `ls`).
+    pub limits: crate::limits::ProfileLimits,
 }
 
 impl Profile {
@@ -30,6 +33,7 @@ impl Profile {
             network: false,
             tcp_connect_ports: Vec::new(),
             read_only_workspace: false,
+            limits: crate::limits::ProfileLimits::default(),
         }
     }
 
@@ -90,6 +94,9 @@ pub struct SandboxConfig {
     pub tmp_bytes: u64,
     /// Size of the private `/dev/shm`.
     pub shm_bytes: u64,
+    /// Files (inodes) each private tmpfs (`/tmp`, `/dev/shm`, HOME) may hold: a run creating
+    /// millions of empty files would otherwise pin kernel memory no size limit counts.
+    pub tmpfs_inodes: u64,
     /// A host directory the view's root is staged on before the pivot (only ever mounted on
     /// inside the run's own mount namespace, so the host never sees anything there).
     pub stage: PathBuf,
@@ -136,6 +143,7 @@ impl Default for SandboxConfig {
             home: PathBuf::from("/home/toolgate"),
             tmp_bytes: 512 << 20,
             shm_bytes: 64 << 20,
+            tmpfs_inodes: 65_536,
             stage: PathBuf::from("/tmp"),
         }
     }
@@ -163,6 +171,9 @@ impl SandboxConfig {
                 self.default_profile,
                 self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
             ));
+        }
+        if self.tmpfs_inodes < 64 {
+            return Err("tmpfs_inodes must be at least 64".to_owned());
         }
         for (field, path) in [("home", &self.home), ("stage", &self.stage)] {
             if !path.is_absolute() {

@@ -131,7 +131,10 @@ pub(super) fn fixed_ops(
         MountOp::Dir(c("/tmp"), 0o1777),
         MountOp::Tmpfs {
             dst: c("/tmp"),
-            options: c(&format!("size={},mode=1777", config.tmp_bytes)),
+            options: c(&format!(
+                "size={},nr_inodes={},mode=1777",
+                config.tmp_bytes, config.tmpfs_inodes
+            )),
         },
     ];
     for (path, link) in &fixed.system {
@@ -194,14 +197,20 @@ pub(super) fn fixed_ops(
     ops.push(MountOp::Dir(c("/dev/shm"), 0o1777));
     ops.push(MountOp::Tmpfs {
         dst: c("/dev/shm"),
-        options: c(&format!("size={},mode=1777", config.shm_bytes)),
+        options: c(&format!(
+            "size={},nr_inodes={},mode=1777",
+            config.shm_bytes, config.tmpfs_inodes
+        )),
     });
     ops.push(MountOp::Dir(c("/proc"), 0o555));
     ops.push(MountOp::Proc(c("/proc")));
     dir_chain(&mut ops, &config.home)?;
     ops.push(MountOp::Tmpfs {
         dst: cstr(&config.home)?,
-        options: c(&format!("size={home_bytes},mode=0700")),
+        options: c(&format!(
+            "size={home_bytes},nr_inodes={},mode=0700",
+            config.tmpfs_inodes
+        )),
     });
     Ok(ops)
 }

@@ -25,8 +25,10 @@ pub(crate) struct ChildSetup {
     pub pid_max: Option<Vec<u8>>,
     /// `setrlimit` values, soft = hard (clamped to the inherited hard limit).
     pub rlimits: Vec<(Resource, u64)>,
-    /// The `cgroup.procs` file of the run's cgroup, joined before anything else happens.
-    pub join_cgroup: Option<std::ffi::CString>,
+    /// The `cgroup.procs` files of the run's cgroups (one per v1 hierarchy), joined before
+    /// anything else happens: by a sandboxed run's first child before it enters the run's
+    /// user namespace (so the host's permissions apply), else by the child itself.
+    pub join_cgroup: Vec<std::ffi::CString>,
     /// Mount a tmpfs at this path (the `HOME`) with these options, inside the private mount
     /// namespace (requires `mount_proc`).
     pub home_tmpfs: Option<(std::ffi::CString, std::ffi::CString)>,

@@ -340,6 +340,8 @@ async fn process_group_fallback_still_ends_the_call() {
         // The fallbacks only matter without a sandbox: the operator's explicit choice.
         sandbox: toolgate_process::SandboxConfig::unconfined(),
         use_cgroup: false,
+        // No cgroup at all, so no limits either: the operator's explicit choice too.
+        require_limits: false,
         ..config()
     })
     .unwrap();

@@ -7,4 +7,5 @@ mod common;
 
 mod corpus_env_os;
 mod corpus_res;
+mod limits;
 mod runs;

@@ -109,6 +109,15 @@ impl SandboxArgs {
             .read_only_paths
             .extend(self.read_only.iter().cloned());
         cfg.process.require_sandbox = !self.no_require_sandbox;
+        // A laptop rarely delegates a cgroup to its user: there `up` runs with the kernel's
+        // fallbacks and says so, rather than refusing every command.
+        let process = cfg.process_config().unwrap_or_default();
+        if let Err(why) = toolgate_process::probe_limits(&process) {
+            eprintln!(
+                "toolgate: runs get no memory limit here ({why}); they are bounded by pid_max, RLIMIT_CPU and tmpfs sizes only"
+            );
+            cfg.process.require_limits = false;
+        }
     }
 }
 

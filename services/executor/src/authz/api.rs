@@ -231,6 +231,8 @@ pub enum Finished {
         isolation: Option<Box<Isolation>>,
         /// What the after-run audit of the protected set found and undid.
         audit: Option<Result<toolgate_core::AuditReport, String>>,
+        /// The resource limit the run ran into, if any.
+        limit: Option<toolgate_process::LimitExceeded>,
     },
     /// A run whose client went away before it ended.
     Disconnected,

@@ -146,6 +146,7 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
             stderr,
             isolation,
             audit,
+            limit,
         } => {
             let stats = |s: &super::api::OutputStats| common::OutputStats {
                 total_bytes: s.total_bytes,
@@ -165,8 +166,10 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
                     seccomp: i.seccomp,
                     network: i.network,
                     pid_limit: i.pid_limit.unwrap_or(0),
+                    limits: Some(crate::process_service::limits_to_wire(&i.limits)),
                 }),
                 audit: audit.as_ref().map(audit_to_wire),
+                limit_exceeded: limit.map(crate::process_service::limit_to_wire),
                 ..Default::default()
             }
         }

@@ -823,3 +823,81 @@ async fn real_work_runs_sandboxed_as_an_unprivileged_user() {
         assert!(stdout.contains(expect), "{script}: {stdout} {stderr}");
     }
 }
+
+/// A run past its memory limit over gRPC: `Started` says what bounds it, `Exited` says the
+/// kernel killed it at that limit, in words a model can act on.
+#[tokio::test]
+async fn a_run_past_its_memory_limit_says_so() {
+    let sb = Sandbox::new();
+    let exe = Executor::start(
+        &sb.ws,
+        &[],
+        &[("TOOLGATE_PROCESS__LIMITS__MEMORY_BYTES", "268435456")],
+    );
+    // Inline interpreter code asks; a human approves it here.
+    let _approver = support::approve_everything(exe.policy()).await;
+    let mut req = argv(&["/usr/bin/python3", "-c", "s = b'x' * (2 << 30)"]);
+    req.context = support::ctx_waiting(30);
+    let mut client = ProcessServiceClient::new(exe.channel().await);
+    let mut stream = client.run(req).await.unwrap().into_inner();
+    let (mut limits, mut exited) = (None, None);
+    while let Some(msg) = stream.message().await.unwrap() {
+        match msg.event {
+            Some(Event::Started(s)) => limits = s.isolation.and_then(|i| i.limits),
+            Some(Event::Exited(x)) => exited = Some(x),
+            _ => {}
+        }
+    }
+    let limits = limits.expect("limits in Started.isolation");
+    assert!(limits.enforced.starts_with("cgroup-v"), "{limits:?}");
+    assert_eq!(limits.memory_bytes, 256 << 20);
+    let exited = exited.expect("an exited event");
+    assert!(exited.usage.unwrap().oom_killed);
+    let hit = exited.limit_exceeded.expect("the limit it hit");
+    assert_eq!(hit.resource, "memory");
+    assert_eq!(
+        hit.message,
+        "the run exceeded its 256 MiB memory limit and was killed by the kernel"
+    );
+}
+
+/// An unprivileged executor has no delegated cgroup here: its runs get the kernel's fallbacks
+/// and `Started` says so (the test executor opts out of `require_limits`, as an operator would).
+#[tokio::test]
+async fn an_unprivileged_executor_reports_its_fallback_limits() {
+    let sb = Sandbox::new();
+    // The workspace belongs to the executor's user; the rest of the sandbox dir is only
+    // traversable.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(sb.ws.parent().unwrap(), PermissionsExt::from_mode(0o755)).unwrap();
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&sb.ws)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let policy = support::Policy::start(support::PERMISSIVE);
+    let exe = Executor::start_as(
+        &policy.endpoint(),
+        &policy.creds,
+        &sb.ws,
+        &[],
+        &[],
+        Some(65534),
+    );
+    let mut client = ProcessServiceClient::new(exe.channel().await);
+    let mut stream = client.run(argv(&["true"])).await.unwrap().into_inner();
+    let mut limits = None;
+    while let Some(msg) = stream.message().await.unwrap() {
+        if let Some(Event::Started(s)) = msg.event {
+            limits = s.isolation.and_then(|i| i.limits);
+        }
+    }
+    let limits = limits.expect("limits in Started.isolation");
+    assert_eq!(limits.enforced, "rlimit");
+    assert_eq!(limits.memory_bytes, 0, "nothing bounds memory: {limits:?}");
+    assert!(
+        limits.cpu_seconds > 0 && limits.tmpfs_inodes > 0,
+        "{limits:?}"
+    );
+}

@@ -8,6 +8,9 @@
 //!    namespaces, the view, Landlock, seccomp, no capabilities) vs a bare `/bin/true`
 //!    spawn+wait and vs bubblewrap with a comparable profile. Goals: p50 ≤ 0.5 × bwrap's p50,
 //!    and ≤ bare spawn + 0.4 ms.
+//!
+//!    1c. The sandboxed run with its per-run cgroup (memory, pids and cpu limits) vs the same
+//!    runner without one, interleaved. Goal: ≤ 150 µs added at p50.
 //! 2. Throughput of `head -c 1G /dev/zero`: a raw 64 KiB pipe reader vs the event stream with a
 //!    cap above 1 GiB (every byte delivered live). Goal: ≥ 0.8.
 //! 3. Peak RSS (VmHWM) of a fresh copy of this program draining a 10 MiB flood vs a 10 GiB flood
@@ -200,6 +203,61 @@ fn sandbox_vs_bwrap(runner: &Runner, rt: &tokio::runtime::Runtime, n: usize) {
     );
 }
 
+/// Scenario 1c: sandboxed `/bin/true` with and without the per-run limits cgroup.
+fn cgroup_cost(rt: &tokio::runtime::Runtime, n: usize) {
+    heading("sandboxed Run([\"/bin/true\"]) with its per-run cgroup vs without");
+    let with = Runner::new(Config::default()).expect("runner with cgroups");
+    let without = Runner::new(Config {
+        use_cgroup: false,
+        require_limits: false,
+        ..Config::default()
+    })
+    .expect("runner without cgroups");
+    let enforced = rt.block_on(async {
+        let mut run = with
+            .try_run(RunSpec::try_from(RunRequest::argv(["/bin/true"], cwd())).expect("valid"))
+            .expect("admitted");
+        let mut enforced = None;
+        while let Some(ev) = run.recv().await {
+            if let Event::Started(s) = ev {
+                enforced = Some(s.isolation.limits.enforced);
+            }
+        }
+        enforced.expect("started")
+    });
+    if !enforced.is_cgroup() {
+        println!(
+            "  no delegated cgroup here (limits: {}); skipping 1c",
+            enforced.as_str()
+        );
+        return;
+    }
+    println!("  limits enforced by {}", enforced.as_str());
+    let one = |runner: &Runner| {
+        let r = runner.clone();
+        let (_, status) = rt
+            .block_on(
+                rt.spawn(async move { drain(&r, RunRequest::argv(["/bin/true"], cwd())).await }),
+            )
+            .expect("run task");
+        assert_eq!(status, Status::Exited(0));
+    };
+    let (bare, limited) = interleave(n, 50, || one(&without), || one(&with));
+    print_side("sandboxed, no cgroup", &bare);
+    print_side("sandboxed, per-run cgroup", &limited);
+    let added = limited.p50().as_secs_f64() - bare.p50().as_secs_f64();
+    println!(
+        "  the cgroup adds {:.0} µs at p50 (goal ≤ 150 µs); with/without p50 = {:.3}",
+        added * 1e6,
+        limited.p50().as_secs_f64() / bare.p50().as_secs_f64()
+    );
+    report_ratio(
+        "cgroup_added_p50 (÷ 150 µs)",
+        added / 150e-6,
+        Goal::AtMost(1.0),
+    );
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -214,9 +272,12 @@ fn main() {
 
     let rt = runtime();
     // Scenario 1 compares like with like: no sandbox profile on either side.
+    // The raw baseline joins no cgroup, so neither does this side; 1c measures the cgroup.
     let config = Config {
         max_cap_bytes: 2 << 30,
         sandbox: toolgate_process::SandboxConfig::unconfined(),
+        use_cgroup: false,
+        require_limits: false,
         ..Config::default()
     };
     let runner = Runner::new(config).expect("runner");
@@ -277,6 +338,9 @@ fn main() {
 
     // 1b. The default sandbox profile against a bare spawn and against bubblewrap.
     sandbox_vs_bwrap(&sandboxed, &rt, n);
+
+    // 1c. What the per-run cgroup adds to a sandboxed run.
+    cgroup_cost(&rt, n);
 
     // 2. Streaming throughput.
     heading("head -c 1G /dev/zero: raw pipe read vs event stream");

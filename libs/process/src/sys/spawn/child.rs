@@ -31,6 +31,10 @@ pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int 
             );
             libc::_exit(0)
         };
+        // Joined here, with the executor's credentials: the run, cloned below, is born inside.
+        if let Err(e) = join_cgroups(&(*args).setup.join_cgroup) {
+            return fail(e);
+        }
         if libc::setns(sb.userns, libc::CLONE_NEWUSER) != 0 {
             return fail(os_err());
         }
@@ -103,6 +107,28 @@ fn exec_candidates(args: &ChildArgs<'_>) -> libc::c_int {
     if denied { libc::EACCES } else { err }
 }
 
+/// Moves the calling process into each cgroup whose `cgroup.procs` file is listed; from then
+/// on every descendant is born inside them.
+fn join_cgroups(procs: &[std::ffi::CString]) -> io::Result<()> {
+    for file in procs {
+        // Writing "0" moves the writer.
+        // SAFETY: open/write/close on a path allocated before the clone.
+        unsafe {
+            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(os_err());
+            }
+            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+            let err = os_err();
+            libc::close(fd);
+            if n < 0 {
+                return Err(err);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs in the cloned child before exec: signal dispositions, standard streams, cgroup, session,
 /// working directory, mounts, pid_max, rlimits, no_new_privs and the descriptor sweep.
 fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
@@ -148,21 +174,8 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
             return Err(os_err());
         }
     }
-    if let Some(procs) = &setup.join_cgroup {
-        // Writing "0" moves the writer; from here on every descendant is born inside the cgroup.
-        // SAFETY: open/write/close on a path allocated before fork.
-        unsafe {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(os_err());
-            }
-            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-            let err = os_err();
-            libc::close(fd);
-            if n < 0 {
-                return Err(err);
-            }
-        }
+    if setup.sandbox.is_none() {
+        join_cgroups(&setup.join_cgroup)?;
     }
     // A new session: own process group, no controlling terminal (TIOCSTI has nothing to inject into).
     rustix::process::setsid()?;

@@ -295,6 +295,11 @@ impl Executor {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        if uid.is_some() {
+            // An unprivileged executor gets no delegated cgroup here: it runs with the kernel's
+            // fallbacks, as an operator who sets this on such a host chooses to.
+            cmd.env("TOOLGATE_PROCESS__REQUIRE_LIMITS", "false");
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }

@@ -1,0 +1,239 @@
+//! Resource limits of runs: a run that allocates, forks, spins or fills its tmpfs stops at its
+//! own limits and says which one it hit; without a delegated cgroup, `require_limits` refuses.
+
+use std::time::Duration;
+
+use toolgate_core::{Reason, ReasonedError};
+use toolgate_process::{
+    Config, LimitExceeded, LimitsEnforced, ResourceLimits, RunRequest, Runner, SandboxConfig,
+};
+
+use crate::common::{collect, config, spec, workspace};
+
+const PY: &str = "/usr/bin/python3";
+
+fn limited(limits: ResourceLimits) -> Config {
+    Config { limits, ..config() }
+}
+
+fn small() -> ResourceLimits {
+    ResourceLimits {
+        memory_bytes: 256 << 20,
+        pids: 32,
+        cpu_millicores: 200,
+    }
+}
+
+async fn python(runner: &Runner, code: &str) -> crate::common::Outcome {
+    let (_ws, cwd) = workspace();
+    collect(
+        runner
+            .try_run(spec(RunRequest::argv([PY, "-c", code], cwd)))
+            .expect("admitted"),
+    )
+    .await
+}
+
+/// The limits are those of a cgroup on this host (root, delegated v1 or v2 hierarchies).
+fn assert_cgroup(out: &crate::common::Outcome) {
+    let limits = out.started.as_ref().expect("started").isolation.limits;
+    assert!(
+        limits.enforced.is_cgroup(),
+        "a per-run cgroup enforces the limits: {limits:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_run_allocating_2_gib_under_256_mib_is_oom_killed() {
+    let runner = Runner::new(limited(small())).unwrap();
+    let out = python(&runner, "s = b'x' * (2 << 30)\nprint('allocated', len(s))").await;
+    assert_cgroup(&out);
+    assert!(
+        !out.stdout_str().contains("allocated"),
+        "the allocation must not succeed: {}",
+        out.stdout_str()
+    );
+    let e = &out.exited;
+    assert!(e.usage.oom_killed, "oom_killed: {e:?}");
+    assert_eq!(
+        e.limit,
+        Some(LimitExceeded::Memory {
+            limit_bytes: 256 << 20
+        })
+    );
+    assert!(
+        e.usage.peak_memory_bytes <= 256 << 20 && e.usage.peak_memory_bytes > 64 << 20,
+        "peak {}",
+        e.usage.peak_memory_bytes
+    );
+    assert_eq!(
+        e.limit.unwrap().message(),
+        "the run exceeded its 256 MiB memory limit and was killed by the kernel"
+    );
+}
+
+#[tokio::test]
+async fn an_unconfined_run_is_held_to_its_memory_limit_too() {
+    let runner = Runner::new(Config {
+        sandbox: SandboxConfig::unconfined(),
+        ..limited(small())
+    })
+    .unwrap();
+    let out = python(&runner, "s = b'x' * (1 << 30)\nprint('allocated')").await;
+    assert_cgroup(&out);
+    assert!(out.exited.usage.oom_killed, "{:?}", out.exited);
+}
+
+#[tokio::test]
+async fn a_fork_bomb_stops_at_the_process_limit() {
+    let runner = Runner::new(limited(small())).unwrap();
+    let out = python(
+        &runner,
+        "import os, time\n\
+         n = 0\n\
+         for _ in range(200):\n\
+         \x20   try:\n\
+         \x20       pid = os.fork()\n\
+         \x20   except OSError:\n\
+         \x20       break\n\
+         \x20   if pid == 0:\n\
+         \x20       time.sleep(30)\n\
+         \x20       os._exit(0)\n\
+         \x20   n += 1\n\
+         print(n)",
+    )
+    .await;
+    assert_cgroup(&out);
+    let forked: u32 = out.stdout_str().trim().parse().expect("a count");
+    assert!(forked < 32, "{forked} processes beside the run's own");
+    assert_eq!(out.exited.limit, Some(LimitExceeded::Pids { limit: 32 }));
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "the run's processes died with it"
+    );
+}
+
+#[tokio::test]
+async fn a_cpu_spinner_is_throttled_to_its_share() {
+    let runner = Runner::new(limited(small())).unwrap();
+    let out = python(
+        &runner,
+        "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 1.5: pass",
+    )
+    .await;
+    assert_cgroup(&out);
+    let cpu = out.exited.usage.user_cpu + out.exited.usage.system_cpu;
+    // 0.2 of a core for 1.5 s is 0.3 s; python's own start adds a little.
+    assert!(cpu < Duration::from_millis(700), "used {cpu:?} of CPU");
+    assert!(
+        out.exited.usage.cpu_throttled > Duration::from_millis(200),
+        "throttled {:?}",
+        out.exited.usage.cpu_throttled
+    );
+    assert_eq!(out.exited.limit, None);
+}
+
+#[tokio::test]
+async fn a_million_files_in_tmp_stop_at_the_inode_limit() {
+    let runner = Runner::new(Config {
+        sandbox: SandboxConfig {
+            tmpfs_inodes: 2000,
+            ..SandboxConfig::default()
+        },
+        ..config()
+    })
+    .unwrap();
+    let out = python(
+        &runner,
+        "import os\n\
+         n = 0\n\
+         try:\n\
+         \x20   for i in range(1000000):\n\
+         \x20       open(f'/tmp/f{i}', 'w').close()\n\
+         \x20       n += 1\n\
+         except OSError as e:\n\
+         \x20   print(n, e.errno)",
+    )
+    .await;
+    let text = out.stdout_str();
+    let (n, errno) = text.trim().split_once(' ').expect("stopped by an error");
+    assert!(n.parse::<u32>().unwrap() < 2000, "{text}");
+    assert_eq!(errno, libc::ENOSPC.to_string());
+    let limits = out.started.unwrap().isolation.limits;
+    assert_eq!(limits.tmpfs_inodes, Some(2000));
+}
+
+#[tokio::test]
+async fn without_a_cgroup_required_limits_refuse_the_run() {
+    let runner = Runner::new(Config {
+        use_cgroup: false,
+        ..config()
+    })
+    .unwrap();
+    let (_ws, cwd) = workspace();
+    let err = runner
+        .try_run(spec(RunRequest::argv(["true"], cwd)))
+        .expect_err("refused");
+    assert_eq!(err.reason(), Reason::SandboxUnavailable);
+    assert!(
+        err.to_string()
+            .contains("resource limits cannot be enforced"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn without_a_cgroup_the_fallbacks_are_reported() {
+    let runner = Runner::new(Config {
+        use_cgroup: false,
+        require_limits: false,
+        ..config()
+    })
+    .unwrap();
+    let (_ws, cwd) = workspace();
+    let mut req = RunRequest::argv(["true"], cwd);
+    req.timeout = Some(Duration::from_secs(10));
+    let out = collect(runner.try_run(spec(req)).unwrap()).await;
+    let limits = out.started.unwrap().isolation.limits;
+    assert_eq!(limits.enforced, LimitsEnforced::Rlimit);
+    assert_eq!(limits.memory_bytes, None);
+    // RLIMIT_CPU worth the timeout at the run's CPU share (one core by default).
+    assert_eq!(limits.cpu_seconds, Some(10));
+    assert!(limits.tmpfs_inodes.is_some());
+}
+
+#[tokio::test]
+async fn a_profile_carries_its_own_limits_and_timeout_ceiling() {
+    let mut sandbox = SandboxConfig::default();
+    let mut build = toolgate_process::Profile::workspace();
+    build.limits = toolgate_process::ProfileLimits {
+        memory_bytes: Some(512 << 20),
+        max_timeout: Some(Duration::from_secs(30)),
+        ..Default::default()
+    };
+    sandbox.profiles.insert("build".to_owned(), build);
+    let runner = Runner::new(Config {
+        sandbox,
+        ..limited(small())
+    })
+    .unwrap();
+    let (_ws, cwd) = workspace();
+    let mut req = RunRequest::argv(["true"], cwd);
+    req.profile = "build".to_owned();
+    let out = collect(runner.try_run(spec(req)).unwrap()).await;
+    let limits = out.started.unwrap().isolation.limits;
+    assert_eq!(limits.memory_bytes, Some(512 << 20));
+    assert_eq!(
+        limits.pids,
+        Some(32),
+        "what the profile leaves stays configured"
+    );
+
+    let (_ws, cwd) = workspace();
+    let mut req = RunRequest::argv(["true"], cwd);
+    req.profile = "build".to_owned();
+    req.timeout = Some(Duration::from_secs(60));
+    let err = runner.try_run(spec(req)).expect_err("above the ceiling");
+    assert_eq!(err.reason(), Reason::InvalidRequest);
+    assert!(err.to_string().contains("timeout"), "{err}");
+}
