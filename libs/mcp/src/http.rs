@@ -53,7 +53,64 @@ pub fn router(server: McpServer, any_host: bool) -> axum::Router {
     );
     axum::Router::new()
         .route_service(PATH, service)
+        .layer(axum::middleware::from_fn(parse_json))
         .layer(axum::middleware::from_fn_with_state(tokens, authenticate))
+}
+
+/// The largest JSON-RPC message read (a `write_file` of the executor's default request limit,
+/// escaped, fits).
+const MAX_MESSAGE_BYTES: usize = 160 << 20;
+
+/// A JSON body that does not parse is a JSON-RPC parse error (HTTP 400, code -32700), as the
+/// specification says, not the `415 Unsupported Media Type` the transport answered.
+async fn parse_json(request: Request, next: Next) -> Response {
+    let is_json = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if request.method() != http::Method::POST || !is_json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
+        Ok(b) => b,
+        Err(e) => {
+            return parse_error(
+                http::StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the message could not be read whole (at most {MAX_MESSAGE_BYTES} bytes): {e}"
+                ),
+            );
+        }
+    };
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+        return parse_error(
+            http::StatusCode::BAD_REQUEST,
+            &format!("the body is not valid JSON: {e}"),
+        );
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+fn parse_error(code: http::StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": -32700, "message": format!("parse error: {message}") },
+    })
+    .to_string();
+    (
+        code,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 /// Serves `router` on `listener` through `transport` until `shutdown` resolves.
