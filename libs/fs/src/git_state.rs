@@ -39,32 +39,24 @@ struct IndexBits {
     skip_worktree: bool,
 }
 
-/// Parsed index bits by git directory, reused while the index file is unchanged (same inode,
-/// size, mtime and ctime): a large index costs milliseconds to parse, twice per run.
+/// Parsed `packed-refs` and index bits by git directory, each reused while its file is
+/// unchanged (same inode, size, mtime and ctime; git replaces both by rename): a repository
+/// with many tags or a large index costs milliseconds to parse, twice per run.
 #[derive(Debug, Default)]
 pub(crate) struct IndexCache {
-    by_repo: std::collections::HashMap<PathBuf, (IndexKey, BTreeMap<String, IndexBits>)>,
+    packed: FileCache<BTreeMap<String, String>>,
+    index: FileCache<BTreeMap<String, IndexBits>>,
 }
 
-type IndexKey = (u64, u64, i64, i64, i64, i64);
+type FileCache<T> = std::collections::HashMap<PathBuf, (FileKey, T)>;
+
+type FileKey = (u64, u64, i64, i64, i64, i64);
 
 impl GitState {
     /// Reads the state of the git directory `git` (an open directory handle) at
     /// workspace-relative `repo`.
     pub(crate) fn read(git: &OwnedFd, repo: &Path, cache: &mut IndexCache) -> GitState {
-        let mut refs = BTreeMap::new();
-        if let Some(packed) = read_small(git, "packed-refs") {
-            for line in String::from_utf8_lossy(&packed).lines() {
-                if line.starts_with('#') || line.starts_with('^') {
-                    continue;
-                }
-                if let Some((oid, name)) = line.split_once(' ')
-                    && (name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
-                {
-                    refs.insert(name.to_owned(), oid.to_owned());
-                }
-            }
-        }
+        let mut refs = cached(&mut cache.packed, git, repo, "packed-refs", packed_refs);
         let mut budget = MAX_LOOSE_REFS;
         for top in ["refs/heads", "refs/tags"] {
             loose_refs(git, Path::new(top), &mut refs, &mut budget);
@@ -75,37 +67,59 @@ impl GitState {
                 String::from_utf8_lossy(&head).trim().to_owned(),
             );
         }
-        let hidden_edits = cache.bits(git, repo);
+        let hidden_edits = cached(&mut cache.index, git, repo, "index", index_bits);
         GitState { refs, hidden_edits }
     }
 }
 
-impl IndexCache {
-    #[allow(clippy::unnecessary_cast)] // the stat field types differ between architectures
-    fn bits(&mut self, git: &OwnedFd, repo: &Path) -> BTreeMap<String, IndexBits> {
-        let Ok(st) = rustix::fs::statat(git, "index", rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
-            self.by_repo.remove(repo);
-            return BTreeMap::new();
-        };
-        let key = (
-            st.st_ino as u64,
-            st.st_size as u64,
-            st.st_mtime as i64,
-            st.st_mtime_nsec as i64,
-            st.st_ctime as i64,
-            st.st_ctime_nsec as i64,
-        );
-        if let Some((k, bits)) = self.by_repo.get(repo)
-            && *k == key
-        {
-            return bits.clone();
-        }
-        let bits = read_small(git, "index")
-            .map(|i| index_bits(&i))
-            .unwrap_or_default();
-        self.by_repo.insert(repo.to_owned(), (key, bits.clone()));
-        bits
+/// `parse` of the file `name` of the git directory, from `cache` while the file is unchanged;
+/// empty when it is absent or unreadable.
+#[allow(clippy::unnecessary_cast)] // the stat field types differ between architectures
+fn cached<T: Clone + Default>(
+    cache: &mut FileCache<T>,
+    git: &OwnedFd,
+    repo: &Path,
+    name: &str,
+    parse: fn(&[u8]) -> T,
+) -> T {
+    let Ok(st) = rustix::fs::statat(git, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) else {
+        cache.remove(repo);
+        return T::default();
+    };
+    let key = (
+        st.st_ino as u64,
+        st.st_size as u64,
+        st.st_mtime as i64,
+        st.st_mtime_nsec as i64,
+        st.st_ctime as i64,
+        st.st_ctime_nsec as i64,
+    );
+    if let Some((k, value)) = cache.get(repo)
+        && *k == key
+    {
+        return value.clone();
     }
+    let value = read_small(git, name)
+        .map(|bytes| parse(&bytes))
+        .unwrap_or_default();
+    cache.insert(repo.to_owned(), (key, value.clone()));
+    value
+}
+
+/// The branches and tags of a `packed-refs` file (peeled `^` lines and comments skipped).
+fn packed_refs(packed: &[u8]) -> BTreeMap<String, String> {
+    let mut refs = BTreeMap::new();
+    for line in String::from_utf8_lossy(packed).lines() {
+        if line.starts_with('#') || line.starts_with('^') {
+            continue;
+        }
+        if let Some((oid, name)) = line.split_once(' ')
+            && (name.starts_with("refs/heads/") || name.starts_with("refs/tags/"))
+        {
+            refs.insert(name.to_owned(), oid.to_owned());
+        }
+    }
+    refs
 }
 
 /// Every loose ref beneath `dir` (relative to the git directory).

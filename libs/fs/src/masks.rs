@@ -511,19 +511,18 @@ impl Workspace {
     /// it and renamed over it, never through a symlink. Its directory must exist.
     fn write_beneath(&self, rel: &Path, content: &[u8]) -> std::io::Result<()> {
         let (parent, name) = self.parent_of(rel)?;
-        let tmp = format!(".toolgate-ref-{}.tmp", std::process::id());
+        let tmp = crate::write::temp_name(name);
         let fd = rustix::fs::openat(
             &parent,
-            tmp.as_str(),
+            &tmp,
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::from_raw_mode(0o644),
         )?;
         let written = std::io::Write::write_all(&mut std::fs::File::from(fd), content);
-        let renamed = written.and_then(|()| {
-            rustix::fs::renameat(&parent, tmp.as_str(), &parent, name).map_err(Into::into)
-        });
+        let renamed = written
+            .and_then(|()| rustix::fs::renameat(&parent, &tmp, &parent, name).map_err(Into::into));
         if renamed.is_err() {
-            let _ = rustix::fs::unlinkat(&parent, tmp.as_str(), AtFlags::empty());
+            let _ = rustix::fs::unlinkat(&parent, &tmp, AtFlags::empty());
         }
         renamed
     }

@@ -114,6 +114,18 @@ struct Existing {
 
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// A fresh temp name beside `name` in the same directory (`.NAME.toolgate-PID-N.tmp`, the stem
+/// cut to stay within NAME_MAX): unique in this process, and the shape the executor's start-up
+/// sweep removes when an interrupted write left one behind.
+pub(crate) fn temp_name(name: &OsStr) -> OsString {
+    let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let stem: Vec<u8> = name.as_bytes().iter().take(64).copied().collect();
+    let mut tmp = OsString::from(".");
+    tmp.push(OsStr::from_bytes(&stem));
+    tmp.push(format!(".toolgate-{}-{n}.tmp", std::process::id()));
+    tmp
+}
+
 fn same_file(a: &Stat, b: &Stat) -> bool {
     (
         a.st_dev,
@@ -262,12 +274,7 @@ impl Workspace {
         before: Option<&Existing>,
         create_new: bool,
     ) -> Result<()> {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        // Keep the temp name within NAME_MAX whatever the target's name length.
-        let stem: Vec<u8> = t.name.as_bytes().iter().take(64).copied().collect();
-        let mut tmp = OsString::from(".");
-        tmp.push(OsStr::from_bytes(&stem));
-        tmp.push(format!(".toolgate-{}-{n}.tmp", std::process::id()));
+        let tmp = temp_name(&t.name);
         let mode = before.map_or(0o666, |e| e.stat.st_mode & 0o777);
         let fd = rustix::fs::openat(
             &t.dir,
