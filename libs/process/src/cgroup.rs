@@ -9,6 +9,7 @@
 //! descendant is born inside them.
 
 mod hierarchy;
+mod spares;
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use std::time::Duration;
 use rustix::process::{Pid, Signal};
 
 pub(crate) use hierarchy::{Budget, Hierarchy, own_cgroup_dir};
+pub(crate) use spares::Spares;
 
 use crate::limits::ResourceLimits;
 
@@ -44,6 +46,9 @@ pub(crate) struct RunCgroup {
     pids: Option<PathBuf>,
     cpu: Option<PathBuf>,
     removed: bool,
+    /// The runs' parent, kept until this cgroup is gone: a runner dropped while its last run
+    /// is still being removed must not try to remove the parent first (and leave it behind).
+    parent: Option<std::sync::Arc<Spares>>,
 }
 
 /// What the kernel counted for a run's cgroups when it ended.
@@ -79,6 +84,7 @@ impl RunCgroup {
             pids: None,
             cpu: None,
             removed: false,
+            parent: None,
         })
     }
 
@@ -92,6 +98,7 @@ impl RunCgroup {
             pids: None,
             cpu: None,
             removed: false,
+            parent: None,
         };
         match hierarchy {
             Hierarchy::V2 { runs, cpu } => {

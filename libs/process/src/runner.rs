@@ -20,7 +20,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use toolgate_core::{Reason, ReasonedError};
 
 use crate::caps::{Capabilities, LimitsView, ProfileStatus, probe_host};
-use crate::cgroup::{Budget, Hierarchy, RunCgroup};
+use crate::cgroup::{Budget, Hierarchy, RunCgroup, Spares};
 use crate::config::{self, Config};
 use crate::event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Started, Status, Stream, StreamSummary,
@@ -184,8 +184,9 @@ struct Inner {
     sandbox_pid_limit: Option<u32>,
     /// What the escape self-test found at startup.
     escapes: Vec<EscapeCheck>,
-    /// The runs' parent cgroup(s), where the host delegates them; else why not.
-    hierarchy: Result<Hierarchy, String>,
+    /// The runs' parent cgroup(s) and the run cgroups made ahead in them, where the host
+    /// delegates them; else why not.
+    hierarchy: Result<Arc<Spares>, String>,
 }
 
 impl Inner {
@@ -233,7 +234,7 @@ impl Inner {
             None => (None, None),
         };
         let configured_cpu = self.config.rlimits.cpu_seconds;
-        match (&self.hierarchy, cgroup) {
+        match (self.hierarchy.as_deref().map(Spares::hierarchy), cgroup) {
             (Ok(h), true) => EnforcedLimits {
                 enforced: h.enforced(),
                 memory_bytes: Some(resources.memory_bytes),
@@ -397,13 +398,17 @@ impl Runner {
                 reserve_bytes: config.executor_reserve_bytes,
                 pids: config.runs_pids,
             };
-            Hierarchy::delegate(&budget, &config.limits)
+            Hierarchy::delegate(&budget, &config.limits).map(Spares::new)
         } else {
             Err("process.use_cgroup is off".to_owned())
         };
         // On v2 the runs' parent is where run cgroups go, for killing as for limits (the
         // executor may have moved itself into a leaf beside it).
-        let cgroup_parent = match hierarchy.as_ref().ok().and_then(Hierarchy::v2_runs) {
+        let cgroup_parent = match hierarchy
+            .as_deref()
+            .ok()
+            .and_then(|s| s.hierarchy().v2_runs())
+        {
             Some(runs) => Some(runs.to_path_buf()),
             None => cgroup
                 .mount_point
@@ -427,8 +432,8 @@ impl Runner {
                 default_profile: config.sandbox.default_profile.clone(),
                 require_sandbox: config.sandbox.require,
                 limits_enforced: hierarchy
-                    .as_ref()
-                    .map(Hierarchy::enforced)
+                    .as_deref()
+                    .map(|s| s.hierarchy().enforced())
                     .map_err(Clone::clone),
                 require_limits: config.require_limits,
             },

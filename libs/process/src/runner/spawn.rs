@@ -172,8 +172,10 @@ impl Inner {
             _ => None,
         };
         let limited = match (resources, &self.hierarchy) {
-            (Some(r), Ok(h)) => Some(
-                RunCgroup::limited(h, r).map_err(setup_err("create the run's limits cgroup"))?,
+            (Some(r), Ok(spares)) => Some(
+                spares
+                    .take(r)
+                    .map_err(setup_err("create the run's limits cgroup"))?,
             ),
             _ => None,
         };
