@@ -15,6 +15,13 @@
 //! `--bin grpc`. Postgres comes from `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`); a fresh database is created and dropped.
 //!
+//! Then the throughput of mixed traffic (issue 31: "throughput of mixed reads and runs fell
+//! since the sandbox; measure where it goes"): 16 concurrent clients for a few seconds each,
+//! reads only (`ReadFile` of a small file), runs only (`Run(["/bin/true"])`) and the two
+//! alternating, every call through the policy service and its ledger. Printed as calls/s with
+//! the mix compared to what its two halves predict (a harmonic mean of the two rates); there
+//! is no goal in the brief for it, so it reports the figures without MET/MISSED.
+//!
 //! `--tls`: the production transport instead of loopback plaintext. Certificates are made
 //! for the run (rcgen); the client and the echo speak TLS to both services, the executor
 //! speaks mutual TLS to the policy service, which requires a client certificate of the
@@ -31,6 +38,7 @@ use tonic_health::pb::health_client::HealthClient;
 use toolgate_bench::{Goal, Samples, heading, print_side, report_ratio, sample_count};
 use toolgate_contracts::common::v1::{CallContext, exit_status};
 use toolgate_contracts::executor::v1 as ex;
+use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_runtime::auth::{AuthConfig, Bearer, Role, TokenEntry};
 
@@ -40,6 +48,12 @@ const EXECUTOR_TOKEN: &str = "bench-executor-token-0123456789abcdef";
 /// `/bin/true` is auto; everything else keeps the baseline and the default (`ask`).
 const POLICY: &str = r#"
 default = "ask"
+
+[[rule]]
+id = "reads"
+decision = "auto"
+reason = "reading the workspace"
+tools = ["fs.read"]
 
 [[rule]]
 id = "true-is-harmless"
@@ -169,7 +183,7 @@ fn main() {
         let echo_ch = connect(policy_addr, client_tls.as_ref()).await;
         let exec_ch = connect(exec_addr, client_tls.as_ref()).await;
         let mut health = HealthClient::new(echo_ch);
-        let mut process = ProcessServiceClient::with_interceptor(exec_ch, bearer());
+        let mut process = ProcessServiceClient::with_interceptor(exec_ch.clone(), bearer());
         let mut pg = sqlx::PgConnection::connect(&url).await.expect("postgres");
         sqlx::raw_sql(
             "CREATE TABLE bench_insert (id bigserial PRIMARY KEY, payload text NOT NULL)",
@@ -261,12 +275,88 @@ fn main() {
             Goal::AtMost(1.0),
         );
         pg.close().await.ok();
+
+        mixed_throughput(exec_ch, &ws_path).await;
     };
     client_rt
         .block_on(client_rt.spawn(bench))
         .expect("benchmark task");
     drop(server_rt);
     client_rt.block_on(drop_db(&db));
+}
+
+/// Concurrent callers of the mixed-traffic section, and how long each mix runs.
+const MIX_CLIENTS: usize = 16;
+const MIX_SECONDS: u64 = 4;
+
+/// What one caller does per call in a mix.
+#[derive(Clone, Copy, PartialEq)]
+enum Mix {
+    Reads,
+    Runs,
+    Alternating,
+}
+
+/// Calls per second of `MIX_CLIENTS` callers, for reads, runs and the two alternating.
+async fn mixed_throughput(channel: Channel, ws: &std::path::Path) {
+    heading(&format!(
+        "throughput: {MIX_CLIENTS} concurrent callers, {MIX_SECONDS} s per mix, full path"
+    ));
+    std::fs::write(ws.join("mixed.txt"), "a small file\n").expect("write the read target");
+    let process = ProcessServiceClient::with_interceptor(channel.clone(), bearer());
+    let fs = FilesystemServiceClient::with_interceptor(channel, bearer());
+    let mut rates = Vec::new();
+    for (mix, label) in [
+        (Mix::Reads, "ReadFile only"),
+        (Mix::Runs, "Run(/bin/true) only"),
+        (Mix::Alternating, "ReadFile and Run alternating"),
+    ] {
+        let deadline = Instant::now() + Duration::from_secs(MIX_SECONDS);
+        let started = Instant::now();
+        let mut callers = tokio::task::JoinSet::new();
+        for c in 0..MIX_CLIENTS {
+            let (mut p, mut f) = (process.clone(), fs.clone());
+            callers.spawn(async move {
+                let mut calls = 0u64;
+                while Instant::now() < deadline {
+                    let read = match mix {
+                        Mix::Reads => true,
+                        Mix::Runs => false,
+                        Mix::Alternating => (calls + c as u64).is_multiple_of(2),
+                    };
+                    if read {
+                        f.read_file(ex::ReadFileRequest {
+                            context: Some(CallContext {
+                                call_id: format!("mixed-read-{}-{c}-{calls}", mix as u8),
+                                session_id: "bench".into(),
+                                ..Default::default()
+                            }),
+                            path: "mixed.txt".into(),
+                            ..Default::default()
+                        })
+                        .await
+                        .expect("ReadFile");
+                    } else {
+                        run_true(&mut p).await;
+                    }
+                    calls += 1;
+                }
+                calls
+            });
+        }
+        let mut calls = 0;
+        while let Some(n) = callers.join_next().await {
+            calls += n.expect("caller");
+        }
+        let rate = calls as f64 / started.elapsed().as_secs_f64();
+        println!("  {label:<44} {calls:>7} calls  {rate:>8.0} calls/s");
+        rates.push(rate);
+    }
+    let predicted = 2.0 / (1.0 / rates[0] + 1.0 / rates[1]);
+    println!(
+        "  the mix predicted from its halves: {predicted:.0} calls/s; measured / predicted = {:.3}",
+        rates[2] / predicted
+    );
 }
 
 fn runtime(name: &str) -> tokio::runtime::Runtime {
