@@ -80,71 +80,151 @@ const SMALL_RUNS: [(&str, &str); 2] = [
     ("TOOLGATE_PROCESS__SANDBOX__TMP_BYTES", "16777216"),
 ];
 
-/// 100 long runs of one session against 64 slots: its share (32) starts, 32 wait and are
-/// refused when their wait is up, the rest find the queue full at once; all the while,
-/// another session's `echo` starts within a second.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_flooding_session_leaves_another_sessions_run_starting_within_a_second() {
-    const FLOOD: usize = 100;
-    let sb = Sandbox::new();
-    let exe = Executor::start(&sb.ws, &[], &SMALL_RUNS);
-    let mut clients = Vec::new();
-    for _ in 0..4 {
-        clients.push(ProcessServiceClient::new(exe.channel().await));
-    }
-    let mut flood = tokio::task::JoinSet::new();
-    for i in 0..FLOOD {
+/// How a flood of long runs was answered.
+#[derive(Debug, Default)]
+struct Flooded {
+    running: Vec<tonic::Streaming<pb::RunResponse>>,
+    queue_full: usize,
+    waited: usize,
+    /// How long the probe took to start, asked while the flood held all it could.
+    probe: Option<Duration>,
+}
+
+/// Sends `n` runs of `sleep 30` at once, the `i`th in session `session(i)`, and reads every
+/// answer: each refusal must be `BUSY` held back by `limit`, a `queue_full` one at once, a
+/// `wait_expired` one after the 2 s wait. Once `hold` runs are in progress (all the flood can
+/// hold), `probe` starts an `echo` for someone else and its start time is kept.
+async fn flood<P, F>(
+    clients: &[ProcessServiceClient<support::AuthChannel>],
+    n: usize,
+    session: impl Fn(usize) -> String,
+    limit: &str,
+    hold: usize,
+    probe: P,
+) -> Flooded
+where
+    P: FnOnce() -> F,
+    F: std::future::Future<Output = Result<tonic::Streaming<pb::RunResponse>, tonic::Status>>,
+{
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..n {
         let mut client = clients[i % clients.len()].clone();
-        flood.spawn(async move {
+        let req = script("sleep 30", &session(i));
+        calls.spawn(async move {
             let asked = Instant::now();
-            let r = start(&mut client, script("sleep 30", "flood")).await;
+            let r = start(&mut client, req).await;
             (r, asked.elapsed())
         });
     }
-    // Wait for every flood call to be answered one way or the other: started, or refused.
-    let (mut running, mut queue_full, mut waited) = (Vec::new(), 0, 0);
-    let mut probed = false;
-    while let Some(joined) = flood.join_next().await {
+    let mut out = Flooded::default();
+    let mut probe = Some(probe);
+    while let Some(joined) = calls.join_next().await {
         let (r, took) = joined.unwrap();
         match r {
-            Ok(stream) => running.push(stream),
+            Ok(stream) => out.running.push(stream),
             Err(s) => {
                 assert_busy(&s);
-                assert_eq!(meta(&s, "limit"), "session_share", "{s:?}");
+                assert_eq!(meta(&s, "limit"), limit, "{s:?}");
                 match meta(&s, "why").as_str() {
                     "queue_full" => {
-                        queue_full += 1;
+                        out.queue_full += 1;
                         assert!(took < Duration::from_millis(1500), "{took:?}");
                     }
                     "wait_expired" => {
-                        waited += 1;
+                        out.waited += 1;
                         assert!(took >= Duration::from_millis(1900), "{took:?}");
                     }
                     other => panic!("unexpected why {other}: {s:?}"),
                 }
             }
         }
-        if running.len() == 32 && !probed {
-            probed = true;
-            // The flood holds its share: another session's run starts at once.
-            let mut client = clients[0].clone();
+        if out.running.len() == hold
+            && let Some(probe) = probe.take()
+        {
             let asked = Instant::now();
-            let echo = start(&mut client, argv(&["echo", "hi"], "other")).await;
-            let took = asked.elapsed();
-            echo.expect("another session's run starts while the flood holds its share");
-            assert!(took < Duration::from_secs(1), "took {took:?}");
-            eprintln!(
-                "another session's echo started in {took:?} with 32 runs of the flood in progress"
-            );
+            probe()
+                .await
+                .expect("someone else's run starts while the flood holds all it can");
+            out.probe = Some(asked.elapsed());
         }
     }
-    assert_eq!(running.len(), 32, "one session holds half of the 64 slots");
-    assert_eq!(waited, 32, "half of the queue is one session's");
-    assert_eq!(queue_full, FLOOD - 64);
-    // And while the flood still runs, another session still starts at once.
+    out
+}
+
+/// 100 long runs of one session against 64 slots: its share (32) starts, 32 wait and are
+/// refused when their wait is up, the rest find the queue full at once; all the while,
+/// another session's `echo` starts within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_session_leaves_another_sessions_run_starting_within_a_second() {
+    let sb = Sandbox::new();
+    let exe = Executor::start(&sb.ws, &[], &SMALL_RUNS);
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(ProcessServiceClient::new(exe.channel().await));
+    }
+    let mut other = clients[0].clone();
+    let out = flood(
+        &clients,
+        100,
+        |_| "flood".to_owned(),
+        "session_share",
+        32,
+        || async move { start(&mut other, argv(&["echo", "hi"], "other")).await },
+    )
+    .await;
+    let took = out.probe.expect("the flood reached its share");
+    eprintln!("another session's echo started in {took:?} with 32 runs of the flood in progress");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert_eq!(
+        out.running.len(),
+        32,
+        "one session holds half of the 64 slots"
+    );
+    assert_eq!(out.waited, 32, "half of the queue is one session's");
+    assert_eq!(out.queue_full, 100 - 64);
+    // And while the flood still runs, yet another session starts at once.
     let asked = Instant::now();
     let echo = start(&mut clients[1], argv(&["echo", "hi"], "third")).await;
     assert!(echo.is_ok() && asked.elapsed() < Duration::from_secs(1));
+}
+
+/// The same flood with a fresh session id on every call (ids are the client's to choose):
+/// the principal is held to its share (48 of 64), and another principal's run starts at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_ids_made_up_per_call_do_not_take_another_principals_slots() {
+    let sb = Sandbox::new();
+    let creds = std::sync::Arc::new(support::Credentials::new());
+    let other_token = toolgate_runtime::auth::generate_token();
+    let mut tokens = std::fs::read_to_string(creds.tokens_file()).unwrap();
+    tokens.push_str(&format!(
+        "[[tokens]]\nprincipal = \"agent-2\"\nrole = \"agent\"\ntoken = \"{other_token}\"\n"
+    ));
+    std::fs::write(creds.tokens_file(), tokens).unwrap();
+    let policy = support::Policy::start_with(support::PERMISSIVE, creds);
+    let exe = Executor::start_with(&policy, &sb.ws, &[], &SMALL_RUNS);
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(ProcessServiceClient::new(exe.channel().await));
+    }
+    let mut other = ProcessServiceClient::new(exe.channel_as(&other_token).await);
+    let out = flood(
+        &clients,
+        100,
+        |i| format!("sprayed-{i}"),
+        "principal_share",
+        48,
+        || async move { start(&mut other, argv(&["echo", "hi"], "agent-2-session")).await },
+    )
+    .await;
+    let took = out.probe.expect("the flood reached its share");
+    eprintln!("another principal's echo started in {took:?} with 48 runs of the flood in progress");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert_eq!(out.running.len(), 48, "one principal holds three quarters");
+    assert_eq!(
+        out.waited, 48,
+        "three quarters of the queue are one principal's"
+    );
+    assert_eq!(out.queue_full, 100 - 48 - 48);
 }
 
 /// The sum of reservations never passes the budget: with room for two runs, a third waits
