@@ -781,6 +781,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_slot_grows_only_into_free_budget_and_shrinking_serves_waiters() {
+        let mut s = settings(8, 1000);
+        s.queue_wait = Duration::from_secs(30);
+        let a = admission(&s);
+        let mut slot = a.admit(who("p", "s1"), need(300)).await.unwrap();
+        let _other = a.admit(who("q", "t1"), need(500)).await.unwrap();
+        // The policy picked a larger profile: 300 -> 600 would pass the budget of 1000.
+        let err = slot.resize(need(600)).unwrap_err();
+        assert_eq!(limit_of(&err), "memory");
+        assert_eq!(status::error_info(&err).unwrap().1["why"], "profile_grew");
+        let err = slot.resize(need(1001)).unwrap_err();
+        assert_eq!(status::error_info(&err).unwrap().0, "TOO_LARGE");
+        slot.resize(need(500)).unwrap();
+        assert_eq!(a.shared.lock().accounts.used.bytes, 1000);
+        // A waiter that needs 200 gets in as soon as the slot shrinks back.
+        let waiter = {
+            let a = a.clone();
+            tokio::spawn(async move { a.admit(who("r", "u1"), need(200)).await.map(drop) })
+        };
+        while a.shared.lock().queue.len < 1 {
+            tokio::task::yield_now().await;
+        }
+        slot.resize(need(100)).unwrap();
+        waiter.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
     async fn waiters_are_served_round_robin_and_a_dropped_waiter_leaves_the_queue() {
         let mut s = settings(1, 1000);
         s.queue_wait = Duration::from_secs(30);

@@ -632,6 +632,31 @@ mod tests {
     }
 
     #[test]
+    fn admission_settings_are_validated_with_the_field_named() {
+        let mut c = config(None);
+        c.process.admission.session_share = 0.0;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("process.admission.session_share"), "{err}");
+        let mut c = config(None);
+        c.process.admission.principal_share = 1.5;
+        assert!(c.validate_embedded().is_err());
+        let mut c = config(None);
+        c.process.admission.reserve_share = 0.6;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("process.admission.reserve_share"), "{err}");
+        let mut c = config(None);
+        c.process.admission.queue_wait_ms = 600_000;
+        assert!(c.validate_embedded().is_err());
+        // A budget below one default run: no run could ever start.
+        let mut c = config(None);
+        c.process.runs_memory_bytes = Some(1 << 30);
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("process.runs_memory_bytes"), "{err}");
+        c.process.limits.memory_bytes = 128 << 20;
+        assert_eq!(c.validate_embedded(), Ok(()));
+    }
+
+    #[test]
     fn metrics_listen_is_optional_and_validated() {
         assert_eq!(config(None).validate_embedded(), Ok(()));
         assert_eq!(config(Some("0.0.0.0:9464")).validate_embedded(), Ok(()));
