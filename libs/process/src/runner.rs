@@ -656,6 +656,7 @@ impl Runner {
             trace_parent,
             audit,
             tripwire,
+            hold,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
@@ -818,6 +819,9 @@ impl Runner {
             started_at,
         }));
         handle.spawn(async move {
+            // Dropped last, after the runner's own permit: a caller's slot held here is never
+            // free before the runner's.
+            let _hold = hold;
             let _permit: OwnedSemaphorePermit = permit;
             let _home = home;
             Box::pin(sup.run(stdout, stderr, stdin_feed)).await;

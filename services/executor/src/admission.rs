@@ -509,7 +509,8 @@ pub(crate) struct Admission {
     shared: Arc<Shared>,
 }
 
-/// One admitted run's slot and reservation, held until the run's stream ends.
+/// One admitted run's slot and reservation, held until the runner is done with the run (see
+/// `RunSpec::hold_until_done`), or dropped with a call refused before it started.
 #[derive(Debug)]
 pub(crate) struct Slot {
     shared: Arc<Shared>,

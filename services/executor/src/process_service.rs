@@ -182,10 +182,15 @@ impl ProcessAdapter {
             if !proof.sandbox_profile().is_empty() {
                 slot.resize(self.confined.reservation(proof.sandbox_profile())?)?;
             }
-            let spec = match telemetry::traceparent().as_deref().or(trace_parent) {
+            let mut spec = match telemetry::traceparent().as_deref().or(trace_parent) {
                 Some(tp) => spec.with_trace_parent(tp),
                 None => spec,
             };
+            // The slot is given back when the runner is done with the run (processes reaped,
+            // cgroup removed), not when the client's stream ends: the next run admitted never
+            // finds the runner still busy, nor the budget still in use. Refused, the spec (and
+            // the slot with it) is dropped at once.
+            spec.hold_until_done(slot);
             self.confined.run(&proof, spec)
         });
         let run = match run {
@@ -207,7 +212,6 @@ impl ProcessAdapter {
             in_flight: Some(metrics.run_started()),
             metrics,
             proof,
-            _slot: slot,
             started_at: started,
             isolation: None,
             clock: std::time::Instant::now(),
@@ -266,8 +270,6 @@ struct RunRecord {
     /// Counts the run in `runs_in_flight` until it ends.
     in_flight: Option<InFlight>,
     proof: Authorized,
-    /// The run's slot, given back when the stream ends.
-    _slot: Slot,
     started_at: SystemTime,
     /// What the run was given, from its `Started` event; recorded with the outcome.
     isolation: Option<Isolation>,
