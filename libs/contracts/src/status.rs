@@ -136,6 +136,32 @@ pub fn status(
     )
 }
 
+/// [`status`] with a `RetryInfo` detail: the same call is worth repeating after
+/// `retry_after` (a refusal for lack of capacity, where nothing ran).
+pub fn status_with_retry(
+    reason: Reason,
+    message: impl Into<String>,
+    metadata: impl IntoIterator<Item = (&'static str, String)>,
+    retry_after: std::time::Duration,
+) -> tonic::Status {
+    let metadata: HashMap<String, String> = metadata
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), cap_echo(&v)))
+        .collect();
+    let mut details = ErrorDetails::with_error_info(reason.as_str(), ERROR_DOMAIN, metadata);
+    details.set_retry_info(Some(retry_after));
+    tonic::Status::with_error_details(
+        tonic_code(reason.code()),
+        cap_message(&message.into()),
+        details,
+    )
+}
+
+/// The `RetryInfo` delay a status carries, if any: when repeating the call may succeed.
+pub fn retry_after(status: &tonic::Status) -> Option<std::time::Duration> {
+    status.get_error_details().retry_info()?.retry_delay
+}
+
 /// What a status must become before it leaves a server, or `None` when it is fine as it is:
 /// every error carries an `ErrorInfo` from the closed list and fits in a client's metadata.
 ///

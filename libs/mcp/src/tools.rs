@@ -609,6 +609,48 @@ pub struct RunCommandOutput {
     pub wall_time_ms: u64,
     /// The sandbox profile it ran under.
     pub sandbox_profile: String,
+    /// CPU time it used (user and system, every process), in milliseconds.
+    pub cpu_time_ms: u64,
+    /// Peak memory of the whole run in bytes (from its cgroup; else its largest process's
+    /// resident set).
+    pub peak_memory_bytes: u64,
+    /// Whether the kernel's OOM killer killed a process of the run at its memory limit.
+    pub oom_killed: bool,
+    /// The resource limit the run ran into, when one ended it or made it fail.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_exceeded: Option<LimitExceededOutput>,
+    /// The resource limits the run got and what enforced them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RunLimitsOutput>,
+}
+
+/// The resource limit a run ran into.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct LimitExceededOutput {
+    /// `memory`, `pids` or `cpu_time`.
+    pub resource: String,
+    /// The limit: bytes, processes or seconds.
+    pub limit: u64,
+    /// What happened, for the model ("the run exceeded its 256 MiB memory limit and was
+    /// killed by the kernel").
+    pub message: String,
+}
+
+/// The resource limits a run got (0 where nothing bounded a resource).
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct RunLimitsOutput {
+    /// `cgroup-v2`, `cgroup-v1`, `rlimit` (memory not bounded) or `none`.
+    pub enforced: String,
+    /// Memory of all its processes together, in bytes.
+    pub memory_bytes: u64,
+    /// Processes at once.
+    pub pids: u32,
+    /// CPU bandwidth in thousandths of a core.
+    pub cpu_millicores: u32,
+    /// CPU seconds (`RLIMIT_CPU`).
+    pub cpu_seconds: u64,
+    /// Bytes its private tmpfs mounts may hold together.
+    pub tmpfs_bytes: u64,
 }
 
 // ---------------------------------------------------------------- refusals and failures

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
 
-pub(crate) use hierarchy::{Budget, Hierarchy, own_cgroup_dir};
+pub(crate) use hierarchy::{Budget, Hierarchy, own_cgroup_dir, runs_memory_budget};
 pub(crate) use spares::Spares;
 
 use crate::limits::ResourceLimits;

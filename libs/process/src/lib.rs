@@ -41,7 +41,8 @@ pub use event::{
     StreamSummary, Usage, signal_name,
 };
 pub use limits::{
-    EnforcedLimits, LimitExceeded, LimitsEnforced, ProfileLimits, ResourceLimits, human_bytes,
+    EnforcedLimits, LimitExceeded, LimitsEnforced, ProfileLimits, Reservation, ResourceLimits,
+    human_bytes,
 };
 /// Whether this host delegates a cgroup for runs' resource limits under `config`: the
 /// mechanism (`CgroupV2`/`CgroupV1`), or why not. Does the real writes and undoes them.

@@ -46,6 +46,35 @@ impl ProfileLimits {
     }
 }
 
+/// What one run holds of the executor's run memory budget while it runs: its memory limit
+/// plus the sizes of its private tmpfs mounts (their pages are memory too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// The run's memory limit (its profile's, else `process.limits.memory_bytes`).
+    pub memory_bytes: u64,
+    /// The sizes of the run's private tmpfs mounts (`/tmp`, `/dev/shm`, HOME) together.
+    pub tmpfs_bytes: u64,
+}
+
+impl Reservation {
+    /// Memory limit and tmpfs sizes together.
+    pub const fn total(self) -> u64 {
+        self.memory_bytes.saturating_add(self.tmpfs_bytes)
+    }
+}
+
+impl std::fmt::Display for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} (a {} memory limit and {} of tmpfs)",
+            human_bytes(self.total()),
+            human_bytes(self.memory_bytes),
+            human_bytes(self.tmpfs_bytes)
+        )
+    }
+}
+
 /// How a run's resource limits were enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LimitsEnforced {

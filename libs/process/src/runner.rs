@@ -187,6 +187,8 @@ struct Inner {
     /// The runs' parent cgroup(s) and the run cgroups made ahead in them, where the host
     /// delegates them; else why not.
     hierarchy: Result<Arc<Spares>, String>,
+    /// Memory all runs together may use (the runs' parent cgroup cap, cgroup or not).
+    memory_budget: u64,
 }
 
 impl Inner {
@@ -392,12 +394,14 @@ impl Runner {
             } else {
                 None
             };
+        let budget = Budget {
+            memory_bytes: config.runs_memory_bytes,
+            reserve_bytes: config.executor_reserve_bytes,
+            pids: config.runs_pids,
+        };
+        // Before `delegate`, which may move the executor into a leaf cgroup of its own.
+        let memory_budget = crate::cgroup::runs_memory_budget(&budget);
         let hierarchy = if config.use_cgroup {
-            let budget = Budget {
-                memory_bytes: config.runs_memory_bytes,
-                reserve_bytes: config.executor_reserve_bytes,
-                pids: config.runs_pids,
-            };
             Hierarchy::delegate(&budget, &config.limits).map(Spares::new)
         } else {
             Err("process.use_cgroup is off".to_owned())
@@ -447,6 +451,7 @@ impl Runner {
             sandbox_pid_limit: None,
             escapes: Vec::new(),
             hierarchy,
+            memory_budget,
         };
         inner.self_test_sandboxes();
         if inner.config.use_pid_namespace && namespaces.pid && namespaces.mount {
@@ -538,6 +543,39 @@ impl Runner {
         }
     }
 
+    /// Memory all concurrent runs together may reserve ([`Runner::reservation`]): the cap of
+    /// their parent cgroup, which is `process.runs_memory_bytes` within the executor's own
+    /// limit (or the host's memory) less `process.executor_reserve_bytes`.
+    pub fn memory_budget(&self) -> u64 {
+        self.inner.memory_budget
+    }
+
+    /// What a run under the profile named `name` (empty: the default) holds of
+    /// [`Runner::memory_budget`] while it runs: its memory limit and its tmpfs sizes. Counted
+    /// whether or not a cgroup enforces the limit, so admission never overcommits either way.
+    pub fn reservation(&self, name: &str) -> Result<crate::limits::Reservation, Error> {
+        let inner = &self.inner;
+        let tmpfs_bytes = match inner.sandboxes.resolve(name) {
+            Ok(Resolved::Confined(_)) => {
+                let sb = &inner.sandboxes.config;
+                sb.tmp_bytes + sb.shm_bytes + inner.config.home_tmpfs_bytes
+            }
+            Ok(Resolved::Unconfined(_)) if inner.plan.home_tmpfs && inner.home_mount.is_some() => {
+                inner.config.home_tmpfs_bytes
+            }
+            Ok(Resolved::Unconfined(_)) => 0,
+            Err((profile, why)) => return Err(unavailable(profile, why)),
+        };
+        let memory_bytes = inner
+            .profile_limits(name)
+            .apply(inner.config.limits)
+            .memory_bytes;
+        Ok(crate::limits::Reservation {
+            memory_bytes,
+            tmpfs_bytes,
+        })
+    }
+
     /// The limits a run of `spec` gets (request values, else the configured defaults), or
     /// the error `try_run` would fail with: an environment name outside the allowlist or a
     /// value above its maximum. The executor asks the policy about exactly these values.
@@ -623,6 +661,7 @@ impl Runner {
             trace_parent,
             audit,
             tripwire,
+            hold,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
@@ -785,6 +824,9 @@ impl Runner {
             started_at,
         }));
         handle.spawn(async move {
+            // Dropped last, after the runner's own permit: a caller's slot held here is never
+            // free before the runner's.
+            let _hold = hold;
             let _permit: OwnedSemaphorePermit = permit;
             let _home = home;
             Box::pin(sup.run(stdout, stderr, stdin_feed)).await;

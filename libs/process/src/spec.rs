@@ -154,6 +154,19 @@ pub struct RunSpec {
     pub(crate) audit: Option<Audit>,
     /// Directories whose masked, bound or pinned names the host must not replace.
     pub(crate) tripwire: Vec<crate::tripwire::Watch>,
+    /// Dropped when the run's supervisor is done, right after the runner's own slot.
+    pub(crate) hold: Option<Hold>,
+}
+
+/// What a caller keeps alive exactly as long as the runner holds the run's slot.
+pub(crate) struct Hold {
+    _guard: Box<dyn std::any::Any + Send>,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hold")
+    }
 }
 
 /// The after-run audit of the workspace's protected set: runs on the blocking pool once every
@@ -186,6 +199,16 @@ impl RunSpec {
     /// The environment additions.
     pub fn env(&self) -> &[(String, String)] {
         &self.request.env
+    }
+
+    /// Keeps `guard` until the run's supervisor is done: its processes reaped, its cgroup
+    /// removed, the runner's own slot given back (then `guard` is dropped). A caller's
+    /// admission slot held this way is never free while the run still holds resources; a
+    /// run that is refused drops it at once.
+    pub fn hold_until_done(&mut self, guard: impl Send + 'static) {
+        self.hold = Some(Hold {
+            _guard: Box::new(guard),
+        });
     }
 
     /// Sets the sandbox profile the run gets (the one its decision names).
@@ -279,6 +302,7 @@ impl TryFrom<RunRequest> for RunSpec {
             trace_parent: None,
             audit: None,
             tripwire: Vec::new(),
+            hold: None,
         })
     }
 }

@@ -29,6 +29,10 @@
 //! | `toolgate_executor_authorize_duration_seconds` | histogram | | Authorize round trip from the executor to the policy service |
 //! | `toolgate_executor_approval_wait_duration_seconds` | histogram | | time a call spent waiting for a human decision |
 //! | `toolgate_executor_integrity_violations_total` | counter | `change` | protected paths a run changed that the after-run audit found (`created`, `modified`, `removed`), and audits that could not finish (`audit_failed`) |
+//! | `toolgate_executor_admission_queue_depth` | gauge | | runs waiting in the admission queue for a slot and room in the memory budget |
+//! | `toolgate_executor_admission_wait_duration_seconds` | histogram | | time a run spent in the admission queue, admitted or not |
+//! | `toolgate_executor_admission_refusals_total` | counter | `reason`, `limit` | runs refused `BUSY` or `TOO_LARGE` by admission: `reason` `queue_full`, `wait_expired`, `too_large`, `profile_grew`; `limit` what held them back (`slots`, `memory`, `session_share`, `principal_share`, `reserve`) |
+//! | `toolgate_executor_admission_reserved_bytes` | gauge | | memory limits plus tmpfs sizes of the runs admitted now, against the run memory budget |
 //! | `toolgate_executor_sandbox_profile_available` | gauge | `profile` | 1 when the profile is enforceable and passed the startup self-test, else 0 |
 //!
 //! Per RPC, with [`server_layer`] on a tonic server: `grpc_server_handled_total{grpc_service,
@@ -292,6 +296,16 @@ pub struct ExecutorMetrics {
     approval_wait: Histogram,
     sandbox_profiles: Family<ProfileLabels, Gauge>,
     integrity: Family<ChangeLabels, Counter>,
+    admission_queue: Gauge,
+    admission_wait: Histogram,
+    admission_refusals: Family<AdmissionLabels, Counter>,
+    admission_reserved: Gauge,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AdmissionLabels {
+    reason: &'static str,
+    limit: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -319,6 +333,10 @@ impl ExecutorMetrics {
             approval_wait: human_buckets(),
             sandbox_profiles: Family::default(),
             integrity: Family::default(),
+            admission_queue: Gauge::default(),
+            admission_wait: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
+            admission_refusals: Family::default(),
+            admission_reserved: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("executor");
         r.register(
@@ -379,6 +397,27 @@ impl ExecutorMetrics {
             "integrity_violations",
             "Protected paths a run changed that the after-run audit found, by change",
             m.integrity.clone(),
+        );
+        r.register(
+            "admission_queue_depth",
+            "Runs waiting in the admission queue",
+            m.admission_queue.clone(),
+        );
+        r.register_with_unit(
+            "admission_wait_duration",
+            "Time a run spent in the admission queue, admitted or not",
+            Unit::Seconds,
+            m.admission_wait.clone(),
+        );
+        r.register(
+            "admission_refusals",
+            "Runs refused by admission, by reason and by the limit that held them back",
+            m.admission_refusals.clone(),
+        );
+        r.register(
+            "admission_reserved_bytes",
+            "Memory limits plus tmpfs sizes of the runs admitted now",
+            m.admission_reserved.clone(),
         );
         // Series the alerts and the dashboard select by label exist from the start, at 0,
         // so a rate over them is 0 rather than absent ("no data") until the first event.
@@ -453,6 +492,30 @@ impl ExecutorMetrics {
     /// Observes the time one call waited for a human decision.
     pub fn approval_wait(&self, elapsed: Duration) {
         self.approval_wait.observe(elapsed.as_secs_f64());
+    }
+
+    /// Sets the number of runs waiting in the admission queue.
+    pub fn admission_queue(&self, depth: usize) {
+        self.admission_queue.set(depth as i64);
+    }
+
+    /// Observes the time one run spent in the admission queue.
+    pub fn admission_wait(&self, elapsed: Duration) {
+        self.admission_wait.observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a run admission refused: `reason` (`queue_full`, `wait_expired`, `too_large`,
+    /// `profile_grew`) and the `limit` that held it back.
+    pub fn admission_refusal(&self, reason: &'static str, limit: &'static str) {
+        self.admission_refusals
+            .get_or_create(&AdmissionLabels { reason, limit })
+            .inc();
+    }
+
+    /// Sets the bytes the admitted runs reserve of the run memory budget.
+    pub fn admission_reserved(&self, bytes: u64) {
+        self.admission_reserved
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// Records whether `profile` can be enforced here (after the startup self-test).

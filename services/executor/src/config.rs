@@ -240,8 +240,10 @@ pub struct ProcessSection {
     pub require_limits: bool,
     /// Every run's resource limits (a profile may replace each).
     pub limits: LimitsSection,
-    /// Memory all runs together may use; unset: the executor's own memory limit (or the
-    /// host's memory) minus `executor_reserve_bytes`.
+    /// Memory all runs together may use: the cap of their parent cgroup and the admission
+    /// budget for the sum of concurrent runs' memory limits and tmpfs sizes. Unset: the
+    /// executor's own memory limit (or the host's memory) minus `executor_reserve_bytes`;
+    /// set, it is capped by that too.
     pub runs_memory_bytes: Option<u64>,
     /// Memory kept for the executor itself below its own limit.
     pub executor_reserve_bytes: u64,
@@ -253,6 +255,71 @@ pub struct ProcessSection {
     pub path_prepend: Vec<PathBuf>,
     /// The run sandbox.
     pub sandbox: SandboxSection,
+    /// How run slots and the run memory budget are shared and waited for.
+    pub admission: AdmissionSection,
+}
+
+/// `[process.admission]`: fair shares of run slots and of the run memory budget, and the
+/// short queue a run waits in before `BUSY`. Shares are fractions of `max_concurrent_runs`
+/// and of the run memory budget alike.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdmissionSection {
+    /// Runs that may wait for room at once; a principal may have `principal_share` of them
+    /// waiting, a session `session_share`. Beyond it: `BUSY` at once.
+    pub queue_length: usize,
+    /// Longest a run waits for room before `BUSY`, in milliseconds; 0 refuses at once.
+    pub queue_wait_ms: u64,
+    /// Most one session may hold once it has a run in progress (its first run is bound by
+    /// the budget alone).
+    pub session_share: f64,
+    /// Most one principal (all its sessions) may hold once it has a run in progress.
+    pub principal_share: f64,
+    /// Kept for sessions with no run in progress, so a new session starts while others
+    /// flood: at least one slot and one default-profile run's reservation; 0 keeps none.
+    pub reserve_share: f64,
+}
+
+impl Default for AdmissionSection {
+    fn default() -> Self {
+        AdmissionSection {
+            queue_length: 64,
+            queue_wait_ms: 2_000,
+            session_share: 0.5,
+            principal_share: 0.75,
+            reserve_share: 0.0625,
+        }
+    }
+}
+
+impl AdmissionSection {
+    /// Checks ranges; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.queue_length > 65_536 {
+            return Err("process.admission.queue_length: at most 65536".into());
+        }
+        if self.queue_wait_ms > 60_000 {
+            return Err(
+                "process.admission.queue_wait_ms: at most 60000 (a waiting run holds its client's call)"
+                    .into(),
+            );
+        }
+        for (name, v) in [
+            ("process.admission.session_share", self.session_share),
+            ("process.admission.principal_share", self.principal_share),
+        ] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!("{name}: must be above 0 and at most 1, got {v}"));
+            }
+        }
+        if !(0.0..=0.5).contains(&self.reserve_share) {
+            return Err(format!(
+                "process.admission.reserve_share: must be between 0 and 0.5, got {}",
+                self.reserve_share
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `[process.limits]`: one run's resources (see `toolgate_process::ResourceLimits`).
@@ -359,6 +426,7 @@ impl Default for ProcessSection {
             env: std::collections::BTreeMap::new(),
             path_prepend: Vec::new(),
             sandbox: SandboxSection::default(),
+            admission: AdmissionSection::default(),
         }
     }
 }
@@ -432,6 +500,19 @@ impl Config {
             toolgate_process::EnvAllow::from_patterns(s.allowed_env.iter().map(String::as_str))
                 .map_err(|e| format!("process.allowed_env: {e}"))?;
         c.validate().map_err(|e| format!("process: {e}"))?;
+        if let Some(budget) = s.runs_memory_bytes {
+            // The default profile's runs must fit, or no run could ever start.
+            let default_run = c.limits.memory_bytes
+                + c.sandbox.tmp_bytes
+                + c.sandbox.shm_bytes
+                + c.home_tmpfs_bytes;
+            if budget < default_run {
+                return Err(format!(
+                    "process.runs_memory_bytes: {budget} is below what one run reserves ({default_run}: process.limits.memory_bytes plus its tmpfs sizes); no run could start"
+                ));
+            }
+        }
+        s.admission.validate()?;
         Ok(c)
     }
 
@@ -548,6 +629,31 @@ mod tests {
             token_file: None,
         });
         c
+    }
+
+    #[test]
+    fn admission_settings_are_validated_with_the_field_named() {
+        let mut c = config(None);
+        c.process.admission.session_share = 0.0;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("process.admission.session_share"), "{err}");
+        let mut c = config(None);
+        c.process.admission.principal_share = 1.5;
+        assert!(c.validate_embedded().is_err());
+        let mut c = config(None);
+        c.process.admission.reserve_share = 0.6;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("process.admission.reserve_share"), "{err}");
+        let mut c = config(None);
+        c.process.admission.queue_wait_ms = 600_000;
+        assert!(c.validate_embedded().is_err());
+        // A budget below one default run: no run could ever start.
+        let mut c = config(None);
+        c.process.runs_memory_bytes = Some(1 << 30);
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("process.runs_memory_bytes"), "{err}");
+        c.process.limits.memory_bytes = 128 << 20;
+        assert_eq!(c.validate_embedded(), Ok(()));
     }
 
     #[test]

@@ -83,6 +83,13 @@ impl Confined {
             .map_err(|e| status::from_error(&e))
     }
 
+    /// What a run under the profile `name` reserves of the run memory budget.
+    pub(crate) fn reservation(&self, name: &str) -> Result<toolgate_process::Reservation, Status> {
+        self.runner
+            .reservation(name)
+            .map_err(|e| status::from_error(&e))
+    }
+
     /// The workspace files `words` name from the canonical directory `cwd`, with the
     /// digests of their content (no effect): what the run's approval binds. Bounded (at
     /// most 32 files, 1 MiB hashed of each); on a multi-thread runtime the worker says it

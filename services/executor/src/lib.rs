@@ -133,6 +133,39 @@ pub fn identity(config: &Config) -> authz::api::ExecutorIdentity {
     }
 }
 
+/// How admission shares this executor: the configured shares and queue, the runner's slots
+/// and run memory budget.
+fn admission_settings(config: &Config, runner: &toolgate_process::Runner) -> admission::Settings {
+    let a = &config.process.admission;
+    let default_reservation = runner
+        .reservation("")
+        .map_or(0, toolgate_process::Reservation::total);
+    let settings = admission::Settings {
+        slots: runner.config().max_concurrent_runs,
+        budget_bytes: runner.memory_budget(),
+        default_reservation,
+        queue_length: a.queue_length,
+        queue_wait: Duration::from_millis(a.queue_wait_ms),
+        session_share: a.session_share,
+        principal_share: a.principal_share,
+        reserve_share: a.reserve_share,
+    };
+    if default_reservation > settings.budget_bytes {
+        tracing::warn!(
+            budget_bytes = settings.budget_bytes,
+            default_reservation,
+            "the run memory budget is smaller than one default-profile run: such runs are refused TOO_LARGE"
+        );
+    }
+    tracing::info!(
+        slots = settings.slots,
+        budget_bytes = settings.budget_bytes,
+        default_reservation,
+        "run admission ready"
+    );
+    settings
+}
+
 /// Serves every executor gRPC service on `listener` until `shutdown` fires, authorizing every
 /// call with the policy service named by `config.policy` (required).
 pub async fn serve(
@@ -253,7 +286,11 @@ pub async fn serve_with(
         deny: config.workspace.deny.clone(),
         protected: config.workspace.protected.clone(),
     };
-    let process = ProcessAdapter::new(confined, gate.clone(), identity, view);
+    let admission = admission::Admission::new(
+        &admission_settings(&config, &runner),
+        gate.metrics().clone(),
+    );
+    let process = ProcessAdapter::new(confined, admission, gate.clone(), identity, view);
     health.set_serving::<Fs>().await;
     health.set_serving::<Process>().await;
     health.set_serving::<Exec>().await;

@@ -33,7 +33,7 @@ use toolgate_runtime::telemetry;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::admission::{Admission, Slot};
+use crate::admission::{Admission, Slot, Who};
 use crate::authz::api::{ExecutorIdentity, Finished};
 use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, not_started};
 use crate::bound;
@@ -57,18 +57,20 @@ struct Resolved {
     ctx: CallContext,
     spec: RunSpec,
     call: ToolCall,
+    /// What it reserves of the run memory budget under the profile it asked for.
+    reservation: toolgate_process::Reservation,
 }
 
 impl ProcessAdapter {
-    /// An adapter running children confined to the workspace once `gate` allows them;
-    /// `view` is what `GetCapabilities` reports about the workspace.
+    /// An adapter running children confined to the workspace once `gate` allows them and
+    /// `admission` has room; `view` is what `GetCapabilities` reports about the workspace.
     pub(crate) fn new(
         confined: Confined,
+        admission: Admission,
         gate: Gate,
         identity: ExecutorIdentity,
         view: pb::WorkspaceView,
     ) -> Self {
-        let admission = Admission::new(confined.capabilities().limits.max_concurrent_runs as usize);
         ProcessAdapter {
             confined,
             admission,
@@ -100,6 +102,7 @@ impl ProcessAdapter {
         let cwd = self.confined.open_directory(cwd_path).await?;
         let limits = r.limits.unwrap_or_default();
         let profile = self.confined.profile(&r.sandbox_profile)?;
+        let reservation = self.confined.reservation(&profile)?;
         let mut env: Vec<(String, String)> = r.env.into_iter().collect();
         env.sort();
         let stdin_sha256 = r.stdin.as_deref().map(sha256_hex);
@@ -142,7 +145,12 @@ impl ProcessAdapter {
             bound_files,
             ..ToolCall::new(ToolKind::ProcessRun)
         };
-        Ok(Resolved { ctx, spec, call })
+        Ok(Resolved {
+            ctx,
+            spec,
+            call,
+            reservation,
+        })
     }
 
     /// Starts an authorized run in a `process.run` span (the child's `TRACEPARENT` names it)
@@ -152,7 +160,7 @@ impl ProcessAdapter {
     fn start(
         &self,
         proof: Authorized,
-        slot: Slot,
+        mut slot: Slot,
         spec: RunSpec,
         mut tool: ToolSpan,
         trace_parent: Option<&str>,
@@ -169,10 +177,20 @@ impl ProcessAdapter {
         );
         let started = SystemTime::now();
         let run = run_span.in_scope(|| {
-            let spec = match telemetry::traceparent().as_deref().or(trace_parent) {
+            // The policy may have decided the run under another profile than the request
+            // named: the slot then holds what that profile reserves.
+            if !proof.sandbox_profile().is_empty() {
+                slot.resize(self.confined.reservation(proof.sandbox_profile())?)?;
+            }
+            let mut spec = match telemetry::traceparent().as_deref().or(trace_parent) {
                 Some(tp) => spec.with_trace_parent(tp),
                 None => spec,
             };
+            // The slot is given back when the runner is done with the run (processes reaped,
+            // cgroup removed), not when the client's stream ends: the next run admitted never
+            // finds the runner still busy, nor the budget still in use. Refused, the spec (and
+            // the slot with it) is dropped at once.
+            spec.hold_until_done(slot);
             self.confined.run(&proof, spec)
         });
         let run = match run {
@@ -194,7 +212,6 @@ impl ProcessAdapter {
             in_flight: Some(metrics.run_started()),
             metrics,
             proof,
-            _slot: slot,
             started_at: started,
             isolation: None,
             clock: std::time::Instant::now(),
@@ -253,8 +270,6 @@ struct RunRecord {
     /// Counts the run in `runs_in_flight` until it ends.
     in_flight: Option<InFlight>,
     proof: Authorized,
-    /// The run's slot, given back when the stream ends.
-    _slot: Slot,
     started_at: SystemTime,
     /// What the run was given, from its `Started` event; recorded with the outcome.
     isolation: Option<Isolation>,
@@ -426,7 +441,12 @@ impl ProcessAdapter {
         let in_call = tool
             .as_ref()
             .map_or_else(tracing::Span::none, |t| t.span().clone());
-        let Resolved { ctx, spec, call } = self
+        let Resolved {
+            ctx,
+            spec,
+            call,
+            reservation,
+        } = self
             .resolve(request.into_inner())
             .instrument(in_call)
             .await?;
@@ -444,7 +464,15 @@ impl ProcessAdapter {
         // A slot before the decision: a call that cannot start is refused before the
         // policy records (or consumes an approval for) anything. A parked call takes its
         // slot once the human has decided.
-        let slot = self.admission.admit()?;
+        let who = Who {
+            principal: call.principal.name.clone(),
+            session: call.ctx.session_id.clone(),
+        };
+        let slot = self
+            .admission
+            .admit(who.clone(), reservation)
+            .instrument(span.clone())
+            .await?;
         let verdict = self.gate.check(&call).instrument(span.clone()).await?;
         let Some(mut tool) = tool.take() else {
             return Err(status::status(
@@ -470,9 +498,10 @@ impl ProcessAdapter {
                 let this = self.clone();
                 let rest = async move {
                     let admission = this.admission.clone();
+                    let admit = || admission.admit(who.clone(), reservation);
                     let started = match this
                         .gate
-                        .wait_admitted(&call, parked, || admission.admit())
+                        .wait_admitted(&call, parked, admit)
                         .instrument(span.clone())
                         .await
                     {

@@ -4,7 +4,7 @@
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 
-use crate::tools::{RunCommandOutput, StreamOutput};
+use crate::tools::{LimitExceededOutput, RunCommandOutput, RunLimitsOutput, StreamOutput};
 
 /// Fills `out` from the final event and the streamed heads.
 pub(super) fn finish(out: &mut RunCommandOutput, x: pb::Exited, stdout: &[u8], stderr: &[u8]) {
@@ -29,10 +29,38 @@ pub(super) fn finish(out: &mut RunCommandOutput, x: pb::Exited, stdout: &[u8], s
     out.detail = detail;
     out.stdout = stream_output(stdout, x.stdout);
     out.stderr = stream_output(stderr, x.stderr);
-    out.wall_time_ms = x
-        .usage
-        .and_then(|u| u.wall_time)
-        .map_or(0, |d| d.seconds as u64 * 1000 + d.nanos as u64 / 1_000_000);
+    let usage = x.usage.unwrap_or_default();
+    out.wall_time_ms = millis(usage.wall_time);
+    out.cpu_time_ms = millis(usage.user_cpu_time) + millis(usage.system_cpu_time);
+    out.peak_memory_bytes = if usage.peak_memory_bytes > 0 {
+        usage.peak_memory_bytes
+    } else {
+        usage.peak_rss_bytes
+    };
+    out.oom_killed = usage.oom_killed;
+    out.limit_exceeded = x.limit_exceeded.map(|l| LimitExceededOutput {
+        resource: l.resource,
+        limit: l.limit,
+        message: l.message,
+    });
+}
+
+/// The limits a run got, from its `Started` event.
+pub(super) fn limits_output(l: common::RunLimits) -> RunLimitsOutput {
+    RunLimitsOutput {
+        enforced: l.enforced,
+        memory_bytes: l.memory_bytes,
+        pids: l.pids,
+        cpu_millicores: l.cpu_millicores,
+        cpu_seconds: l.cpu_seconds,
+        tmpfs_bytes: l.tmpfs_bytes,
+    }
+}
+
+fn millis(d: Option<prost_types::Duration>) -> u64 {
+    d.map_or(0, |d| {
+        (d.seconds.max(0) as u64) * 1000 + (d.nanos.max(0) as u64) / 1_000_000
+    })
 }
 
 /// Head, a marker naming the dropped bytes, tail.
@@ -65,6 +93,12 @@ pub(super) fn run_text(o: &RunCommandOutput) -> String {
         (s, _) => s.to_owned(),
     };
     let mut text = head;
+    // Why it died, in the words the model needs: which limit, how large.
+    if let Some(l) = &o.limit_exceeded {
+        text.push_str(&format!("\n{}", l.message));
+    } else if o.oom_killed {
+        text.push_str("\nthe kernel's OOM killer killed a process of the run");
+    }
     for (name, s) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
         if !s.text.is_empty() {
             if !text.ends_with('\n') {
@@ -74,4 +108,77 @@ pub(super) fn run_text(o: &RunCommandOutput) -> String {
         }
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_killed_at_its_memory_limit_says_so_in_text_and_structure() {
+        let exited = pb::Exited {
+            status: Some(common::ExitStatus {
+                status: Some(common::exit_status::Status::Signaled(common::Signaled {
+                    signal: 9,
+                    name: "SIGKILL".into(),
+                    core_dumped: false,
+                })),
+            }),
+            usage: Some(common::ResourceUsage {
+                user_cpu_time: Some(prost_types::Duration {
+                    seconds: 1,
+                    nanos: 500_000_000,
+                }),
+                system_cpu_time: Some(prost_types::Duration {
+                    seconds: 0,
+                    nanos: 250_000_000,
+                }),
+                peak_memory_bytes: 256 << 20,
+                peak_rss_bytes: 200 << 20,
+                oom_killed: true,
+                ..Default::default()
+            }),
+            limit_exceeded: Some(common::LimitExceeded {
+                resource: "memory".into(),
+                limit: 256 << 20,
+                message: "the run exceeded its 256 MiB memory limit and was killed by the kernel"
+                    .into(),
+            }),
+            ..Default::default()
+        };
+        let mut out = RunCommandOutput::default();
+        finish(&mut out, exited, b"", b"");
+        assert!(out.oom_killed);
+        assert_eq!(out.cpu_time_ms, 1750);
+        assert_eq!(out.peak_memory_bytes, 256 << 20);
+        let hit = out.limit_exceeded.as_ref().expect("the limit it hit");
+        assert_eq!((hit.resource.as_str(), hit.limit), ("memory", 256 << 20));
+        let text = run_text(&out);
+        assert!(text.starts_with("killed by SIGKILL\n"), "{text}");
+        assert!(
+            text.contains("the run exceeded its 256 MiB memory limit"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&out).unwrap();
+        assert_eq!(json["limit_exceeded"]["resource"], "memory");
+        assert_eq!(json["oom_killed"], true);
+    }
+
+    #[test]
+    fn a_run_without_a_cgroup_peak_reports_its_rss_and_no_limit() {
+        let exited = pb::Exited {
+            usage: Some(common::ResourceUsage {
+                peak_rss_bytes: 3 << 20,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut out = RunCommandOutput::default();
+        finish(&mut out, exited, b"", b"");
+        assert_eq!(out.peak_memory_bytes, 3 << 20);
+        assert!(!out.oom_killed && out.limit_exceeded.is_none());
+        let json = serde_json::to_value(&out).unwrap();
+        assert!(json.get("limit_exceeded").is_none(), "{json}");
+        assert!(!run_text(&out).contains("memory"));
+    }
 }

@@ -8,7 +8,7 @@ use toolgate_contracts::executor::v1 as pb;
 
 use super::Cx;
 use super::outcome::{Outcome, Receipt, tier};
-use super::output::{finish, run_text};
+use super::output::{finish, limits_output, run_text};
 use crate::tools::{RunCommandArgs, RunCommandOutput};
 
 /// Bytes of each run stream returned live (the head) to the model by default; a model's
@@ -93,8 +93,10 @@ impl Cx<'_> {
                         approval_id: s.approval_id,
                         decision_id: s.decision_id,
                     };
-                    out.sandbox_profile =
-                        s.isolation.map(|i| i.sandbox_profile).unwrap_or_default();
+                    if let Some(i) = s.isolation {
+                        out.sandbox_profile = i.sandbox_profile;
+                        out.limits = i.limits.map(limits_output);
+                    }
                     None
                 }
                 Some(Event::Output(chunk)) => {

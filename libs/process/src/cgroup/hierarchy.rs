@@ -294,6 +294,25 @@ fn own_limit(file: &Path) -> Option<u64> {
     text.trim().parse::<u64>().ok().filter(|v| *v < 1 << 60)
 }
 
+/// Memory all runs together may use, as their parent cgroup is capped at: the executor's own
+/// limit (its v2 `memory.max`, else its v1 `memory.limit_in_bytes`) or the host's memory,
+/// less the reserve, within the configured budget. Read before the executor moves itself
+/// into a leaf cgroup, and also when no cgroup is delegated: the admission budget is the same
+/// figure either way.
+pub(crate) fn runs_memory_budget(budget: &Budget) -> u64 {
+    let own = || -> Option<u64> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let cgroups = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        own_dir(&mountinfo, &cgroups, None)
+            .and_then(|d| own_limit(&d.join("memory.max")))
+            .or_else(|| {
+                own_dir(&mountinfo, &cgroups, Some("memory"))
+                    .and_then(|d| own_limit(&d.join("memory.limit_in_bytes")))
+            })
+    };
+    runs_cap(own(), budget)
+}
+
 /// Memory of all runs together: below the executor's own limit (or the host's memory) by the
 /// reserve, and within the configured budget.
 fn runs_cap(own_limit: Option<u64>, budget: &Budget) -> u64 {

@@ -698,6 +698,60 @@ async fn an_mcp_call_and_a_grpc_call_trace_in_the_genai_conventions() {
     assert_eq!(denied.attribute("toolgate.rule.id"), Some("no-shutdown"));
 }
 
+/// An MCP `run_command` carries the run's limits and usage in `structuredContent`, and a run
+/// the kernel killed at its memory limit says so, in words and in fields.
+#[test]
+fn an_mcp_run_says_which_limit_ended_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // `python3 -m` is what the test policy allows; the module touches 3 GiB.
+    std::fs::write(
+        ws.path().join("hog.py"),
+        "s = b'x' * (3 << 30)\nprint('survived', len(s))\n",
+    )
+    .unwrap();
+    let up = Up::start(ws.path(), &state.path().join("d"));
+    let (mut mcp, _) = McpStdio::spawn(
+        &up,
+        &up.token("agent"),
+        &["--task-dir", "off"],
+        &[],
+        &serde_json::json!({}),
+    );
+    let call =
+        |script: &str| serde_json::json!({"name": "run_command", "arguments": {"script": script}});
+    let ok = mcp.request("tools/call", &call("true"));
+    let sc = &ok["result"]["structuredContent"];
+    assert_eq!(sc["status"], "exited", "{ok}");
+    assert!(
+        sc["limits"]["enforced"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("cgroup-v")),
+        "{sc}"
+    );
+    assert_eq!(sc["limits"]["memory_bytes"], 2u64 << 30, "{sc}");
+    assert_eq!(sc["oom_killed"], false);
+    assert!(sc.get("limit_exceeded").is_none(), "{sc}");
+
+    let hog = mcp.request("tools/call", &call("python3 -m hog"));
+    let sc = &hog["result"]["structuredContent"];
+    assert_eq!(sc["oom_killed"], true, "{hog}");
+    assert_eq!(sc["limit_exceeded"]["resource"], "memory", "{sc}");
+    assert_eq!(sc["limit_exceeded"]["limit"], 2u64 << 30);
+    let said = "the run exceeded its 2 GiB memory limit";
+    assert!(
+        sc["limit_exceeded"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with(said)),
+        "{sc}"
+    );
+    assert!(sc["peak_memory_bytes"].as_u64().unwrap() <= 2 << 30, "{sc}");
+    let text = hog["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(said), "{text}");
+    assert!(!text.contains("survived"), "{text}");
+    mcp.stop();
+}
+
 /// `toolgate mcp` over stdio, spoken to as JSON-RPC lines.
 struct McpStdio {
     child: std::process::Child,

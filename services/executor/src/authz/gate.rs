@@ -203,7 +203,7 @@ impl Gate {
     /// Waits for the human decision on `parked`, then authorizes the same call again (which
     /// consumes the approval).
     pub(crate) async fn wait(&self, call: &Call, parked: Parked) -> Result<Authorized, Status> {
-        self.wait_admitted(call, parked, || Ok(()))
+        self.wait_admitted(call, parked, || std::future::ready(Ok(())))
             .await
             .map(|(proof, ())| proof)
     }
@@ -211,12 +211,15 @@ impl Gate {
     /// [`Gate::wait`], taking what the call needs to start (`admit`: a run slot) once the
     /// human has decided and before the Authorize that consumes the approval: a call that
     /// cannot start is refused with the approval still unspent.
-    pub(crate) async fn wait_admitted<G>(
+    pub(crate) async fn wait_admitted<G, A>(
         &self,
         call: &Call,
         parked: Parked,
-        admit: impl Fn() -> Result<G, Status>,
-    ) -> Result<(Authorized, G), Status> {
+        admit: impl Fn() -> A,
+    ) -> Result<(Authorized, G), Status>
+    where
+        A: std::future::Future<Output = Result<G, Status>>,
+    {
         let span = tracing::info_span!(
             "approval_wait",
             approval_id = %parked.approval_id,
@@ -229,12 +232,15 @@ impl Gate {
         result
     }
 
-    async fn wait_inner<G>(
+    async fn wait_inner<G, A>(
         &self,
         call: &Call,
         mut parked: Parked,
-        admit: impl Fn() -> Result<G, Status>,
-    ) -> Result<(Authorized, G), Status> {
+        admit: impl Fn() -> A,
+    ) -> Result<(Authorized, G), Status>
+    where
+        A: std::future::Future<Output = Result<G, Status>>,
+    {
         loop {
             let remaining = parked.deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
@@ -292,7 +298,7 @@ impl Gate {
                 // or parks the call on a fresh approval within the same deadline.
                 S::Approved | S::Consumed | S::Completed | S::Unknown => {
                     tracing::info!(state = ?approval.state, "approval decided; authorizing again");
-                    let admitted = admit()?;
+                    let admitted = admit().await?;
                     match self.ask(call).await? {
                         Answer::Allowed(proof) => return Ok((proof, admitted)),
                         Answer::Pending {

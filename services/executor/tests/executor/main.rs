@@ -6,6 +6,7 @@
 mod support;
 mod transport;
 
+mod admission;
 mod enforcement;
 mod filesystem;
 mod integrity;

@@ -69,7 +69,11 @@ async fn scrape_counts_runs_output_fs_ops_refusals_and_waits_by_label() {
         &policy,
         &sb.ws,
         &["--metrics-listen", "127.0.0.1:0"],
-        &[("TOOLGATE_PROCESS__MAX_CONCURRENT_RUNS", "1")],
+        &[
+            ("TOOLGATE_PROCESS__MAX_CONCURRENT_RUNS", "1"),
+            // A run that finds no slot is refused at once, not queued behind the `sleep 1`.
+            ("TOOLGATE_PROCESS__ADMISSION__QUEUE_WAIT_MS", "0"),
+        ],
     );
     assert_ne!(exe.metrics.as_deref(), Some(exe.addr.as_str()));
 
@@ -175,6 +179,11 @@ async fn scrape_counts_runs_output_fs_ops_refusals_and_waits_by_label() {
             1.0,
         ),
         ("toolgate_executor_rejections_total{reason=\"BUSY\"}", 1.0),
+        (
+            "toolgate_executor_admission_refusals_total{reason=\"queue_full\",limit=\"slots\"}",
+            1.0,
+        ),
+        ("toolgate_executor_admission_queue_depth", 0.0),
         ("toolgate_executor_runs_total{status=\"exited\"}", 3.0),
         ("toolgate_executor_run_duration_seconds_count", 3.0),
         ("toolgate_executor_runs_in_flight", 0.0),
