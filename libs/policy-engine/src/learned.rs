@@ -234,7 +234,7 @@ fn never_liftable(id: &str) -> bool {
 }
 
 /// The tier each matched rule id carries in `d`.
-fn tier_of<'a>(d: &'a Decision, id: &str) -> Option<Tier> {
+fn tier_of(d: &Decision, id: &str) -> Option<Tier> {
     d.matches.iter().find(|m| m.rule_id == id).map(|m| m.tier)
 }
 

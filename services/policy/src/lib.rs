@@ -51,8 +51,9 @@ use toolgate_runtime::{grpc, shutdown, telemetry};
 
 pub use crate::core::{
     ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
-    Classification, ClassifyRequest, DecideRequest, HiddenPaths, ListApprovalsRequest, PolicyCore,
-    PolicyDescription, PolicyError, RecordOutcomeRequest, Reported, WaitRequest,
+    Classification, ClassifyRequest, DecideRequest, Decided, HiddenPaths, ListApprovalsRequest,
+    PolicyCore, PolicyDescription, PolicyError, RecordOutcomeRequest, Remember, Reported, RulePage,
+    RuleProposal, RuleScope, WaitRequest,
 };
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;
