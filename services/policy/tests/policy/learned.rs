@@ -394,3 +394,51 @@ async fn rules_that_cannot_be_learned_are_refused_and_nothing_is_decided(backend
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::InvalidArgument);
 }
+
+/// Two replicas over one Postgres: a rule learned or revoked on one applies or stops on the
+/// other at its next call, announced through the ledger's notification channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_learned_on_one_replica_applies_on_the_other() {
+    let db = Db::new(Backend::Postgres).await;
+    let a = Server::start_with_policy(&db.url, &Options::default(), LEARN_POLICY);
+    let b = Server::start_with_policy(&db.url, &Options::default(), LEARN_POLICY);
+    let mut alice = a.approvals(ALICE).await;
+    let mut n = 0;
+    let publish = || run(&["cargo", "publish"]);
+    // B compiles its (empty) set first, so only a notification can tell it to rebuild.
+    let id = pending(&ask(&b, &mut n, "s1", publish()).await);
+    let rule = alice
+        .decide_approval(remember(&id, pb::LearnedRuleScope::All, None))
+        .await
+        .unwrap()
+        .into_inner()
+        .rule
+        .unwrap();
+    let until = |want_allowed: bool| {
+        let b = &b;
+        async move {
+            let deadline = tokio::time::Instant::now() + SOON;
+            let mut n = 1000 + u32::from(want_allowed) * 1000;
+            loop {
+                let r = ask(b, &mut n, "s9", publish()).await;
+                if matches!(r.result, Some(R::Allowed(_))) == want_allowed {
+                    return r;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "replica B never saw it: {r:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let r = until(true).await;
+    assert_eq!(deciding_rule(&r), format!("learned.{}", rule.rule_id));
+    alice
+        .revoke_rule(pb::RevokeRuleRequest {
+            rule_id: rule.rule_id.clone(),
+        })
+        .await
+        .unwrap();
+    pending(&until(false).await);
+}
