@@ -243,3 +243,70 @@ fn a_rule_needs_the_same_profile_and_no_new_environment() {
     let mut d = policy.classify(&call, &ctx("s"));
     assert!(set.apply(&mut d, &call, &ctx("s"), 0).is_none());
 }
+
+#[test]
+fn spellings_around_a_learned_shape_still_ask() {
+    let policy = Policy::builtin_default();
+    let push = proposal(&policy, "git push origin main").unwrap();
+    let rm = proposal(&policy, "rm -rf build").unwrap();
+    let set = LearnedSet::new(
+        1,
+        vec![
+            rule(push, Scope::All, None),
+            LearnedRule {
+                id: "rul_2".into(),
+                ..rule(rm, Scope::All, None)
+            },
+        ],
+    );
+    // The same command, spelled differently by the shell, is the same command.
+    for same in [
+        "'git' push origin main",
+        "\\git push \"origin\" main",
+        "git push origin main &",
+        "rm -rf build/",
+        "rm -rf ./dist",
+        "rm -rf node_modules/.cache",
+    ] {
+        assert_eq!(tier_with(&set, &policy, same, "s", 0), Tier::Auto, "{same}");
+    }
+    for other in [
+        // Other words, other reasons.
+        "git push origin main --force",
+        "git push -f origin main",
+        "git push origin main:refs/heads/release",
+        "git push origin ma\u{456}n",
+        "git push --mirror origin main",
+        // What runs depends on the environment or on expansion.
+        "GIT_DIR=/tmp/x git push origin main",
+        "GIT_SSH_COMMAND='sh -c id' git push origin main",
+        "$(echo git) push origin main",
+        "git push origin \"$(cat branch)\"",
+        "git push origin main${X}",
+        "cd .. && git push origin main",
+        "git -C ../other push origin main",
+        // Writes and other commands around it still ask on their own.
+        "git push origin main > ../log",
+        "git push origin main && rm -rf ..",
+        "git push origin main; npm publish",
+        "command git push origin main",
+        "exec git push origin main",
+        "env git push origin main",
+        // Paths that leave the workspace or are not one plain path.
+        "rm -rf build/../..",
+        "rm -rf 'build dir'",
+        "rm -rf build/*",
+        "rm -rf {build,..}",
+        "rm -rf ~/build",
+        "rm -rf /build",
+        "rm -rf -- build",
+        "rm -rf build .",
+        "rm -rf .git/hooks",
+    ] {
+        assert_ne!(
+            tier_with(&set, &policy, other, "s", 0),
+            Tier::Auto,
+            "{other}"
+        );
+    }
+}
