@@ -195,10 +195,16 @@ impl PolicyCore {
         };
         // The decision is durable here and the caller has not heard of it.
         crate::fault::crash_point("authorize.after_commit");
+        // Learned rules are made at runtime, each with its own id: one `learned` label keeps
+        // the metric's cardinality bounded (the ledger names the rule).
         self.inner.metrics.decision(
             tool.as_str(),
             decision.tier.as_str(),
-            decision.deciding_rule().map(|m| m.rule_id.as_str()),
+            if lifted.is_some() {
+                Some("learned")
+            } else {
+                decision.deciding_rule().map(|m| m.rule_id.as_str())
+            },
         );
         Ok(Authorized {
             authorization,

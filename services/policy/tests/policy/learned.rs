@@ -275,7 +275,11 @@ async fn remember_lifts_the_same_shape_in_its_session_until_revoked(backend: Bac
 
 async fn an_expired_rule_stops_applying(backend: Backend) {
     let db = Db::new(backend).await;
-    let server = Server::start_with_policy(&db.url, &Options::default(), LEARN_POLICY);
+    let options = Options {
+        metrics: true,
+        ..Options::default()
+    };
+    let server = Server::start_with_policy(&db.url, &options, LEARN_POLICY);
     let mut alice = server.approvals(ALICE).await;
     let mut n = 0;
     let publish = || run(&["npm", "publish"]);
@@ -291,6 +295,17 @@ async fn an_expired_rule_stops_applying(backend: Backend) {
     // Scope `all`: another session is covered while the rule lives.
     let r = ask(&server, &mut n, "s2", publish()).await;
     assert!(matches!(r.result, Some(R::Allowed(_))), "{r:?}");
+    // Decisions by learned rules share one metric label: rules are made at runtime.
+    let lines = crate::metrics::scrape(&server).await;
+    let learned = crate::metrics::sample(
+        &lines,
+        "toolgate_policy_decisions_total{tool=\"process.run\",tier=\"auto\",rule=\"learned\"}",
+    );
+    assert_eq!(learned, Some(1.0), "{lines:#?}");
+    assert!(
+        !lines.iter().any(|l| l.contains("rule=\"learned.")),
+        "{lines:#?}"
+    );
     // Once past its expiry, without any change announced, the call asks again.
     let deadline = std::time::SystemTime::UNIX_EPOCH
         + Duration::new(expires.seconds as u64, expires.nanos as u32);
