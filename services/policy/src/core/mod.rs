@@ -183,15 +183,17 @@ impl PolicyCore {
         self.inner.loaded_at
     }
 
-    /// Classifies without recording (a dry run); any authenticated role.
-    pub fn classify(&self, req: ClassifyRequest) -> Classification {
+    /// Classifies without recording (a dry run); any authenticated role. Learned rules apply
+    /// as they would in Authorize, so a dry run answers what a call would get.
+    pub async fn classify(&self, req: ClassifyRequest) -> Classification {
         let mut call = req.call;
         let policy = self.policy();
         unbind_denied(&policy, &mut call, &req.context);
-        let decision = self.classify_call(&policy, &call, &req.context);
+        let mut decision = self.classify_call(&policy, &call, &req.context);
         if let Some(profile) = &decision.sandbox_profile {
             call.sandbox_profile = Some(profile.clone());
         }
+        self.apply_learned(&mut decision, &call, &req.context).await;
         let ctx = &req.context;
         let request_digest =
             request_digest(&call, &ctx.session_id, &ctx.principal, policy.version());

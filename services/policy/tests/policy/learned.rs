@@ -194,6 +194,30 @@ async fn remember_lifts_the_same_shape_in_its_session_until_revoked(backend: Bac
         let h = a.hidden.as_ref().expect("hidden paths");
         assert_eq!(h.policy_version, e.policy_version);
     }
+    // A dry run answers what the call would get.
+    let dry = |session: &str| pb::ClassifyRequest {
+        call: Some(run(PUSH)),
+        session_id: session.into(),
+        ..Default::default()
+    };
+    let mut agent_policy = server.policy(AGENT).await;
+    let e = agent_policy
+        .classify(dry("s1"))
+        .await
+        .unwrap()
+        .into_inner()
+        .explanation
+        .unwrap();
+    assert_eq!(e.tier, toolgate_contracts::common::v1::Tier::Auto as i32);
+    assert!(e.matches[0].rule_id.starts_with("learned."), "{e:?}");
+    let e = agent_policy
+        .classify(dry("s2"))
+        .await
+        .unwrap()
+        .into_inner()
+        .explanation
+        .unwrap();
+    assert_eq!(e.tier, toolgate_contracts::common::v1::Tier::Ask as i32);
     // The same shape written as a script is the same command.
     let r = ask(&server, &mut n, "s1", script("git push origin main")).await;
     assert!(matches!(r.result, Some(R::Allowed(_))), "{r:?}");
