@@ -181,4 +181,12 @@ async fn a_rule_is_never_learned_from_a_denial_or_a_decided_approval(ctx: Ctx) {
         .await
         .unwrap_err();
     assert!(matches!(e, Error::Invalid { .. }), "{e}");
+    let mut secret = rule("all", "", None);
+    secret.pattern = secret.pattern.replace("=publish", &format!("={CANARY}"));
+    let e = l
+        .decide_and_learn(out.approval.id.clone(), approve("bob"), secret)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::Invalid { .. }), "{e}");
+    assert!(!ctx.dump().await.contains(CANARY));
 }
