@@ -367,7 +367,12 @@ fn remember_turns_an_approval_into_a_rule_until_revoked() {
     let push = ["run", "--json", "--", "git", "push", "origin", "main"];
 
     let ask = up.run("agent", &["run", "--", "git", "push", "origin", "main"]);
-    assert_eq!(ask.status.code(), Some(75), "git push must ask: {}", text(&ask));
+    assert_eq!(
+        ask.status.code(),
+        Some(75),
+        "git push must ask: {}",
+        text(&ask)
+    );
     let id = support::awaited_approval(&ask);
 
     let show = up.run("approver", &["approvals", "show", &id]);
