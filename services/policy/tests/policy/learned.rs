@@ -34,6 +34,7 @@ on_both_backends!(
     remember_lifts_the_same_shape_in_its_session_until_revoked,
     an_expired_rule_stops_applying,
     rules_that_cannot_be_learned_are_refused_and_nothing_is_decided,
+    workspace_scope_follows_the_executors_labels,
 );
 
 /// The test policy plus an example a broad `rm` rule would flip.
@@ -480,4 +481,46 @@ async fn a_rule_learned_on_one_replica_applies_on_the_other() {
         .await
         .unwrap();
     pending(&until(false).await);
+}
+
+async fn workspace_scope_follows_the_executors_labels(backend: Backend) {
+    let db = Db::new(backend).await;
+    let server = Server::start_with_policy(&db.url, &Options::default(), LEARN_POLICY);
+    let mut alice = server.approvals(ALICE).await;
+    let mut exec = server.policy(EXEC).await;
+    let mut n = 0;
+    let labelled = |n: u32, session: &str, team: &str| {
+        let mut r = authorize(&format!("w-{n}"), session, "agent-1", run(PUSH));
+        r.labels = [("team".to_owned(), team.to_owned())].into();
+        r
+    };
+    let first = exec
+        .authorize(labelled(0, "s1", "web"))
+        .await
+        .unwrap()
+        .into_inner();
+    let id = pending(&first);
+    let rule = alice
+        .decide_approval(remember(&id, pb::LearnedRuleScope::Workspace, None))
+        .await
+        .unwrap()
+        .into_inner()
+        .rule
+        .unwrap();
+    assert_eq!(rule.scope, pb::LearnedRuleScope::Workspace as i32);
+    assert_eq!(rule.scope_value, "team=web");
+    // Another session of the same workspace: auto. Another workspace, or none: ask.
+    let r = exec
+        .authorize(labelled(1, "s2", "web"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(deciding_rule(&r), format!("learned.{}", rule.rule_id));
+    let r = exec
+        .authorize(labelled(2, "s2", "payments"))
+        .await
+        .unwrap()
+        .into_inner();
+    pending(&r);
+    pending(&ask(&server, &mut n, "s3", run(PUSH)).await);
 }
