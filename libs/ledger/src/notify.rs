@@ -189,6 +189,23 @@ pub(crate) async fn listen(
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_rules_notification_moves_the_rules_generation_and_nothing_else() {
+        let hub = Hub::new();
+        let changes = hub.changes();
+        let before = hub.rules_generation();
+        hub.deliver(crate::store::RULES_TOPIC);
+        assert_eq!(hub.rules_generation(), before + 1);
+        // Approval watchers are not woken for it.
+        assert!(!changes.has_changed().unwrap());
+        hub.deliver("apr_x");
+        assert_eq!(hub.rules_generation(), before + 1);
+        assert!(changes.has_changed().unwrap());
+        // A reconnect may have lost a rules notification: the set is rebuilt.
+        hub.wake_all();
+        assert_eq!(hub.rules_generation(), before + 2);
+    }
+
     #[tokio::test]
     async fn deliver_wakes_only_registered_waiters_of_that_id() {
         let hub = Hub::new();
