@@ -310,3 +310,17 @@ fn spellings_around_a_learned_shape_still_ask() {
         );
     }
 }
+
+#[test]
+fn a_verb_is_never_a_placeholder() {
+    let policy = Policy::builtin_default();
+    for s in ["git 42", "cargo 7", "terraform 3", "make 12"] {
+        let call = script(s);
+        let d = policy.classify(&call, &ctx("s"));
+        assert_eq!(d.tier, Tier::Ask, "{s}: {}", d.message);
+        match propose(&call, &d) {
+            Err(Refusal::TooBroad { why, .. }) => assert!(why.contains("verb"), "{why}"),
+            other => panic!("{s}: {other:?}"),
+        }
+    }
+}
