@@ -167,6 +167,21 @@ reasons! {
     /// The `call_id` was allowed but its lease ran out without an outcome: it never runs under
     /// this `call_id` again; retrying needs a new `call_id`.
     OutcomeUnknown = "OUTCOME_UNKNOWN" => AlreadyExists,
+    /// A rule learned from this approval would cover more than the call's own verb.
+    RuleTooBroad = "RULE_TOO_BROAD" => FailedPrecondition,
+    /// A rule learned from this approval would start with a program that runs code given to
+    /// it (a shell, an interpreter with inline code, `env`, `xargs`, `sudo`, `find -exec`...).
+    RuleBannedPrefix = "RULE_BANNED_PREFIX" => FailedPrecondition,
+    /// A rule learned from this approval would turn a policy example or an adversarial case
+    /// from ask or deny into auto; the case is in the message and the metadata.
+    RuleFlipsCase = "RULE_FLIPS_CASE" => FailedPrecondition,
+    /// A part of the call was not fully analysed, so no rule can cover it.
+    RuleNotAnalyzed = "RULE_NOT_ANALYZED" => FailedPrecondition,
+    /// Nothing can be learned from this call (denied, not a run, already allowed, or what
+    /// asks is not something a learned rule may lift); approve it once instead.
+    RuleNotLearnable = "RULE_NOT_LEARNABLE" => FailedPrecondition,
+    /// No learned rule with that id, or it is already revoked.
+    RuleNotFound = "RULE_NOT_FOUND" => NotFound,
     /// An unexpected failure inside toolgate; the message says what failed.
     Internal = "INTERNAL" => Internal,
 }

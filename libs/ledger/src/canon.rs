@@ -5,7 +5,7 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::model::{Approval, Decision, Outcome};
+use crate::model::{Approval, Decision, LearnedRule, Outcome};
 
 /// The hash that precedes the first event.
 pub(crate) const GENESIS: [u8; 32] = [0; 32];
@@ -180,6 +180,31 @@ pub(crate) fn approval(kind: &str, a: &Approval) -> Vec<u8> {
             ("lease_expires_at", ts(a.lease_expires_at)),
             ("closed_at", ts(a.closed_at)),
             ("trace_id", a.trace_id.as_ref().map(|t| t.as_str()).into()),
+        ],
+    )
+}
+
+/// The canonical event for a learned rule row (its full current state). The subject is the
+/// rule's id (`rul_...`), distinct from approval and decision ids.
+pub(crate) fn learned_rule(kind: &str, r: &LearnedRule) -> Vec<u8> {
+    let pattern = text_digest(&r.pattern);
+    encode(
+        kind,
+        r.id.as_str(),
+        &[
+            ("pattern_sha256", pattern.as_str().into()),
+            ("display", r.display.as_str().into()),
+            ("scope", r.scope.as_str().into()),
+            ("scope_value", r.scope_value.as_str().into()),
+            ("created_by", r.created_by.as_str().into()),
+            ("created_at", r.created_at.as_micros().into()),
+            ("expires_at", ts(r.expires_at)),
+            ("revoked_at", ts(r.revoked_at)),
+            (
+                "revoked_by",
+                r.revoked_by.as_ref().map(|p| p.as_str()).into(),
+            ),
+            ("source_approval", r.source_approval.as_str().into()),
         ],
     )
 }

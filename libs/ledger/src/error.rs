@@ -29,6 +29,12 @@ pub enum Error {
         /// The id asked for.
         id: String,
     },
+    /// No active learned rule with that id.
+    #[error("learned rule {id} not found or already revoked; list rules to see active ids")]
+    RuleNotFound {
+        /// The id asked for.
+        id: String,
+    },
     /// No decision with that id.
     #[error("decision {id} not found")]
     DecisionNotFound {
@@ -164,6 +170,7 @@ impl ReasonedError for Error {
             Error::InvalidPattern { .. } => Reason::InvalidPattern,
             Error::ApprovalNotFound { .. } => Reason::ApprovalNotFound,
             Error::DecisionNotFound { .. } => Reason::NotFound,
+            Error::RuleNotFound { .. } => Reason::RuleNotFound,
             Error::NotPending { .. } | Error::LeaseExpired { .. } | Error::StaleLease { .. } => {
                 Reason::ApprovalNotPending
             }
@@ -192,6 +199,7 @@ impl ReasonedError for Error {
                 ]
             }
             Error::DecisionNotFound { id } => vec![("decision_id", id.clone())],
+            Error::RuleNotFound { id } => vec![("rule_id", id.clone())],
             Error::OutcomeConflict { decision_id }
             | Error::NotRunnable { decision_id, .. }
             | Error::DecisionLeaseExpired { decision_id, .. } => {

@@ -116,6 +116,25 @@ pub trait Ledger: Send + Sync {
     /// Whether the database answers now (the service reports NOT_SERVING when it does not).
     fn health(&self) -> BoxFuture<'_, Result<()>>;
 
+    /// Approves a pending approval and stores the rule learned from it, in one transaction
+    /// (the approver is `decide.approver`; the verdict must be an approval).
+    fn decide_and_learn(
+        &self,
+        id: ApprovalId,
+        decide: Decide,
+        rule: NewLearnedRule,
+    ) -> BoxFuture<'_, Result<(Approval, LearnedRule)>>;
+
+    /// Revokes an active learned rule; [`Error::RuleNotFound`] when there is none by that id.
+    fn revoke_rule(&self, id: LearnedRuleId, by: Principal) -> BoxFuture<'_, Result<LearnedRule>>;
+
+    /// Every learned rule, revoked and expired included, with the set's revision.
+    fn learned_rules(&self) -> BoxFuture<'_, Result<LearnedRules>>;
+
+    /// A number that changes whenever the learned rules may have changed, on any replica:
+    /// a compiled set is rebuilt when it moves. Cheap (an atomic load).
+    fn learned_generation(&self) -> u64;
+
     /// How many approvals are stored as pending, across every replica (a dashboard gauge).
     fn count_pending(&self) -> BoxFuture<'_, Result<u64>>;
 
@@ -460,6 +479,31 @@ impl Ledger for SqlLedger {
 
     fn count_pending(&self) -> BoxFuture<'_, Result<u64>> {
         Box::pin(self.core.count_pending())
+    }
+
+    fn decide_and_learn(
+        &self,
+        id: ApprovalId,
+        decide: Decide,
+        rule: NewLearnedRule,
+    ) -> BoxFuture<'_, Result<(Approval, LearnedRule)>> {
+        Box::pin(async move {
+            let (a, r) = self.core.decide_learning(&id, &decide, Some(&rule)).await?;
+            let r = r.ok_or_else(|| Error::Database("the learned rule was not stored".into()))?;
+            Ok((a, r))
+        })
+    }
+
+    fn revoke_rule(&self, id: LearnedRuleId, by: Principal) -> BoxFuture<'_, Result<LearnedRule>> {
+        Box::pin(async move { self.core.revoke_learned(&id, &by).await })
+    }
+
+    fn learned_rules(&self) -> BoxFuture<'_, Result<LearnedRules>> {
+        Box::pin(self.core.learned_rules())
+    }
+
+    fn learned_generation(&self) -> u64 {
+        self.core.hub.rules_generation()
     }
 }
 

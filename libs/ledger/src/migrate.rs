@@ -31,6 +31,9 @@ const V4_OUTCOME_INTEGRITY: &str = include_str!("../migrations/0004_outcome_inte
 /// Schema 5: a call refused before it started is released, and its decision says why.
 const V5_RELEASED_CALLS: &str = include_str!("../migrations/0005_released_calls.sql");
 
+/// Schema 6: rules learned from approvals, and the revision of their set.
+const V6_LEARNED_RULES: &str = include_str!("../migrations/0006_learned_rules.sql");
+
 const PG: &[Migration] = &[
     Migration {
         version: 1,
@@ -56,6 +59,11 @@ const PG: &[Migration] = &[
         version: 5,
         name: "released calls",
         sql: V5_RELEASED_CALLS,
+    },
+    Migration {
+        version: 6,
+        name: "learned rules",
+        sql: V6_LEARNED_RULES,
     },
 ];
 
@@ -85,10 +93,15 @@ const LITE: &[Migration] = &[
         name: "released calls",
         sql: V5_RELEASED_CALLS,
     },
+    Migration {
+        version: 6,
+        name: "learned rules",
+        sql: V6_LEARNED_RULES,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS tg_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 

@@ -1,7 +1,7 @@
 //! Wake-ups: one listener per process, fanned out in memory to per-approval waiters.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use toolgate_core::backoff::Backoff;
@@ -19,6 +19,9 @@ pub(crate) struct Hub {
     waiters: Mutex<HashMap<String, (usize, Arc<Notify>)>>,
     generation: watch::Sender<u64>,
     parked: AtomicUsize,
+    /// Bumped whenever the learned rules may have changed (a notification about them, or a
+    /// listener reconnect that may have lost one).
+    rules: AtomicU64,
 }
 
 impl Hub {
@@ -27,11 +30,16 @@ impl Hub {
             waiters: Mutex::new(HashMap::new()),
             generation: watch::Sender::new(0),
             parked: AtomicUsize::new(0),
+            rules: AtomicU64::new(0),
         })
     }
 
     /// Wakes the waiters of one approval and every change-feed watcher.
     pub(crate) fn deliver(&self, approval_id: &str) {
+        if approval_id == crate::store::RULES_TOPIC {
+            self.rules.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
         let notify = self
             .waiters
             .lock()
@@ -46,6 +54,7 @@ impl Hub {
 
     /// Wakes everyone: used when notifications may have been lost (listener reconnect).
     pub(crate) fn wake_all(&self) {
+        self.rules.fetch_add(1, Ordering::SeqCst);
         let all: Vec<_> = self
             .waiters
             .lock()
@@ -82,6 +91,11 @@ impl Hub {
     /// Waiters currently parked on a decision.
     pub(crate) fn parked(&self) -> usize {
         self.parked.load(Ordering::SeqCst)
+    }
+
+    /// Changes whenever the learned rules may have changed.
+    pub(crate) fn rules_generation(&self) -> u64 {
+        self.rules.load(Ordering::SeqCst)
     }
 
     /// A receiver that changes whenever any approval changes.
@@ -174,6 +188,23 @@ pub(crate) async fn listen(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rules_notification_moves_the_rules_generation_and_nothing_else() {
+        let hub = Hub::new();
+        let changes = hub.changes();
+        let before = hub.rules_generation();
+        hub.deliver(crate::store::RULES_TOPIC);
+        assert_eq!(hub.rules_generation(), before + 1);
+        // Approval watchers are not woken for it.
+        assert!(!changes.has_changed().unwrap());
+        hub.deliver("apr_x");
+        assert_eq!(hub.rules_generation(), before + 1);
+        assert!(changes.has_changed().unwrap());
+        // A reconnect may have lost a rules notification: the set is rebuilt.
+        hub.wake_all();
+        assert_eq!(hub.rules_generation(), before + 2);
+    }
 
     #[tokio::test]
     async fn deliver_wakes_only_registered_waiters_of_that_id() {

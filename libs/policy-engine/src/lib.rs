@@ -14,6 +14,7 @@ mod compute;
 pub mod digest;
 pub mod document;
 pub mod engine;
+pub mod learned;
 mod memo;
 pub mod paths;
 pub mod reload;

@@ -56,13 +56,32 @@ impl State {
     }
 }
 
-/// How far an approval reaches.
-#[derive(Debug, Clone, Copy, ValueEnum)]
+/// How far an approval (or, with --remember, the rule learned from it) reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Scope {
-    /// Single use (the default).
+    /// Single use (the default for an approval).
     Once,
-    /// Reused for identical calls in the session until it expires.
+    /// An approval: reused for identical calls in the session until it expires. A rule: calls
+    /// of the same shape in the session (the default with --remember).
     Session,
+    /// A rule only: calls of the same shape from executors with this call's workspace labels.
+    Workspace,
+    /// A rule only: calls of the same shape everywhere.
+    All,
+}
+
+impl Scope {
+    /// The wire scope of a rule learned with `--remember --scope`.
+    fn rule(self) -> anyhow::Result<pb::LearnedRuleScope> {
+        match self {
+            Scope::Session => Ok(pb::LearnedRuleScope::Session),
+            Scope::Workspace => Ok(pb::LearnedRuleScope::Workspace),
+            Scope::All => Ok(pb::LearnedRuleScope::All),
+            Scope::Once => anyhow::bail!(
+                "--remember --scope once: a learned rule's scope is session, workspace or all"
+            ),
+        }
+    }
 }
 
 /// Filters shared by `list` and `watch`.
@@ -114,11 +133,22 @@ enum Op {
         #[arg(long, default_value = "")]
         message: String,
         /// `session` reuses the approval for identical calls in the session until it expires.
-        #[arg(long, value_enum, default_value = "once")]
-        scope: Scope,
+        /// With --remember: where the learned rule applies (session, workspace or all;
+        /// default session).
+        #[arg(long, value_enum)]
+        scope: Option<Scope>,
         /// How long the approval stays usable (30s, 10m, 2h; default: the server's).
         #[arg(long, value_parser = crate::duration::parse)]
         ttl: Option<Duration>,
+        /// Always allow: also learn a rule from this call, so later calls of the same shape
+        /// in its scope run without asking. The rule is printed verbatim; when none may be
+        /// learned, nothing is approved and the reason is printed (approve without
+        /// --remember instead).
+        #[arg(long)]
+        remember: bool,
+        /// With --remember: how long the rule applies (7d, 12h; default: until revoked).
+        #[arg(long = "for", value_parser = crate::duration::parse, requires = "remember")]
+        rule_for: Option<Duration>,
         /// Print the approval as JSON.
         #[arg(long)]
         json: bool,
@@ -170,27 +200,40 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let mut client = ApprovalServiceClient::new(channel);
     match args.op {
         Op::List { filter, json } => list(&mut client, &filter, json).await,
-        Op::Show { id, json } => {
-            let a = client
-                .get_approval(pb::GetApprovalRequest { approval_id: id })
-                .await
-                .map_err(call_error)?
-                .into_inner()
-                .approval
-                .unwrap_or_default();
-            print_one(&a, json, render::show)
-        }
+        Op::Show { id, json } => show(&mut client, id, json).await,
         Op::Approve {
             id,
             reason,
             message,
             scope,
             ttl,
+            remember,
+            rule_for,
             json,
         } => {
-            let scope = match scope {
-                Scope::Once => pb::ApprovalScope::Once,
-                Scope::Session => pb::ApprovalScope::Session,
+            let (scope, remember) = if remember {
+                let rule = scope.unwrap_or(Scope::Session).rule()?;
+                (
+                    pb::ApprovalScope::Once,
+                    Some(pb::Remember {
+                        scope: rule as i32,
+                        ttl: rule_for.map(crate::duration::to_proto),
+                    }),
+                )
+            } else {
+                let scope = match scope.unwrap_or(Scope::Once) {
+                    Scope::Once => pb::ApprovalScope::Once,
+                    Scope::Session => pb::ApprovalScope::Session,
+                    other => anyhow::bail!(
+                        "--scope {}: workspace and all are scopes of a learned rule; add --remember",
+                        if other == Scope::All {
+                            "all"
+                        } else {
+                            "workspace"
+                        }
+                    ),
+                };
+                (scope, None)
             };
             let req = pb::DecideApprovalRequest {
                 approval_id: id,
@@ -199,6 +242,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 message_to_model: message,
                 scope: scope as i32,
                 ttl: ttl.map(crate::duration::to_proto),
+                remember,
             };
             decide(&mut client, req, json).await
         }
@@ -215,6 +259,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 message_to_model: message,
                 scope: pb::ApprovalScope::Unspecified as i32,
                 ttl: None,
+                remember: None,
             };
             decide(&mut client, req, json).await
         }
@@ -281,14 +326,72 @@ async fn decide(
     req: pb::DecideApprovalRequest,
     json: bool,
 ) -> anyhow::Result<()> {
-    let a = client
+    let decided = client
         .decide_approval(req)
+        .await
+        .map_err(call_error)?
+        .into_inner();
+    let a = decided.approval.unwrap_or_default();
+    let Some(rule) = decided.rule else {
+        return print_one(&a, json, one_line);
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        let v = serde_json::json!({
+            "approval": render::approval_json(&a),
+            "rule": crate::rules::rule_json(&rule),
+        });
+        writeln!(out, "{}", render::safe_json(&v))?;
+    } else {
+        out.write_all(one_line(&a).as_bytes())?;
+        out.write_all(crate::rules::learned_text(&rule).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `approvals show`: the approval, and for a pending one the rule `--remember` would learn
+/// (or why none may be learned).
+async fn show(
+    client: &mut ApprovalServiceClient<AuthChannel>,
+    id: String,
+    json: bool,
+) -> anyhow::Result<()> {
+    let a = client
+        .get_approval(pb::GetApprovalRequest {
+            approval_id: id.clone(),
+        })
         .await
         .map_err(call_error)?
         .into_inner()
         .approval
         .unwrap_or_default();
-    print_one(&a, json, one_line)
+    let proposal = if a.state == pb::ApprovalState::Pending as i32 {
+        Some(
+            client
+                .propose_rule(pb::ProposeRuleRequest {
+                    approval_id: id,
+                    scope: pb::LearnedRuleScope::Session as i32,
+                })
+                .await
+                .map(tonic::Response::into_inner),
+        )
+    } else {
+        None
+    };
+    let mut out = std::io::stdout().lock();
+    if json {
+        let mut v = render::approval_json(&a);
+        if let (Some(p), Some(obj)) = (&proposal, v.as_object_mut()) {
+            obj.insert("proposed_rule".into(), crate::rules::proposal_json(p));
+        }
+        writeln!(out, "{}", render::safe_json(&v))?;
+    } else {
+        out.write_all(render::show(&a).as_bytes())?;
+        if let Some(p) = &proposal {
+            out.write_all(crate::rules::proposal_text(p).as_bytes())?;
+        }
+    }
+    Ok(())
 }
 
 async fn list(

@@ -14,6 +14,7 @@ mod fs;
 mod ledger;
 mod mcp;
 mod render;
+mod rules;
 mod run;
 mod up;
 
@@ -37,6 +38,9 @@ enum Command {
     Run(run::Args),
     /// See and decide parked calls (needs an approver or admin token).
     Approvals(approvals::Args),
+    /// List and revoke the rules learned from approvals with `approvals approve --remember`
+    /// (needs an approver or admin token).
+    Rules(rules::Args),
     /// Start the policy service and an executor in one process (SQLite ledger, generated tokens).
     Up(up::Args),
     /// Ledger database tools: verify the audit hash chain, apply migrations.
@@ -86,6 +90,7 @@ async fn main() -> ExitCode {
         Command::Fs(args) => fs::run(args).await,
         Command::Run(args) => run::run(args).await,
         Command::Approvals(args) => approvals::run(args).await,
+        Command::Rules(args) => rules::run(args).await,
         Command::Ledger(args) => ledger::run(args).await,
         Command::Mcp(args) => mcp::run(args).await,
         Command::Up(args) => up::run(args).await,

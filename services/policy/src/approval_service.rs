@@ -75,11 +75,59 @@ impl ApprovalService for ApprovalAdapter {
         let caller = auth::caller(&request)?;
         let request = wire::decide_request(request.into_inner()).map_err(wire::status)?;
         self.core
-            .decide_approval(&caller, request)
+            .decide(&caller, request)
             .await
-            .map(|v| {
+            .map(|d| {
                 Response::new(pb::DecideApprovalResponse {
-                    approval: Some(wire::approval(v)),
+                    approval: Some(wire::approval(d.view)),
+                    rule: d
+                        .rule
+                        .map(|r| wire::learned_rule(r, toolgate_ledger::Timestamp::now())),
+                })
+            })
+            .map_err(wire::status)
+    }
+
+    async fn propose_rule(
+        &self,
+        request: Request<pb::ProposeRuleRequest>,
+    ) -> Result<Response<pb::ProposeRuleResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        let r = request.into_inner();
+        let id = wire::approval_id(r.approval_id).map_err(wire::status)?;
+        let scope = wire::rule_scope(r.scope).map_err(wire::status)?;
+        self.core
+            .propose_rule(&caller, id, scope)
+            .await
+            .map(|p| Response::new(wire::rule_proposal(&p)))
+            .map_err(wire::status)
+    }
+
+    async fn list_rules(
+        &self,
+        request: Request<pb::ListRulesRequest>,
+    ) -> Result<Response<pb::ListRulesResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        let r = request.into_inner();
+        self.core
+            .list_rules(&caller, r.include_inactive)
+            .await
+            .map(|page| Response::new(wire::rules_response(page)))
+            .map_err(wire::status)
+    }
+
+    async fn revoke_rule(
+        &self,
+        request: Request<pb::RevokeRuleRequest>,
+    ) -> Result<Response<pb::RevokeRuleResponse>, Status> {
+        let caller = auth::caller(&request)?;
+        let r = request.into_inner();
+        self.core
+            .revoke_rule(&caller, r.rule_id)
+            .await
+            .map(|rule| {
+                Response::new(pb::RevokeRuleResponse {
+                    rule: Some(wire::learned_rule(rule, toolgate_ledger::Timestamp::now())),
                 })
             })
             .map_err(wire::status)

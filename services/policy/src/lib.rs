@@ -13,7 +13,9 @@
 //! - `PolicyService.Classify` / `GetPolicy`: dry-run decisions and the policy in force,
 //!   reloaded on change and on SIGHUP (an invalid new version keeps the old one).
 //! - `ApprovalService`: list, get, decide, cancel and watch approvals (approvers and
-//!   admins; nobody decides their own request), and wait for a decision.
+//!   admins; nobody decides their own request), and wait for a decision; propose, learn
+//!   (`DecideApprovalRequest.remember`), list and revoke rules learned from approvals, which
+//!   lift later asks of the same shape to auto.
 //!
 //! The ledger is Postgres (shared by replicas) or SQLite (single node), opened from
 //! `[ledger]`. A timer sweeps expired approvals and lapsed leases; another probes the
@@ -51,8 +53,9 @@ use toolgate_runtime::{grpc, shutdown, telemetry};
 
 pub use crate::core::{
     ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
-    Classification, ClassifyRequest, DecideRequest, HiddenPaths, ListApprovalsRequest, PolicyCore,
-    PolicyDescription, PolicyError, RecordOutcomeRequest, Reported, WaitRequest,
+    Classification, ClassifyRequest, DecideRequest, Decided, HiddenPaths, ListApprovalsRequest,
+    PolicyCore, PolicyDescription, PolicyError, RecordOutcomeRequest, Remember, Reported, RulePage,
+    RuleProposal, RuleScope, WaitRequest,
 };
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;

@@ -101,7 +101,7 @@ impl PolicyService for PolicyAdapter {
         let request =
             wire::classify_request(request.into_inner(), &caller.name).map_err(wire::status)?;
         Ok(Response::new(wire::classify_response(
-            self.core.classify(request),
+            self.core.classify(request).await,
         )))
     }
 

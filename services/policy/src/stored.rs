@@ -6,6 +6,8 @@
 //! readable by an auditor with `psql`, and both decode into the wire messages that
 //! `GetApproval` returns.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::convert::{tier_to_wire, tool_to_wire};
@@ -13,15 +15,40 @@ use toolgate_contracts::policy::v1 as pb;
 use toolgate_core::{Tier, ToolKind};
 use toolgate_policy_engine::{Decision, render};
 
-/// The explanation JSON stored with an approval.
-pub(crate) fn explanation_json(decision: &Decision, description: &str) -> String {
+/// The explanation JSON stored with an approval. The executor's workspace `labels` are kept
+/// too (when it sent any): a rule learned from the approval with workspace scope is bound
+/// to them.
+pub(crate) fn explanation_json(
+    decision: &Decision,
+    description: &str,
+    labels: &BTreeMap<String, String>,
+) -> String {
     let mut v = render::to_json(decision, None);
-    if let Some(obj) = v.as_object_mut()
-        && !description.is_empty()
-    {
-        obj.insert("description".to_owned(), Value::from(description));
+    if let Some(obj) = v.as_object_mut() {
+        if !description.is_empty() {
+            obj.insert("description".to_owned(), Value::from(description));
+        }
+        if !labels.is_empty() {
+            obj.insert(
+                "labels".to_owned(),
+                Value::Object(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+                        .collect(),
+                ),
+            );
+        }
     }
     v.to_string()
+}
+
+/// The workspace labels stored with an approval's explanation (none for rows written before
+/// they were kept).
+pub(crate) fn labels_from_json(json: &str) -> BTreeMap<String, String> {
+    serde_json::from_str::<Value>(json)
+        .map(|v| strings(&v, "labels"))
+        .unwrap_or_default()
 }
 
 fn text(v: &Value, key: &str) -> String {
@@ -191,9 +218,15 @@ mod tests {
             labels: Default::default(),
         };
         let d = policy.classify(&call, &ctx);
-        let stored = explanation_json(&d, "push my branch");
+        let stored = explanation_json(&d, "push my branch", &BTreeMap::new());
         let (e, description) = explanation_from_json(&stored).unwrap();
         assert_eq!(e, crate::wire::explanation(&d));
         assert_eq!(description, "push my branch");
+        assert!(labels_from_json(&stored).is_empty());
+        // The workspace labels ride along, for rules learned with workspace scope.
+        let labels = BTreeMap::from([("team".to_owned(), "web".to_owned())]);
+        let stored = explanation_json(&d, "", &labels);
+        assert_eq!(labels_from_json(&stored), labels);
+        assert_eq!(explanation_from_json(&stored).unwrap().0, e);
     }
 }

@@ -4,6 +4,7 @@ mod approval;
 mod audit;
 mod decision;
 mod ids;
+mod learned;
 mod outcome;
 mod query;
 #[cfg(test)]
@@ -16,9 +17,10 @@ pub use decision::{
     AllowedState, AskOutcome, AskRequest, AskVerdict, Decision, NewDecision, NotStarted, Recorded,
 };
 pub use ids::{
-    ApprovalId, CallId, DecisionId, PolicyVersion, Principal, RequestDigest, RuleId, SessionId,
-    TraceId,
+    ApprovalId, CallId, DecisionId, LearnedRuleId, PolicyVersion, Principal, RequestDigest, RuleId,
+    SessionId, TraceId,
 };
+pub use learned::{LearnedRule, LearnedRules, NewLearnedRule};
 pub use outcome::{ExecutorIdentity, ExitStatus, NewOutcome, Outcome};
 pub use query::{ApprovalFilter, CallRecord, Page, PageToken};
 pub use timestamp::Timestamp;

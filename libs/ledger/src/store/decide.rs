@@ -4,7 +4,27 @@ use super::*;
 
 impl Core {
     pub(crate) async fn decide(&self, id: &ApprovalId, dc: &Decide) -> Result<Approval> {
+        Ok(self.decide_learning(id, dc, None).await?.0)
+    }
+
+    /// Decides, and with `learn` (an approval only) stores the rule learned from it in the
+    /// same transaction: both happen or neither does.
+    pub(crate) async fn decide_learning(
+        &self,
+        id: &ApprovalId,
+        dc: &Decide,
+        learn: Option<&NewLearnedRule>,
+    ) -> Result<(Approval, Option<LearnedRule>)> {
         self.check_identifier("approver", dc.approver.as_str())?;
+        if learn.is_some() && !matches!(dc.verdict, Verdict::Approve { .. }) {
+            return Err(Error::invalid(
+                "remember",
+                "a rule is learned only from an approval, never from a denial",
+            ));
+        }
+        if let Some(l) = learn {
+            self.check_learned(l)?;
+        }
         let reason = self.redactor.opt(dc.reason.as_deref());
         let message = self.redactor.opt(dc.message.as_deref());
         let (state, scope, action) = match dc.verdict {
@@ -52,9 +72,17 @@ impl Core {
                 Some(r) => {
                     let a = approval_from(&r)?;
                     tx.touch(a.id.as_str());
-                    self.finish(tx, vec![ev_approval(&format!("approval.{action}"), &a)])
-                        .await?;
-                    Ok(a)
+                    let mut events = vec![ev_approval(&format!("approval.{action}"), &a)];
+                    let rule = match learn {
+                        Some(l) => {
+                            let rule = self.insert_learned(&mut tx, l, &a, now).await?;
+                            events.push(ev_learned("rule.learned", &rule));
+                            Some(rule)
+                        }
+                        None => None,
+                    };
+                    self.finish(tx, events).await?;
+                    Ok((a, rule))
                 }
                 None => Err(self.refuse(tx, id, &dc.approver, action, now).await?),
             }

@@ -22,6 +22,7 @@ use crate::redact::Redactor;
 mod ask;
 mod decide;
 mod decisions;
+mod learned;
 mod outcomes;
 mod reads;
 mod release;
@@ -30,10 +31,11 @@ mod sweep;
 mod verify;
 mod watch;
 
+pub(crate) use learned::RULES_TOPIC;
 use rows::*;
 pub(crate) use rows::{
-    A_COLS, A_SELECT, D_COLS, D_SELECT, O_COLS, O_SELECT, approval_from, decision_from,
-    outcome_from,
+    A_COLS, A_SELECT, D_COLS, D_SELECT, L_COLS, L_SELECT, O_COLS, O_SELECT, approval_from,
+    decision_from, learned_from, outcome_from,
 };
 
 /// Ledger-wide durations.

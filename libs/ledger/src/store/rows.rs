@@ -344,3 +344,51 @@ mod tests {
         }
     }
 }
+
+columns! {
+    /// `tg_learned_rules`, read by [`learned_from`].
+    L_COLS, L_SELECT = "learned_": [
+        "id", "pattern", "display", "scope", "scope_value", "created_by", "created_at",
+        "expires_at", "revoked_at", "revoked_by", "source_approval",
+    ]
+}
+
+pub(crate) fn learned_from(r: &Row) -> Result<LearnedRule> {
+    Ok(LearnedRule {
+        id: parse_id(r.get("learned_id")?)?,
+        pattern: r.get("learned_pattern")?,
+        display: r.get("learned_display")?,
+        scope: r.get("learned_scope")?,
+        scope_value: r.get("learned_scope_value")?,
+        created_by: parse_id(r.get("learned_created_by")?)?,
+        created_at: ts(r.get("learned_created_at")?),
+        expires_at: ots(r.get("learned_expires_at")?),
+        revoked_at: ots(r.get("learned_revoked_at")?),
+        revoked_by: opt_id(r.get("learned_revoked_by")?)?,
+        source_approval: parse_id(r.get("learned_source_approval")?)?,
+    })
+}
+
+pub(super) fn learned_args(r: &LearnedRule) -> Vec<Arg> {
+    args![
+        r.id.as_str(),
+        r.pattern.as_str(),
+        r.display.as_str(),
+        r.scope.as_str(),
+        r.scope_value.as_str(),
+        r.created_by.as_str(),
+        r.created_at.as_micros(),
+        r.expires_at.map(|t| t.as_micros()),
+        r.revoked_at.map(|t| t.as_micros()),
+        r.revoked_by.as_ref().map(|p| p.as_str()),
+        r.source_approval.as_str(),
+    ]
+}
+
+pub(super) fn ev_learned(kind: &str, r: &LearnedRule) -> Event {
+    Event {
+        kind: kind.to_owned(),
+        subject: r.id.as_str().to_owned(),
+        payload: canon::learned_rule(kind, r),
+    }
+}

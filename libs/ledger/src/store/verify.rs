@@ -145,6 +145,17 @@ impl Core {
                 "outcome",
             );
         }
+        for r in tx
+            .fetch_all(&format!("SELECT {L_SELECT} FROM tg_learned_rules"), vec![])
+            .await?
+        {
+            let l = learned_from(&r)?;
+            check(
+                l.id.as_str().to_owned(),
+                &|k| canon::learned_rule(k, &l),
+                "learned rule",
+            );
+        }
         for (subject, (seq, _, _)) in &latest {
             if !rows_seen.contains(subject) {
                 problems.push((

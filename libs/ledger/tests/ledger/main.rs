@@ -7,3 +7,4 @@ mod common;
 
 mod conformance;
 mod crash;
+mod learned;

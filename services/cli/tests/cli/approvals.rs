@@ -354,3 +354,161 @@ fn escape_sequences_in_a_request_never_reach_the_approvers_terminal() {
         "{display}"
     );
 }
+
+/// `approvals show` proposes the rule, `approvals approve --remember` learns it and prints it
+/// verbatim, the same shape then runs without asking (its rule `learned.*`), another shape or
+/// session still asks, `rules list` shows it and `rules revoke` ends it. A rule that may not
+/// be learned is refused with its reason, and nothing is approved.
+#[test]
+fn remember_turns_an_approval_into_a_rule_until_revoked() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let up = Up::start(ws.path(), &state.path().join("toolgate"));
+    let push = ["run", "--json", "--", "git", "push", "origin", "main"];
+
+    let ask = up.run("agent", &["run", "--", "git", "push", "origin", "main"]);
+    assert_eq!(
+        ask.status.code(),
+        Some(75),
+        "git push must ask: {}",
+        text(&ask)
+    );
+    let id = support::awaited_approval(&ask);
+
+    let show = up.run("approver", &["approvals", "show", &id]);
+    let show_text = String::from_utf8_lossy(&show.stdout).into_owned();
+    assert!(
+        show_text.contains("this rule would be learned:\n    git push origin main\n"),
+        "{show_text}"
+    );
+    let show = json(&up.run("approver", &["approvals", "show", &id, "--json"]));
+    assert!(
+        show["proposed_rule"]["pattern"]
+            .as_str()
+            .unwrap()
+            .starts_with("git push origin main\n"),
+        "{show}"
+    );
+
+    // --scope once makes no rule; workspace and all are rule scopes only.
+    let bad = up.run(
+        "approver",
+        &["approvals", "approve", &id, "--remember", "--scope", "once"],
+    );
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    let bad = up.run("approver", &["approvals", "approve", &id, "--scope", "all"]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(text(&bad).contains("--remember"), "{}", text(&bad));
+
+    let ok = up.run(
+        "approver",
+        &[
+            "approvals",
+            "approve",
+            &id,
+            "--remember",
+            "--scope",
+            "session",
+            "--for",
+            "7d",
+        ],
+    );
+    assert!(ok.status.success(), "{}", text(&ok));
+    let ok = String::from_utf8_lossy(&ok.stdout).into_owned();
+    assert!(ok.contains("approved by approver"), "{ok}");
+    assert!(ok.contains("learned rule learned.rul_"), "{ok}");
+    assert!(ok.contains("scope session cli-test"), "{ok}");
+    assert!(ok.contains("\n    git push origin main\n"), "{ok}");
+
+    // The same shape runs without asking, decided by the learned rule (git itself fails:
+    // the workspace is no repository; what matters is that nobody was asked).
+    for _ in 0..2 {
+        let again = up.run("agent", &push);
+        assert_ne!(again.status.code(), Some(75), "{}", text(&again));
+        let started = String::from_utf8_lossy(&again.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|v| v["event"] == "started")
+            .unwrap_or_else(|| panic!("no started event: {}", text(&again)));
+        assert!(
+            started["rule_id"]
+                .as_str()
+                .unwrap()
+                .starts_with("learned.rul_"),
+            "{started}"
+        );
+    }
+    // Another shape, or another session, still asks.
+    let other = up.run("agent", &["run", "--", "git", "push", "origin", "dev"]);
+    assert_eq!(other.status.code(), Some(75), "{}", text(&other));
+    let elsewhere = up.run(
+        "agent",
+        &[
+            "run",
+            "--session",
+            "other",
+            "--",
+            "git",
+            "push",
+            "origin",
+            "main",
+        ],
+    );
+    assert_eq!(elsewhere.status.code(), Some(75), "{}", text(&elsewhere));
+
+    let rules = json(&up.run("approver", &["rules", "list", "--json"]));
+    let listed = rules["rules"].as_array().unwrap();
+    assert_eq!(listed.len(), 1, "{rules}");
+    let rule_id = listed[0]["rule_id"].as_str().unwrap().to_owned();
+    assert_eq!(listed[0]["scope"], "session");
+    assert_eq!(listed[0]["source_approval_id"], id.as_str());
+    let table = up.run("approver", &["rules", "list"]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("git push origin main"),
+        "{}",
+        text(&table)
+    );
+    // Agents can neither list nor revoke.
+    let agent = up.run("agent", &["rules", "revoke", &rule_id]);
+    assert_eq!(agent.status.code(), Some(1), "{}", text(&agent));
+
+    let revoked = up.run(
+        "approver",
+        &["rules", "revoke", &format!("learned.{rule_id}")],
+    );
+    assert!(revoked.status.success(), "{}", text(&revoked));
+    assert!(String::from_utf8_lossy(&revoked.stdout).contains("revoked"));
+    // The approval itself was never needed while the rule stood; it still covers its exact
+    // call once. After that the shape asks again.
+    let once = up.run("agent", &["run", "--", "git", "push", "origin", "main"]);
+    assert_ne!(once.status.code(), Some(75), "{}", text(&once));
+    let asks = up.run("agent", &["run", "--", "git", "push", "origin", "main"]);
+    assert_eq!(asks.status.code(), Some(75), "{}", text(&asks));
+    let again = up.run("approver", &["rules", "revoke", &rule_id]);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(text(&again).contains("RULE_NOT_FOUND"), "{}", text(&again));
+
+    // A banned prefix: refused with its reason, and the approval still waits.
+    let shell = up.run(
+        "agent",
+        &["run", "--", "bash", "-c", "git push origin main"],
+    );
+    assert_eq!(shell.status.code(), Some(75), "{}", text(&shell));
+    let sid = support::awaited_approval(&shell);
+    let show = up.run("approver", &["approvals", "show", &sid]);
+    assert!(
+        String::from_utf8_lossy(&show.stdout)
+            .contains("no rule can be learned from this call (RULE_BANNED_PREFIX)"),
+        "{}",
+        text(&show)
+    );
+    let refused = up.run("approver", &["approvals", "approve", &sid, "--remember"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("RULE_BANNED_PREFIX"),
+        "{}",
+        text(&refused)
+    );
+    let still = json(&up.run("approver", &["approvals", "show", &sid, "--json"]));
+    assert_eq!(still["state"], "pending");
+}

@@ -225,6 +225,58 @@ pub struct DecideRequest {
     pub message: Option<String>,
     /// How long an approval stays usable.
     pub ttl: Option<Duration>,
+    /// Also learn a rule from the call (approvals only).
+    pub remember: Option<Remember>,
+}
+
+/// Where a learned rule applies, before it is bound to the approved call's session or
+/// workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleScope {
+    /// The approved call's session.
+    Session,
+    /// The approved call's workspace (its executor's labels).
+    Workspace,
+    /// Everywhere.
+    All,
+}
+
+/// Turn an approval into a rule ("always allow").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remember {
+    /// Where the rule applies.
+    pub scope: RuleScope,
+    /// How long; `None`: until revoked.
+    pub ttl: Option<Duration>,
+}
+
+/// The rule that would be learned from an approval.
+#[derive(Debug, Clone)]
+pub struct RuleProposal {
+    /// The pattern.
+    pub pattern: toolgate_policy_engine::learned::Pattern,
+    /// Its scope, bound to the approved call's session or workspace.
+    pub scope: toolgate_policy_engine::learned::Scope,
+}
+
+/// A decided approval, and the rule learned from it when one was asked for.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The approval.
+    pub view: ApprovalView,
+    /// The rule.
+    pub rule: Option<ledger::LearnedRule>,
+}
+
+/// The learned rules.
+#[derive(Debug, Clone)]
+pub struct RulePage {
+    /// The rules, oldest first.
+    pub rules: Vec<ledger::LearnedRule>,
+    /// The set's revision.
+    pub revision: u64,
+    /// When they were listed (what `active` is judged against).
+    pub now: Timestamp,
 }
 
 /// Withdraws a pending approval.

@@ -7,7 +7,8 @@ use toolgate_runtime::auth::{Principal, Role};
 use tracing::Instrument;
 
 use super::api::{
-    ApprovalPage, ApprovalView, CancelRequest, DecideRequest, ListApprovalsRequest, WaitRequest,
+    ApprovalPage, ApprovalView, CancelRequest, DecideRequest, Decided, ListApprovalsRequest,
+    WaitRequest,
 };
 use super::{APPROVERS, PolicyCore, PolicyError, parse_id, require};
 
@@ -106,8 +107,22 @@ impl PolicyCore {
         caller: &Principal,
         req: DecideRequest,
     ) -> Result<ApprovalView, PolicyError> {
+        Ok(self.decide(caller, req).await?.view)
+    }
+
+    /// [`PolicyCore::decide_approval`], with the rule learned when `remember` asks for one.
+    pub async fn decide(
+        &self,
+        caller: &Principal,
+        req: DecideRequest,
+    ) -> Result<Decided, PolicyError> {
         require(caller, "DecideApproval", APPROVERS)?;
         let approver: ledger::Principal = parse_id("principal", caller.name.clone())?;
+        if req.remember.is_some() {
+            let d = self.decide_remembering(caller, approver, req).await?;
+            self.decided_metrics(&d.view.approval);
+            return Ok(d);
+        }
         let a = self
             .write(
                 "ledger.write",
@@ -124,6 +139,15 @@ impl PolicyCore {
                 ),
             )
             .await?;
+        self.decided_metrics(&a);
+        tracing::info!(approval_id = %a.id, state = %a.state, by = %caller.name, "approval decided");
+        Ok(Decided {
+            view: self.view(a).await?,
+            rule: None,
+        })
+    }
+
+    fn decided_metrics(&self, a: &ledger::Approval) {
         let verdict = if a.state == ApprovalState::Denied {
             "denied"
         } else {
@@ -135,8 +159,6 @@ impl PolicyCore {
             )
         });
         self.inner.metrics.approval_decided(verdict, pending_for);
-        tracing::info!(approval_id = %a.id, state = %a.state, by = %caller.name, "approval decided");
-        self.view(a).await
     }
 
     /// Cancels a pending approval (approvers, admins, or the agent principal that asked).

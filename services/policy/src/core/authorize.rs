@@ -60,12 +60,16 @@ impl PolicyCore {
             labels: req.labels,
         };
         unbind_denied(&policy, &mut call, &ctx);
-        let decision = self.classify_call(&policy, &call, &ctx);
+        let mut decision = self.classify_call(&policy, &call, &ctx);
         // A rule that decides the sandbox profile decides the profile in force: the call is
         // digested (so approved) and answered with that one, whatever the request asked for.
         if let Some(profile) = &decision.sandbox_profile {
             call.sandbox_profile = Some(profile.clone());
         }
+        // A rule learned from an approval may lift an ask of its shape to auto. The digest
+        // stays bound to the document's version (approvals are not orphaned by a rule being
+        // learned or revoked); the decision records `<document>+learned.r<revision>`.
+        let lifted = self.apply_learned(&mut decision, &call, &ctx).await;
         let sandbox_profile = call.sandbox_profile.clone().unwrap_or_default();
         let request_json = canonical_json(&call, &ctx.session_id, &ctx.principal, policy.version());
         let request_digest = digest_of_canonical(&request_json);
@@ -83,7 +87,8 @@ impl PolicyCore {
                 .iter()
                 .filter_map(|m| RuleId::try_from(m.rule_id.as_str()).ok())
                 .collect(),
-            policy_version: PolicyVersion::try_from(policy.version()).map_err(|e| internal(&e))?,
+            policy_version: PolicyVersion::try_from(decision.policy_version.as_str())
+                .map_err(|e| internal(&e))?,
             trace_id: telemetry::trace_id()
                 .or_else(|| traceparent.and_then(trace::trace_id))
                 .and_then(|t| ledger::TraceId::try_from(t).ok()),
@@ -101,7 +106,13 @@ impl PolicyCore {
             .map_or_else(|| "default".to_owned(), |m| m.rule_id.clone());
         let tool = call.tool;
         // From the same policy that decided and whose version the ledger records.
-        let hidden = hidden_paths(&policy, tool, &ctx);
+        let mut hidden = hidden_paths(&policy, tool, &ctx);
+        if lifted.is_some()
+            && let Some(h) = &mut hidden
+        {
+            // The executor checks the hidden paths come from the version that decided.
+            h.policy_version.clone_from(&decision.policy_version);
+        }
 
         let authorization = if decision.tier == Tier::Ask {
             let asked = self
@@ -110,7 +121,11 @@ impl PolicyCore {
                     "ask",
                     self.inner.ledger.ask(AskRequest {
                         decision: new,
-                        explanation_json: stored::explanation_json(&decision, &req.description),
+                        explanation_json: stored::explanation_json(
+                            &decision,
+                            &req.description,
+                            &ctx.labels,
+                        ),
                         pending_ttl: None,
                     }),
                 )
@@ -180,10 +195,16 @@ impl PolicyCore {
         };
         // The decision is durable here and the caller has not heard of it.
         crate::fault::crash_point("authorize.after_commit");
+        // Learned rules are made at runtime, each with its own id: one `learned` label keeps
+        // the metric's cardinality bounded (the ledger names the rule).
         self.inner.metrics.decision(
             tool.as_str(),
             decision.tier.as_str(),
-            decision.deciding_rule().map(|m| m.rule_id.as_str()),
+            if lifted.is_some() {
+                Some("learned")
+            } else {
+                decision.deciding_rule().map(|m| m.rule_id.as_str())
+            },
         );
         Ok(Authorized {
             authorization,

@@ -35,6 +35,9 @@ pub enum PolicyError {
     /// The ledger refused or failed.
     #[error(transparent)]
     Ledger(#[from] ledger::Error),
+    /// No rule may be learned from this approval.
+    #[error("{0}")]
+    Rule(#[from] toolgate_policy_engine::learned::Refusal),
     /// The policy produced a value the ledger refuses: a bug, never the caller's fault.
     #[error("internal: {0}")]
     Internal(String),
@@ -63,6 +66,16 @@ impl ReasonedError for PolicyError {
             PolicyError::RoleNotPermitted(e) => e.reason(),
             PolicyError::NotRequester { .. } => Reason::RoleNotPermitted,
             PolicyError::Ledger(e) => e.reason(),
+            PolicyError::Rule(r) => {
+                use toolgate_policy_engine::learned::Refusal as R;
+                match r {
+                    R::Denied { .. } | R::NotLearnable { .. } => Reason::RuleNotLearnable,
+                    R::NotAnalyzed { .. } => Reason::RuleNotAnalyzed,
+                    R::BannedPrefix { .. } => Reason::RuleBannedPrefix,
+                    R::TooBroad { .. } => Reason::RuleTooBroad,
+                    R::FlipsCase { .. } => Reason::RuleFlipsCase,
+                }
+            }
             PolicyError::Internal(_) => Reason::Internal,
         }
     }
@@ -80,6 +93,22 @@ impl ReasonedError for PolicyError {
                 ("approval_id", approval_id.as_str().to_owned()),
             ],
             PolicyError::Ledger(e) => e.metadata(),
+            PolicyError::Rule(r) => {
+                use toolgate_policy_engine::learned::Refusal as R;
+                match r {
+                    R::Denied { rule } => vec![("rule_id", rule.clone())],
+                    R::NotLearnable { .. } => Vec::new(),
+                    R::NotAnalyzed { command, .. } | R::TooBroad { command, .. } => {
+                        vec![("command", command.clone())]
+                    }
+                    R::BannedPrefix {
+                        command, prefix, ..
+                    } => vec![("command", command.clone()), ("prefix", prefix.clone())],
+                    R::FlipsCase { origin, case, .. } => {
+                        vec![("case", case.clone()), ("source", (*origin).to_owned())]
+                    }
+                }
+            }
             PolicyError::Internal(_) => Vec::new(),
         }
     }

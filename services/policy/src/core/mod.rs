@@ -8,6 +8,7 @@ mod api;
 mod approvals;
 mod authorize;
 mod error;
+mod learned;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,8 +22,9 @@ use tracing::Instrument;
 
 pub use api::{
     ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
-    Classification, ClassifyRequest, DecideRequest, HiddenPaths, ListApprovalsRequest,
-    PolicyDescription, RecordOutcomeRequest, Reported, WaitRequest,
+    Classification, ClassifyRequest, DecideRequest, Decided, HiddenPaths, ListApprovalsRequest,
+    PolicyDescription, RecordOutcomeRequest, Remember, Reported, RulePage, RuleProposal, RuleScope,
+    WaitRequest,
 };
 pub use error::PolicyError;
 
@@ -55,6 +57,8 @@ struct Inner {
     db_system: &'static str,
     /// Held while a huge script is classified (see [`PolicyCore::classify_call`]).
     huge: std::sync::Mutex<()>,
+    /// The compiled learned rules.
+    learned: learned::LearnedCache,
     // Keeps the policy file's reload thread alive as long as the core.
     _watcher: Option<Watcher>,
 }
@@ -104,6 +108,7 @@ impl PolicyCore {
                 metrics,
                 db_system,
                 huge: std::sync::Mutex::new(()),
+                learned: learned::LearnedCache::default(),
                 _watcher: watcher,
             }),
         })
@@ -178,15 +183,17 @@ impl PolicyCore {
         self.inner.loaded_at
     }
 
-    /// Classifies without recording (a dry run); any authenticated role.
-    pub fn classify(&self, req: ClassifyRequest) -> Classification {
+    /// Classifies without recording (a dry run); any authenticated role. Learned rules apply
+    /// as they would in Authorize, so a dry run answers what a call would get.
+    pub async fn classify(&self, req: ClassifyRequest) -> Classification {
         let mut call = req.call;
         let policy = self.policy();
         unbind_denied(&policy, &mut call, &req.context);
-        let decision = self.classify_call(&policy, &call, &req.context);
+        let mut decision = self.classify_call(&policy, &call, &req.context);
         if let Some(profile) = &decision.sandbox_profile {
             call.sandbox_profile = Some(profile.clone());
         }
+        self.apply_learned(&mut decision, &call, &req.context).await;
         let ctx = &req.context;
         let request_digest =
             request_digest(&call, &ctx.session_id, &ctx.principal, policy.version());

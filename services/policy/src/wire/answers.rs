@@ -221,6 +221,56 @@ pub(crate) fn state_to_wire(s: ApprovalState) -> pb::ApprovalState {
     }
 }
 
+/// The wire scope of a stored learned rule.
+fn rule_scope_to_wire(scope: &str) -> pb::LearnedRuleScope {
+    match scope {
+        "session" => pb::LearnedRuleScope::Session,
+        "workspace" => pb::LearnedRuleScope::Workspace,
+        "all" => pb::LearnedRuleScope::All,
+        _ => pb::LearnedRuleScope::Unspecified,
+    }
+}
+
+/// A stored learned rule on the wire; `active` as of `now`.
+pub(crate) fn learned_rule(r: ledger::LearnedRule, now: ledger::Timestamp) -> pb::LearnedRule {
+    let active = r.active(now);
+    pb::LearnedRule {
+        rule_id: r.id.as_str().to_owned(),
+        pattern: r.display,
+        scope: rule_scope_to_wire(&r.scope) as i32,
+        scope_value: r.scope_value,
+        created_by: r.created_by.as_str().to_owned(),
+        created_at: Some(timestamp(r.created_at)),
+        expires_at: r.expires_at.map(timestamp),
+        revoked_at: r.revoked_at.map(timestamp),
+        revoked_by: text(r.revoked_by.as_ref()),
+        source_approval_id: r.source_approval.as_str().to_owned(),
+        active,
+    }
+}
+
+/// A rule proposal on the wire.
+pub(crate) fn rule_proposal(p: &crate::core::RuleProposal) -> pb::ProposeRuleResponse {
+    pb::ProposeRuleResponse {
+        pattern: p.pattern.to_text(),
+        scope: rule_scope_to_wire(p.scope.kind()) as i32,
+        scope_value: p.scope.value().to_owned(),
+    }
+}
+
+/// `ListRules`' response.
+pub(crate) fn rules_response(page: crate::core::RulePage) -> pb::ListRulesResponse {
+    let now = page.now;
+    pb::ListRulesResponse {
+        rules: page
+            .rules
+            .into_iter()
+            .map(|r| learned_rule(r, now))
+            .collect(),
+        revision: page.revision,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use toolgate_policy_engine::CallContext;
 use super::tool_call;
 use crate::core::{
     AuthorizeRequest, CancelRequest, ClassifyRequest, DecideRequest, ListApprovalsRequest,
-    PolicyError, RecordOutcomeRequest, Reported, WaitRequest, parse_id,
+    PolicyError, RecordOutcomeRequest, Remember, Reported, RuleScope, WaitRequest, parse_id,
 };
 use crate::outcome;
 
@@ -154,13 +154,55 @@ pub(crate) fn decide_request(req: pb::DecideApprovalRequest) -> Result<DecideReq
             }
         },
     };
+    let remember = match req.remember {
+        None => None,
+        Some(r) => {
+            if verdict == Verdict::Deny {
+                return Err(PolicyError::invalid(
+                    "remember",
+                    "remember is only for VERDICT_APPROVE; a denial is never learned",
+                ));
+            }
+            Some(Remember {
+                scope: rule_scope(r.scope)?,
+                ttl: match r.ttl {
+                    None => None,
+                    Some(t) => match Duration::try_from(t) {
+                        Ok(d) if !d.is_zero() => Some(d),
+                        _ => {
+                            return Err(PolicyError::invalid(
+                                "remember.ttl",
+                                "remember.ttl must be a positive duration (unset: until revoked)",
+                            ));
+                        }
+                    },
+                },
+            })
+        }
+    };
     Ok(DecideRequest {
         approval_id,
         verdict,
         reason: non_empty(req.reason),
         message: non_empty(req.message_to_model),
         ttl,
+        remember,
     })
+}
+
+/// A wire learned-rule scope; unspecified is the narrowest, session.
+pub(crate) fn rule_scope(v: i32) -> Result<RuleScope, PolicyError> {
+    match pb::LearnedRuleScope::try_from(v) {
+        Ok(pb::LearnedRuleScope::Unspecified | pb::LearnedRuleScope::Session) => {
+            Ok(RuleScope::Session)
+        }
+        Ok(pb::LearnedRuleScope::Workspace) => Ok(RuleScope::Workspace),
+        Ok(pb::LearnedRuleScope::All) => Ok(RuleScope::All),
+        Err(_) => Err(PolicyError::invalid(
+            "scope",
+            format!("scope {v} is not LEARNED_RULE_SCOPE_SESSION, _WORKSPACE or _ALL"),
+        )),
+    }
 }
 
 /// `CancelApproval`'s request.

@@ -7,6 +7,7 @@ mod support;
 
 mod approvals;
 mod health;
+mod learned;
 mod memory;
 mod metrics;
 mod policy;

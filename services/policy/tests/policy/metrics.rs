@@ -12,7 +12,7 @@ use toolgate_contracts::policy::v1::authorize_response::Result as R;
 use toolgate_runtime::metrics::testing::http_get;
 
 /// The sample lines of one scrape.
-async fn scrape(server: &Server) -> Vec<String> {
+pub(crate) async fn scrape(server: &Server) -> Vec<String> {
     let addr = server.metrics.as_deref().expect("metrics address printed");
     let (status, body) = http_get(addr, "/metrics").await;
     assert_eq!(status, 200, "{body}");
@@ -21,7 +21,7 @@ async fn scrape(server: &Server) -> Vec<String> {
 }
 
 /// The value of the sample `name` (with its labels), if present.
-fn sample(lines: &[String], name: &str) -> Option<f64> {
+pub(crate) fn sample(lines: &[String], name: &str) -> Option<f64> {
     lines.iter().find_map(|l| {
         l.strip_prefix(name)
             .and_then(|rest| rest.strip_prefix(' '))

@@ -76,6 +76,7 @@ impl Ctx {
                 "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_decisions t",
                 "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_approvals t",
                 "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_outcomes t",
+                "SELECT coalesce(string_agg(row_to_json(t)::text, ''), '') FROM tg_learned_rules t",
                 "SELECT coalesce(string_agg(kind || subject || encode(payload, 'escape'), ''), '') FROM tg_audit",
             ] {
                 let s: String = sqlx::query_scalar(q).fetch_one(&mut c).await.unwrap();
