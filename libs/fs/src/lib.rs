@@ -35,6 +35,7 @@
 
 mod bind;
 mod cwd;
+mod delete;
 mod error;
 mod git_state;
 mod list;
@@ -49,6 +50,7 @@ mod write;
 
 pub use bind::{BOUND_HASH_CAP, MAX_BOUND_FILES, MAX_BOUND_WORDS};
 pub use cwd::OpenDirectory;
+pub use delete::{DeleteOutcome, DeleteRequest, MAX_DELETE_DEPTH};
 pub use error::{Error, Result};
 pub use list::{Entry, ListOutcome, ListRequest, Truncation};
 pub use masks::{GIT_PROTECTED, MAX_MASK_WALK_ENTRIES, ProtectedSet, RunMasks, is_plain_relative};
