@@ -189,6 +189,8 @@ pub struct FsLimits {
     pub max_search_time_ms: u64,
     /// Default search time budget in milliseconds.
     pub default_search_time_ms: u64,
+    /// Most entries one recursive `DeletePath` removes; a larger tree is refused whole.
+    pub max_delete_entries: usize,
 }
 
 impl Default for FsLimits {
@@ -202,6 +204,7 @@ impl Default for FsLimits {
             max_search_results: l.max_search_results,
             max_search_time_ms: l.max_search_time.as_millis() as u64,
             default_search_time_ms: l.default_search_time.as_millis() as u64,
+            max_delete_entries: l.max_delete_entries,
         }
     }
 }
@@ -480,6 +483,9 @@ impl Config {
         if self.fs.max_read_bytes == 0 || self.fs.max_write_bytes == 0 {
             return Err("fs.max_read_bytes / fs.max_write_bytes: must be positive".into());
         }
+        if self.fs.max_delete_entries == 0 {
+            return Err("fs.max_delete_entries: must be positive".into());
+        }
         if self.fs.default_search_time_ms > self.fs.max_search_time_ms {
             return Err("fs.default_search_time_ms: exceeds fs.max_search_time_ms".into());
         }
@@ -522,6 +528,7 @@ impl Config {
         l.max_read_bytes = self.fs.max_read_bytes;
         l.max_write_bytes = self.fs.max_write_bytes;
         l.hash_limit = self.fs.hash_limit_bytes;
+        l.max_delete_entries = self.fs.max_delete_entries;
         l.max_list_entries = self.fs.max_list_entries;
         l.default_list_entries = l.default_list_entries.min(l.max_list_entries);
         l.max_search_results = self.fs.max_search_results;

@@ -49,6 +49,16 @@ impl Confined {
         .await
     }
 
+    /// The canonical form of a path whose final name is acted on itself, never followed (a
+    /// deletion of a symlink is decided on the link), checked against the protected globs.
+    pub(crate) async fn canonicalize_entry(
+        &self,
+        path: WorkspacePath,
+    ) -> Result<Canonical, Status> {
+        let ws = self.workspace.clone();
+        blocking(move || ws.canonicalize_entry(&path)).await
+    }
+
     /// An open, confined working directory for a run (no effect).
     ///
     /// The workspace root itself, the usual cwd, is opened inline: it is one `openat2` on a

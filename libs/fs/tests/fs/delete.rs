@@ -407,3 +407,37 @@ fn fs_race_recursive_delete_while_a_subdirectory_flips_to_an_outside_symlink() {
     }
     assert!(removed > 0);
 }
+
+#[test]
+fn the_policy_sees_the_entry_itself_never_what_a_final_link_points_to() {
+    let fx = Fixture::new();
+    fx.write("real/.git/config", "[core]\n");
+    fx.symlink(fx.out.join("secret"), "out-link");
+    fx.symlink("real/.git/config", "git-config-link");
+    fx.symlink("real/.git", "g");
+    // Following the link would leave the workspace: a write there is refused, a deletion is
+    // of the link, which is inside.
+    assert_reason(
+        fx.ws.canonicalize_for_write(&wp("out-link")),
+        Reason::PathOutsideWorkspace,
+    );
+    let c = fx.ws.canonicalize_entry(&wp("out-link")).unwrap();
+    assert_eq!((c.relative.as_str(), c.exists), ("out-link", true));
+    let c = fx.ws.canonicalize_entry(&wp("git-config-link")).unwrap();
+    assert_eq!(c.relative, "git-config-link");
+    // A link in the parent is followed: what the name lands on is checked.
+    assert_reason(
+        fx.ws.canonicalize_entry(&wp("g/config")),
+        Reason::PathProtected,
+    );
+    let c = fx.ws.canonicalize_entry(&wp("real/../gone")).unwrap();
+    assert_eq!((c.relative.as_str(), c.exists), ("gone", false));
+    for root in [".", "./", "real/..", ""] {
+        let r = WorkspacePath::try_from(root).and_then(|p| fx.ws.canonicalize_entry(&p));
+        assert_reason(r, Reason::InvalidPath);
+    }
+    assert_reason(
+        fx.ws.canonicalize_entry(&wp("../out/secret")),
+        Reason::PathOutsideWorkspace,
+    );
+}

@@ -6,6 +6,7 @@
 mod support;
 mod transport;
 
+mod disk;
 mod enforcement;
 mod filesystem;
 mod integrity;
