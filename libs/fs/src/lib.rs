@@ -44,6 +44,7 @@ mod path;
 mod read;
 mod redact;
 mod search;
+mod usage;
 mod walk;
 mod workspace;
 mod write;
@@ -60,6 +61,7 @@ pub use redact::redact_url_credentials;
 pub use search::{
     FileMatches, FindOutcome, FindRequest, Found, SearchLine, SearchOutcome, SearchRequest,
 };
+pub use usage::{DiskUsage, MAX_USAGE_WALK_DEPTH, MAX_USAGE_WALK_ENTRIES};
 pub use workspace::{
     Canonical, DEFAULT_PROTECTED, EntryKind, HiddenPaths, Limits, Workspace, WorkspaceConfig,
 };

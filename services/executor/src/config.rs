@@ -256,6 +256,42 @@ pub struct ProcessSection {
     pub path_prepend: Vec<PathBuf>,
     /// The run sandbox.
     pub sandbox: SandboxSection,
+    /// The workspace disk budget of each run.
+    pub disk: DiskSection,
+}
+
+/// `[process.disk]`: what one run may add to the workspace. The executor measures the
+/// workspace (allocated bytes, entries) when the run starts, samples it every
+/// `sample_interval_ms` while the run lives and once after it: a run over either budget is
+/// stopped (`Cancelled(disk_limit)`, `limit_exceeded` `disk_bytes` / `disk_files`) and the
+/// outcome records it. `max_written_bytes` is also every run's `RLIMIT_FSIZE` (when lower than
+/// the process default), so one file cannot grow past it between samples. 0 turns a budget off.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiskSection {
+    /// Bytes (allocated on disk) one run may add to the workspace.
+    pub max_written_bytes: u64,
+    /// Entries (files, directories, symlinks) one run may add to the workspace.
+    pub max_created_files: u64,
+    /// How often the workspace is measured while a run lives, in milliseconds.
+    pub sample_interval_ms: u64,
+}
+
+impl Default for DiskSection {
+    fn default() -> Self {
+        DiskSection {
+            max_written_bytes: 4 << 30,
+            max_created_files: 200_000,
+            sample_interval_ms: 1_000,
+        }
+    }
+}
+
+impl DiskSection {
+    /// Whether any budget is on.
+    pub fn enabled(&self) -> bool {
+        self.max_written_bytes > 0 || self.max_created_files > 0
+    }
 }
 
 /// `[process.limits]`: one run's resources (see `toolgate_process::ResourceLimits`).
@@ -362,6 +398,7 @@ impl Default for ProcessSection {
             env: std::collections::BTreeMap::new(),
             path_prepend: Vec::new(),
             sandbox: SandboxSection::default(),
+            disk: DiskSection::default(),
         }
     }
 }
@@ -431,6 +468,15 @@ impl Config {
             tmpfs_inodes: s.sandbox.tmpfs_inodes,
             ..c.sandbox
         };
+        if s.disk.max_written_bytes > 0 {
+            // No single file may outgrow the whole budget between two samples.
+            c.rlimits.fsize = Some(c.rlimits.fsize.map_or(s.disk.max_written_bytes, |f| {
+                f.min(s.disk.max_written_bytes)
+            }));
+        }
+        if s.disk.enabled() && s.disk.sample_interval_ms == 0 {
+            return Err("process.disk.sample_interval_ms: must be positive".into());
+        }
         c.allowed_env =
             toolgate_process::EnvAllow::from_patterns(s.allowed_env.iter().map(String::as_str))
                 .map_err(|e| format!("process.allowed_env: {e}"))?;

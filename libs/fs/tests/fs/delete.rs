@@ -409,6 +409,34 @@ fn fs_race_recursive_delete_while_a_subdirectory_flips_to_an_outside_symlink() {
 }
 
 #[test]
+fn disk_usage_counts_entries_and_allocated_bytes() {
+    let fx = Fixture::new();
+    let before = fx.ws.disk_usage(None).unwrap();
+    assert_eq!(before.files, 0);
+    fx.write("a/b/one.bin", &"x".repeat(1 << 20));
+    for i in 0..50 {
+        fx.write(&format!("many/{i}"), "");
+    }
+    // A hard link is the same bytes: counted once; a symlink's target is not walked into.
+    std::fs::hard_link(fx.root.join("a/b/one.bin"), fx.root.join("a/link.bin")).unwrap();
+    fx.symlink(&fx.out, "out-link");
+    let after = fx.ws.disk_usage(None).unwrap();
+    // a, a/b, a/b/one.bin, a/link.bin, many, 50 files, out-link
+    assert_eq!(after.files, 56);
+    assert!(
+        after.bytes >= 1 << 20 && after.bytes < (2 << 20),
+        "{after:?}"
+    );
+    // A bounded sample stops as soon as it is over and says so.
+    let stop = DiskUsage {
+        bytes: u64::MAX,
+        files: 10,
+    };
+    let sample = fx.ws.disk_usage(Some(stop)).unwrap();
+    assert!(sample.files == 11, "{sample:?}");
+}
+
+#[test]
 fn the_policy_sees_the_entry_itself_never_what_a_final_link_points_to() {
     let fx = Fixture::new();
     fx.write("real/.git/config", "[core]\n");
