@@ -23,7 +23,7 @@ from toolgate.policy.v1 import approval_pb2, approval_pb2_grpc
 
 TOOLS = [
     "read_file", "write_file", "edit_file", "list_directory", "search_files", "find_files",
-    "create_directory", "stat_path", "run_command",
+    "create_directory", "stat_path", "delete_path", "run_command",
 ]
 
 

@@ -119,6 +119,7 @@ pub fn tool_to_wire(k: ToolKind) -> pb::ToolKind {
         ToolKind::FsFind => pb::ToolKind::FsFind,
         ToolKind::FsMkdir => pb::ToolKind::FsMkdir,
         ToolKind::FsStat => pb::ToolKind::FsStat,
+        ToolKind::FsDelete => pb::ToolKind::FsDelete,
         ToolKind::ProcessRun => pb::ToolKind::ProcessRun,
     }
 }
@@ -135,6 +136,7 @@ pub fn tool_from_wire(v: i32) -> Option<ToolKind> {
         pb::ToolKind::FsFind => ToolKind::FsFind,
         pb::ToolKind::FsMkdir => ToolKind::FsMkdir,
         pb::ToolKind::FsStat => ToolKind::FsStat,
+        pb::ToolKind::FsDelete => ToolKind::FsDelete,
         pb::ToolKind::ProcessRun => ToolKind::ProcessRun,
     })
 }

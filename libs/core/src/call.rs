@@ -16,7 +16,8 @@ pub struct ToolCall {
     pub tool: ToolKind,
     /// Canonical workspace-relative path of fs calls.
     pub path: Option<String>,
-    /// sha256 (hex) of the content an `fs.write` stores.
+    /// sha256 (hex) of the content an `fs.write` stores; for `fs.delete`, the sha256 the
+    /// deleted file must have, when the request sets one.
     pub content_sha256: Option<String>,
     /// Size of the content an `fs.write` stores.
     pub content_size: Option<u64>,

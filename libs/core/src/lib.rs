@@ -184,6 +184,8 @@ reasons! {
     RuleNotFound = "RULE_NOT_FOUND" => NotFound,
     /// An unexpected failure inside toolgate; the message says what failed.
     Internal = "INTERNAL" => Internal,
+    /// A directory to remove still has entries and the request was not recursive.
+    DirectoryNotEmpty = "DIRECTORY_NOT_EMPTY" => FailedPrecondition,
 }
 
 impl fmt::Display for Reason {
@@ -225,6 +227,8 @@ pub enum ToolKind {
     FsMkdir,
     /// `fs.stat`: describe a path.
     FsStat,
+    /// `fs.delete`: delete a file, a symlink or a directory (a tree when recursive).
+    FsDelete,
     /// `process.run`: run a command.
     ProcessRun,
 }
@@ -240,6 +244,7 @@ impl ToolKind {
         ToolKind::FsFind,
         ToolKind::FsMkdir,
         ToolKind::FsStat,
+        ToolKind::FsDelete,
         ToolKind::ProcessRun,
     ];
 
@@ -254,6 +259,7 @@ impl ToolKind {
             ToolKind::FsFind => "fs.find",
             ToolKind::FsMkdir => "fs.mkdir",
             ToolKind::FsStat => "fs.stat",
+            ToolKind::FsDelete => "fs.delete",
             ToolKind::ProcessRun => "process.run",
         }
     }
@@ -262,7 +268,11 @@ impl ToolKind {
     pub const fn writes(self) -> bool {
         matches!(
             self,
-            ToolKind::FsWrite | ToolKind::FsEdit | ToolKind::FsMkdir | ToolKind::ProcessRun
+            ToolKind::FsWrite
+                | ToolKind::FsEdit
+                | ToolKind::FsMkdir
+                | ToolKind::FsDelete
+                | ToolKind::ProcessRun
         )
     }
 }

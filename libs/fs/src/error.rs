@@ -97,6 +97,14 @@ pub enum Error {
         /// The path as given.
         path: String,
     },
+    /// A directory to remove still has entries and the request was not recursive.
+    #[error(
+        "directory `{path}` is not empty; delete its entries first, or ask for a recursive deletion"
+    )]
+    DirectoryNotEmpty {
+        /// The path as given.
+        path: String,
+    },
     /// Resolution met a symlink loop or too many links.
     #[error("resolving `{path}` met a symlink loop or too many symlinks")]
     SymlinkLoop {
@@ -186,6 +194,7 @@ impl ReasonedError for Error {
             Error::AlreadyExists { .. } => Reason::AlreadyExists,
             Error::NotAFile { .. } => Reason::NotAFile,
             Error::NotADirectory { .. } => Reason::NotADirectory,
+            Error::DirectoryNotEmpty { .. } => Reason::DirectoryNotEmpty,
             Error::SymlinkLoop { .. } => Reason::SymlinkLoop,
             Error::Conflict { .. } | Error::Unsettled { .. } => Reason::Conflict,
             Error::EditMismatch { .. } | Error::CredentialLine { .. } => Reason::EditMismatch,
@@ -238,6 +247,7 @@ impl ReasonedError for Error {
             | Error::AlreadyExists { path }
             | Error::NotAFile { path, .. }
             | Error::NotADirectory { path }
+            | Error::DirectoryNotEmpty { path }
             | Error::SymlinkLoop { path }
             | Error::CredentialLine { path }
             | Error::NoSpace { path }
@@ -259,6 +269,7 @@ impl Error {
             Errno::LOOP => Error::SymlinkLoop { path },
             Errno::NOENT => Error::NotFound { path },
             Errno::NOTDIR => Error::NotADirectory { path },
+            Errno::NOTEMPTY => Error::DirectoryNotEmpty { path },
             Errno::EXIST => Error::AlreadyExists { path },
             Errno::ISDIR => Error::NotAFile {
                 path,

@@ -35,6 +35,7 @@
 
 mod bind;
 mod cwd;
+mod delete;
 mod error;
 mod git_state;
 mod list;
@@ -43,12 +44,14 @@ mod path;
 mod read;
 mod redact;
 mod search;
+mod usage;
 mod walk;
 mod workspace;
 mod write;
 
 pub use bind::{BOUND_HASH_CAP, MAX_BOUND_FILES, MAX_BOUND_WORDS};
 pub use cwd::OpenDirectory;
+pub use delete::{DeleteOutcome, DeleteRequest, MAX_DELETE_DEPTH};
 pub use error::{Error, Result};
 pub use list::{Entry, ListOutcome, ListRequest, Truncation};
 pub use masks::{GIT_PROTECTED, MAX_MASK_WALK_ENTRIES, ProtectedSet, RunMasks, is_plain_relative};
@@ -58,6 +61,7 @@ pub use redact::redact_url_credentials;
 pub use search::{
     FileMatches, FindOutcome, FindRequest, Found, SearchLine, SearchOutcome, SearchRequest,
 };
+pub use usage::{DiskUsage, MAX_USAGE_WALK_DEPTH, MAX_USAGE_WALK_ENTRIES};
 pub use workspace::{
     Canonical, DEFAULT_PROTECTED, EntryKind, HiddenPaths, Limits, Workspace, WorkspaceConfig,
 };

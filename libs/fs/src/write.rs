@@ -148,7 +148,7 @@ fn same_file(a: &Stat, b: &Stat) -> bool {
 
 impl Workspace {
     /// Splits a request into parent and final name; the final name must be a plain name.
-    fn split<'a>(&self, r: &'a Request<'_>) -> Result<(PathBuf, &'a OsStr)> {
+    pub(crate) fn split<'a>(&self, r: &'a Request<'_>) -> Result<(PathBuf, &'a OsStr)> {
         match r.rel.components().next_back() {
             Some(Component::Normal(name)) => {
                 let parent = r.rel.parent().unwrap_or(Path::new("")).to_path_buf();
@@ -656,13 +656,13 @@ fn occurrences_beside_credentials(
 /// An exclusive `flock` on a directory, released on drop. Taken with `LOCK_NB` and retried
 /// for a bounded time: a run can hold a lock on a workspace directory forever, and a write must
 /// then fail (a retryable conflict), not hang.
-struct DirLock<'a>(BorrowedFd<'a>);
+pub(crate) struct DirLock<'a>(BorrowedFd<'a>);
 
 /// How long a writer waits for a directory lock before it gives up.
 const DIR_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl<'a> DirLock<'a> {
-    fn acquire(dir: BorrowedFd<'a>, shown: &str) -> Result<DirLock<'a>> {
+    pub(crate) fn acquire(dir: BorrowedFd<'a>, shown: &str) -> Result<DirLock<'a>> {
         let start = std::time::Instant::now();
         let mut pause = std::time::Duration::from_micros(50);
         loop {
@@ -692,6 +692,6 @@ impl Drop for DirLock<'_> {
 }
 
 /// Makes a rename or mkdir durable; failure only weakens durability, so it is not reported.
-fn sync_dir(dir: BorrowedFd<'_>) {
+pub(crate) fn sync_dir(dir: BorrowedFd<'_>) {
     let _ = rustix::fs::fsync(dir);
 }

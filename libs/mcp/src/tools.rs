@@ -1,4 +1,4 @@
-//! The nine tools: their arguments, results, JSON Schemas and annotations, in the order
+//! The ten tools: their arguments, results, JSON Schemas and annotations, in the order
 //! `tools/list` returns them.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The tools, in `tools/list` order.
-pub const NAMES: [&str; 9] = [
+pub const NAMES: [&str; 10] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -18,6 +18,7 @@ pub const NAMES: [&str; 9] = [
     "find_files",
     "create_directory",
     "stat_path",
+    "delete_path",
     "run_command",
 ];
 
@@ -101,6 +102,16 @@ pub fn definitions(network: bool) -> Vec<Tool> {
             "Stat a path",
             "Describe a path in the workspace: type, size, mode, modification time, and its sha256 with `compute_sha256`.",
             read_only(),
+        ),
+        tool::<DeletePathArgs, DeletePathOutput>(
+            "delete_path",
+            "Delete a path",
+            "Delete a file, a symlink (the link itself, never its target) or an empty directory in the workspace; with `recursive`, a directory and everything beneath it (the policy usually asks a human for that). Protected paths (`.git`, tool configs) are never deleted. Set `missing_ok` to succeed when nothing is there, `expected_sha256` (from read_file) to refuse when the file changed since you read it.",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
         ),
         tool::<RunCommandArgs, RunCommandOutput>(
             "run_command",
@@ -390,6 +401,22 @@ pub struct StatPathArgs {
     pub compute_sha256: bool,
 }
 
+/// Arguments of `delete_path`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeletePathArgs {
+    /// The file, symlink or directory, relative to the workspace root.
+    pub path: String,
+    /// Delete a directory with everything beneath it; without it a directory must be empty.
+    #[serde(default)]
+    pub recursive: bool,
+    /// Succeed (with `deleted` false) when nothing exists at the path.
+    #[serde(default)]
+    pub missing_ok: bool,
+    /// Refuse unless the file's sha256 (from read_file) is this.
+    pub expected_sha256: Option<String>,
+}
+
 /// Arguments of `run_command`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -553,6 +580,24 @@ pub struct CreateDirectoryOutput {
     pub path: String,
     /// Whether it was created (false: it existed).
     pub created: bool,
+}
+
+/// Result of `delete_path`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeletePathOutput {
+    /// The path as given.
+    pub path: String,
+    /// Whether something was deleted (false: nothing was there and `missing_ok` was set).
+    pub deleted: bool,
+    /// What it was, when it existed.
+    #[serde(rename = "type")]
+    pub entry_type: Option<EntryType>,
+    /// Files and symlinks removed.
+    pub files_removed: u64,
+    /// Directories removed, the deleted one included.
+    pub directories_removed: u64,
+    /// Bytes of the regular files removed.
+    pub bytes_removed: u64,
 }
 
 /// Result of `stat_path`.

@@ -125,6 +125,9 @@ pub(crate) struct RawExample {
     pub script: Option<String>,
     pub argv: Option<Vec<String>>,
     pub path: Option<String>,
+    /// An `fs.delete` of a whole tree (or a recursive listing, search or find).
+    #[serde(default)]
+    pub recursive: bool,
     pub cwd: Option<String>,
     pub session: Option<String>,
     pub principal: Option<String>,
@@ -565,10 +568,10 @@ mod tests {
     #[test]
     fn errors_carry_line_numbers() {
         let e = err(
-            "default = \"ask\"\n\n[[rule]]\nid = \"x\"\ndecision = \"auto\"\nreason = \"r\"\ntools = [\"fs.delete\"]\n",
+            "default = \"ask\"\n\n[[rule]]\nid = \"x\"\ndecision = \"auto\"\nreason = \"r\"\ntools = [\"fs.chmod\"]\n",
         );
         assert!(
-            e.starts_with("line 7: rule `x`: unknown tool kind `fs.delete`"),
+            e.starts_with("line 7: rule `x`: unknown tool kind `fs.chmod`"),
             "{e}"
         );
         let e = err("[[rule]]\nid = \"x\"\ndecision = \"maybe\"\nreason = \"r\"\n");

@@ -150,8 +150,8 @@ struct ProgramRules {
 
 #[derive(Debug, Default)]
 struct Index {
-    call_level: [Vec<u32>; 9],
-    paths: [PathIndex; 9],
+    call_level: [Vec<u32>; KINDS],
+    paths: [PathIndex; KINDS],
     by_program: HashMap<String, ProgramRules>,
     program_globs: GlobSet,
     program_glob_owners: Vec<u32>,
@@ -171,6 +171,9 @@ pub struct Policy {
 
 /// The default user policy shipped with toolgate.
 pub const DEFAULT_POLICY_TOML: &str = include_str!("../default-policy.toml");
+
+/// How many tool kinds there are: one index slot each.
+const KINDS: usize = ToolKind::ALL.len();
 
 const fn kind_index(k: ToolKind) -> usize {
     k as usize
@@ -419,6 +422,14 @@ impl Policy {
                 ids.push(r.id.to_owned());
                 b.baseline(r);
             }
+            // Removing a whole tree destroys work no single-file check can weigh: a human
+            // decides, as for `rm -r` in a script, whatever the rules say.
+            if kind == ToolKind::FsDelete && call.recursive {
+                let r = &baseline::RM_RECURSIVE;
+                tier = Some(tier.map_or(r.tier, |t| t.max(r.tier)));
+                ids.push(r.id.to_owned());
+                b.baseline(r);
+            }
             let mut matched = self.path_rules(kind, &path, ctx);
             matched.extend(call_level.iter().copied());
             matched.sort_unstable();
@@ -629,7 +640,7 @@ fn build_index(rules: &[Rule]) -> Result<Index, String> {
         HashMap<String, (GlobSetBuilder, Vec<u32>)>,
         (GlobSetBuilder, Vec<u32>),
     );
-    let mut path_builders: Vec<Builders> = (0..9)
+    let mut path_builders: Vec<Builders> = (0..KINDS)
         .map(|_| (HashMap::new(), (GlobSetBuilder::new(), Vec::new())))
         .collect();
     let mut program_globs = GlobSetBuilder::new();
@@ -703,6 +714,7 @@ fn example_call(ex: &document::RawExample) -> Result<(ToolCall, CallContext), St
     call.script.clone_from(&ex.script);
     call.argv.clone_from(&ex.argv);
     call.path.clone_from(&ex.path);
+    call.recursive = ex.recursive;
     call.cwd.clone_from(&ex.cwd);
     if tool == ToolKind::ProcessRun && call.script.is_some() == call.argv.is_some() {
         return Err("a process.run example needs exactly one of `script` or `argv`".to_owned());

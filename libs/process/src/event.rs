@@ -162,11 +162,14 @@ pub enum CancelCause {
     /// binds read-only or pins, which detaches that mount in the run: the run was stopped
     /// before it could read or write what appeared there.
     MaskedPathReplaced,
+    /// The run went over its workspace disk budget (bytes written or files created) while
+    /// it ran, and was stopped; `Exited.limit` says which budget.
+    DiskLimit,
 }
 
 impl CancelCause {
     /// The wire spelling (`client_cancelled`, `client_disconnected`, `shutdown`, `output_cap`,
-    /// `masked_path_replaced`).
+    /// `masked_path_replaced`, `disk_limit`).
     pub const fn as_str(self) -> &'static str {
         match self {
             CancelCause::ClientCancelled => "client_cancelled",
@@ -174,6 +177,7 @@ impl CancelCause {
             CancelCause::Shutdown => "shutdown",
             CancelCause::OutputCap => "output_cap",
             CancelCause::MaskedPathReplaced => "masked_path_replaced",
+            CancelCause::DiskLimit => "disk_limit",
         }
     }
 }

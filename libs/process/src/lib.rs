@@ -52,4 +52,4 @@ pub fn probe_limits(config: &Config) -> Result<LimitsEnforced, String> {
 
 pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner};
 pub use sandbox::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
-pub use spec::{Audit, Command, RunRequest, RunSpec};
+pub use spec::{Audit, Command, DiskWatch, RunRequest, RunSpec};

@@ -156,24 +156,40 @@ pub enum LimitExceeded {
         /// The limit in seconds.
         seconds: u64,
     },
+    /// The run added more bytes to the workspace than its disk budget allows (or a file
+    /// grew past `RLIMIT_FSIZE`, which that budget also sets).
+    DiskBytes {
+        /// The budget in bytes.
+        limit_bytes: u64,
+    },
+    /// The run created more entries in the workspace than its disk budget allows.
+    DiskFiles {
+        /// The budget in entries.
+        limit: u64,
+    },
 }
 
 impl LimitExceeded {
-    /// The wire spelling of the resource: `memory`, `pids`, `cpu_time`.
+    /// The wire spelling of the resource: `memory`, `pids`, `cpu_time`, `disk_bytes`,
+    /// `disk_files`.
     pub const fn as_str(self) -> &'static str {
         match self {
             LimitExceeded::Memory { .. } => "memory",
             LimitExceeded::Pids { .. } => "pids",
             LimitExceeded::CpuTime { .. } => "cpu_time",
+            LimitExceeded::DiskBytes { .. } => "disk_bytes",
+            LimitExceeded::DiskFiles { .. } => "disk_files",
         }
     }
 
-    /// The limit's value (bytes, processes or seconds).
+    /// The limit's value (bytes, processes, seconds or files).
     pub const fn value(self) -> u64 {
         match self {
             LimitExceeded::Memory { limit_bytes } => limit_bytes,
             LimitExceeded::Pids { limit } => limit as u64,
             LimitExceeded::CpuTime { seconds } => seconds,
+            LimitExceeded::DiskBytes { limit_bytes } => limit_bytes,
+            LimitExceeded::DiskFiles { limit } => limit,
         }
     }
 
@@ -190,6 +206,13 @@ impl LimitExceeded {
             LimitExceeded::CpuTime { seconds } => {
                 format!("the run used up its {seconds} s of CPU time and was killed")
             }
+            LimitExceeded::DiskBytes { limit_bytes } => format!(
+                "the run wrote more than its {} disk budget into the workspace and was stopped; delete what it wrote (DeletePath) before running again",
+                human_bytes(limit_bytes)
+            ),
+            LimitExceeded::DiskFiles { limit } => format!(
+                "the run created more than its budget of {limit} files in the workspace and was stopped; delete what it created (DeletePath, recursive for a directory) before running again"
+            ),
         }
     }
 }

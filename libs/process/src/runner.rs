@@ -662,6 +662,7 @@ impl Runner {
             audit,
             tripwire,
             hold,
+            disk_watch,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
@@ -808,6 +809,8 @@ impl Runner {
             kill_on_cap: req.kill_on_cap,
             audit,
             tripwire,
+            disk_watch,
+            file_size_limit: config.rlimits.fsize,
             limits: [
                 StreamLimits { cap: caps[0], tail },
                 StreamLimits { cap: caps[1], tail },

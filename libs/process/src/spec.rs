@@ -156,6 +156,8 @@ pub struct RunSpec {
     pub(crate) tripwire: Vec<crate::tripwire::Watch>,
     /// Dropped when the run's supervisor is done, right after the runner's own slot.
     pub(crate) hold: Option<Hold>,
+    /// Sampled while the run lives and once after it: a limit it reports stops the run.
+    pub(crate) disk_watch: Option<DiskWatch>,
 }
 
 /// What a caller keeps alive exactly as long as the runner holds the run's slot.
@@ -166,6 +168,51 @@ pub(crate) struct Hold {
 impl std::fmt::Debug for Hold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Hold")
+    }
+}
+
+/// A budget check sampled while a run lives (every `interval`, on the blocking pool) and once
+/// more after every process of the run is gone: the first limit it reports stops the run at
+/// once (`Cancelled(disk_limit)`), and a limit found only after the end is still reported in
+/// `Exited.limit`. The executor's check measures what the run added to the workspace.
+#[derive(Clone)]
+pub struct DiskWatch {
+    interval: std::time::Duration,
+    check: std::sync::Arc<dyn Fn() -> Option<crate::limits::LimitExceeded> + Send + Sync>,
+}
+
+impl DiskWatch {
+    /// A watch calling `check` every `interval`.
+    pub fn new(
+        interval: std::time::Duration,
+        check: impl Fn() -> Option<crate::limits::LimitExceeded> + Send + Sync + 'static,
+    ) -> Self {
+        DiskWatch {
+            interval,
+            check: std::sync::Arc::new(check),
+        }
+    }
+
+    /// How often it samples.
+    pub fn interval(&self) -> std::time::Duration {
+        self.interval
+    }
+
+    /// Samples once on the blocking pool; `None` when under budget (or the check panicked).
+    pub(crate) async fn sample(&self) -> Option<crate::limits::LimitExceeded> {
+        let check = self.check.clone();
+        tokio::task::spawn_blocking(move || check())
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+impl std::fmt::Debug for DiskWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskWatch")
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
     }
 }
 
@@ -230,6 +277,11 @@ impl RunSpec {
     /// pinned names (see [`crate::tripwire`]).
     pub fn set_tripwire(&mut self, watches: Vec<crate::tripwire::Watch>) {
         self.tripwire = watches;
+    }
+
+    /// Samples `watch` while the run lives and once after it (see [`DiskWatch`]).
+    pub fn set_disk_watch(&mut self, watch: DiskWatch) {
+        self.disk_watch = Some(watch);
     }
 
     /// The sandbox profile asked for; empty is the executor's default.
@@ -303,6 +355,7 @@ impl TryFrom<RunRequest> for RunSpec {
             audit: None,
             tripwire: Vec::new(),
             hold: None,
+            disk_watch: None,
         })
     }
 }

@@ -21,6 +21,9 @@ pub(crate) struct CheckArgs {
     /// The canonical workspace-relative path, for filesystem tools.
     #[arg(long)]
     path: Option<String>,
+    /// A recursive call: an `fs.delete` of a whole tree (or a recursive list).
+    #[arg(short = 'r', long)]
+    recursive: bool,
     /// The session the call belongs to.
     #[arg(long, default_value = "cli")]
     session: String,
@@ -71,7 +74,10 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
             let path = args
                 .path
                 .context("filesystem tools need --path (a canonical workspace-relative path)")?;
-            ToolCall::fs(fs, path)
+            ToolCall {
+                recursive: args.recursive,
+                ..ToolCall::fs(fs, path)
+            }
         }
     };
     let ctx = CallContext {

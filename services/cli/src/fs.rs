@@ -120,6 +120,20 @@ enum Op {
         #[arg(short, long)]
         parents: bool,
     },
+    /// Delete a file, a symlink (never what it points to) or an empty directory.
+    Rm {
+        /// What to delete.
+        path: String,
+        /// Delete a directory with everything beneath it (the default policy asks a human).
+        #[arg(short = 'r', short_alias = 'R', long)]
+        recursive: bool,
+        /// Succeed when nothing exists at the path.
+        #[arg(short = 'f', long = "missing-ok", alias = "force")]
+        missing_ok: bool,
+        /// Refuse unless the file's sha256 is this (from `fs stat` or a read).
+        #[arg(long, value_name = "SHA256")]
+        expect_sha256: Option<String>,
+    },
 }
 
 /// `A` or `A:B` as two numbers, the second 0 when absent.
@@ -419,6 +433,44 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 writeln!(stdout, "created {}", r.path)?;
             } else {
                 writeln!(stdout, "{} already exists", r.path)?;
+            }
+        }
+        Op::Rm {
+            path,
+            recursive,
+            missing_ok,
+            expect_sha256,
+        } => {
+            let r = client
+                .delete_path(pb::DeletePathRequest {
+                    context: ctx(),
+                    path,
+                    recursive,
+                    missing_ok,
+                    expected_sha256: expect_sha256,
+                })
+                .await
+                .map_err(call_error)?
+                .into_inner();
+            if args.json {
+                let v = serde_json::json!({
+                    "path": r.path, "deleted": r.deleted, "type": r.deleted.then(|| kind(r.r#type)),
+                    "files_removed": r.files_removed, "directories_removed": r.directories_removed,
+                    "bytes_removed": r.bytes_removed,
+                });
+                writeln!(stdout, "{v}")?;
+            } else if r.deleted {
+                writeln!(
+                    stdout,
+                    "deleted {} {} ({} files, {} directories, {} bytes)",
+                    kind(r.r#type),
+                    r.path,
+                    r.files_removed,
+                    r.directories_removed,
+                    r.bytes_removed
+                )?;
+            } else {
+                writeln!(stdout, "{} does not exist", r.path)?;
             }
         }
     }

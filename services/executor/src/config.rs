@@ -189,6 +189,8 @@ pub struct FsLimits {
     pub max_search_time_ms: u64,
     /// Default search time budget in milliseconds.
     pub default_search_time_ms: u64,
+    /// Most entries one recursive `DeletePath` removes; a larger tree is refused whole.
+    pub max_delete_entries: usize,
 }
 
 impl Default for FsLimits {
@@ -202,6 +204,7 @@ impl Default for FsLimits {
             max_search_results: l.max_search_results,
             max_search_time_ms: l.max_search_time.as_millis() as u64,
             default_search_time_ms: l.default_search_time.as_millis() as u64,
+            max_delete_entries: l.max_delete_entries,
         }
     }
 }
@@ -257,6 +260,8 @@ pub struct ProcessSection {
     pub sandbox: SandboxSection,
     /// How run slots and the run memory budget are shared and waited for.
     pub admission: AdmissionSection,
+    /// The workspace disk budget of each run.
+    pub disk: DiskSection,
 }
 
 /// `[process.admission]`: fair shares of run slots and of the run memory budget, and the
@@ -292,6 +297,33 @@ impl Default for AdmissionSection {
     }
 }
 
+/// `[process.disk]`: what one run may add to the workspace. The executor measures the
+/// workspace (allocated bytes, entries) when the run starts, samples it every
+/// `sample_interval_ms` while the run lives and once after it: a run over either budget is
+/// stopped (`Cancelled(disk_limit)`, `limit_exceeded` `disk_bytes` / `disk_files`) and the
+/// outcome records it. `max_written_bytes` is also every run's `RLIMIT_FSIZE` (when lower than
+/// the process default), so one file cannot grow past it between samples. 0 turns a budget off.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DiskSection {
+    /// Bytes (allocated on disk) one run may add to the workspace.
+    pub max_written_bytes: u64,
+    /// Entries (files, directories, symlinks) one run may add to the workspace.
+    pub max_created_files: u64,
+    /// How often the workspace is measured while a run lives, in milliseconds.
+    pub sample_interval_ms: u64,
+}
+
+impl Default for DiskSection {
+    fn default() -> Self {
+        DiskSection {
+            max_written_bytes: 4 << 30,
+            max_created_files: 200_000,
+            sample_interval_ms: 1_000,
+        }
+    }
+}
+
 impl AdmissionSection {
     /// Checks ranges; the error names the field.
     pub fn validate(&self) -> Result<(), String> {
@@ -319,6 +351,13 @@ impl AdmissionSection {
             ));
         }
         Ok(())
+    }
+}
+
+impl DiskSection {
+    /// Whether any budget is on.
+    pub fn enabled(&self) -> bool {
+        self.max_written_bytes > 0 || self.max_created_files > 0
     }
 }
 
@@ -427,6 +466,7 @@ impl Default for ProcessSection {
             path_prepend: Vec::new(),
             sandbox: SandboxSection::default(),
             admission: AdmissionSection::default(),
+            disk: DiskSection::default(),
         }
     }
 }
@@ -496,6 +536,15 @@ impl Config {
             tmpfs_inodes: s.sandbox.tmpfs_inodes,
             ..c.sandbox
         };
+        if s.disk.max_written_bytes > 0 {
+            // No single file may outgrow the whole budget between two samples.
+            c.rlimits.fsize = Some(c.rlimits.fsize.map_or(s.disk.max_written_bytes, |f| {
+                f.min(s.disk.max_written_bytes)
+            }));
+        }
+        if s.disk.enabled() && s.disk.sample_interval_ms == 0 {
+            return Err("process.disk.sample_interval_ms: must be positive".into());
+        }
         c.allowed_env =
             toolgate_process::EnvAllow::from_patterns(s.allowed_env.iter().map(String::as_str))
                 .map_err(|e| format!("process.allowed_env: {e}"))?;
@@ -561,6 +610,9 @@ impl Config {
         if self.fs.max_read_bytes == 0 || self.fs.max_write_bytes == 0 {
             return Err("fs.max_read_bytes / fs.max_write_bytes: must be positive".into());
         }
+        if self.fs.max_delete_entries == 0 {
+            return Err("fs.max_delete_entries: must be positive".into());
+        }
         if self.fs.default_search_time_ms > self.fs.max_search_time_ms {
             return Err("fs.default_search_time_ms: exceeds fs.max_search_time_ms".into());
         }
@@ -603,6 +655,7 @@ impl Config {
         l.max_read_bytes = self.fs.max_read_bytes;
         l.max_write_bytes = self.fs.max_write_bytes;
         l.hash_limit = self.fs.hash_limit_bytes;
+        l.max_delete_entries = self.fs.max_delete_entries;
         l.max_list_entries = self.fs.max_list_entries;
         l.default_list_entries = l.default_list_entries.min(l.max_list_entries);
         l.max_search_results = self.fs.max_search_results;

@@ -16,18 +16,25 @@ use toolgate_process::tripwire::Watch;
 use toolgate_process::{Audit, Capabilities, EffectiveLimits, Run, RunSpec, Runner};
 
 use crate::authz::Authorized;
+use crate::disk::DiskBudget;
 
 /// The workspace and the runner behind the authorization requirement; cheap to clone.
 #[derive(Debug, Clone)]
 pub(crate) struct Confined {
     workspace: Arc<Workspace>,
     runner: Runner,
+    /// What one run may add to the workspace, when budgeted.
+    disk: Option<DiskBudget>,
 }
 
 impl Confined {
-    /// Confines `workspace` and `runner`.
-    pub(crate) fn new(workspace: Arc<Workspace>, runner: Runner) -> Self {
-        Confined { workspace, runner }
+    /// Confines `workspace` and `runner`, runs under `disk`'s budget.
+    pub(crate) fn new(workspace: Arc<Workspace>, runner: Runner, disk: Option<DiskBudget>) -> Self {
+        Confined {
+            workspace,
+            runner,
+            disk,
+        }
     }
 
     /// The canonical workspace-relative form of `path`, for the policy (no effect). A path
@@ -47,6 +54,16 @@ impl Confined {
             }
         })
         .await
+    }
+
+    /// The canonical form of a path whose final name is acted on itself, never followed (a
+    /// deletion of a symlink is decided on the link), checked against the protected globs.
+    pub(crate) async fn canonicalize_entry(
+        &self,
+        path: WorkspacePath,
+    ) -> Result<Canonical, Status> {
+        let ws = self.workspace.clone();
+        blocking(move || ws.canonicalize_entry(&path)).await
     }
 
     /// An open, confined working directory for a run (no effect).
@@ -143,12 +160,25 @@ impl Confined {
         let hidden = proof.hidden_globs()?;
         // The walk reads the whole workspace: on a multi-thread runtime the worker says it
         // blocks, so its other tasks move elsewhere instead of waiting behind a large tree.
-        let walk = || self.workspace.run_masks(hidden);
-        let masks = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(walk),
-            _ => walk(),
+        // The disk budget's baseline is measured in the same blocking section: what the run
+        // adds is counted from here.
+        let walk = || {
+            let masks = self.workspace.run_masks(hidden)?;
+            let baseline = match self.disk {
+                Some(_) => Some(self.workspace.disk_usage(None)?),
+                None => None,
+            };
+            Ok::<_, toolgate_fs::Error>((masks, baseline))
+        };
+        let (masks, baseline) =
+            match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(walk),
+                _ => walk(),
+            }
+            .map_err(|e| status::from_error(&e))?;
+        if let (Some(budget), Some(baseline)) = (self.disk, baseline) {
+            spec.set_disk_watch(budget.watch(self.workspace.clone(), baseline));
         }
-        .map_err(|e| status::from_error(&e))?;
         // The profile the policy decided under is the one the run gets; the runner refuses it
         // with SANDBOX_UNAVAILABLE if this executor cannot enforce it.
         if !proof.sandbox_profile().is_empty() {

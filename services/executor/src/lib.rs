@@ -12,6 +12,7 @@ pub mod authz;
 mod bound;
 pub mod config;
 mod confined;
+mod disk;
 mod fs_service;
 mod process_service;
 mod sweep;
@@ -265,7 +266,8 @@ pub async fn serve_with(
             }
         }
     }
-    let confined = confined::Confined::new(workspace.clone(), runner.clone());
+    let disk = disk::DiskBudget::from_config(&config.process.disk);
+    let confined = confined::Confined::new(workspace.clone(), runner.clone(), disk);
     let identity = identity(&config);
     let gate = authz::Gate::new(
         authorizer,

@@ -127,6 +127,7 @@ pub(crate) fn tool_name(tool: ToolKind) -> &'static str {
         ToolKind::FsFind => "find_files",
         ToolKind::FsMkdir => "create_directory",
         ToolKind::FsStat => "stat_path",
+        ToolKind::FsDelete => "delete_path",
         ToolKind::ProcessRun => "run_command",
     }
 }

@@ -121,6 +121,9 @@ pub struct Limits {
     pub max_line_bytes: usize,
     /// Largest context (lines before and after) a search may ask for.
     pub max_context_lines: usize,
+    /// Most entries one recursive deletion removes; a larger tree is refused whole (its
+    /// subdirectories can be deleted one at a time).
+    pub max_delete_entries: usize,
 }
 
 impl Default for Limits {
@@ -144,6 +147,7 @@ impl Default for Limits {
             max_find_results: 100_000,
             max_line_bytes: 2_048,
             max_context_lines: 20,
+            max_delete_entries: 1_000_000,
         }
     }
 }

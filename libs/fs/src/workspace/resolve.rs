@@ -141,8 +141,52 @@ impl Workspace {
         self.canonicalize_as(path, Access::Write)
     }
 
+    /// [`Workspace::canonicalize_for_write`] for a path whose final component is acted on
+    /// itself, never followed (a deletion): the parent is resolved, the name appended. The
+    /// root itself has no such form and is `InvalidPath`.
+    pub fn canonicalize_entry(&self, path: &WorkspacePath) -> Result<Canonical> {
+        let req = self.request(path)?;
+        let Some(Component::Normal(name)) = req.rel.components().next_back() else {
+            return Err(Error::InvalidPath {
+                path: req.shown.to_owned(),
+                why: "the path must end in a name inside the workspace (not `.`, `..` or the root)",
+            });
+        };
+        self.precheck(&req, Access::Write)?;
+        let parent = Request {
+            rel: req.rel.parent().unwrap_or(Path::new("")).to_path_buf(),
+            trailing_slash: false,
+            ..req.clone()
+        };
+        let dir = self.canonical_request(&parent, Access::Write)?;
+        let mut canon = PathBuf::from(if dir.relative == "." {
+            ""
+        } else {
+            &dir.relative
+        });
+        canon.push(name);
+        self.check(req.shown, &canon, Access::Write)?;
+        let exists = dir.exists
+            && rustix::fs::statat(
+                self.root_fd(),
+                &canon,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .is_ok();
+        Ok(Canonical {
+            display: self.render(req.style, &canon),
+            relative: self.render(Style::Relative, &canon),
+            exists,
+        })
+    }
+
     fn canonicalize_as(&self, path: &WorkspacePath, access: Access) -> Result<Canonical> {
         let req = self.request(path)?;
+        self.canonical_request(&req, access)
+    }
+
+    fn canonical_request(&self, req: &Request<'_>, access: Access) -> Result<Canonical> {
+        let req = req.clone();
         self.precheck(&req, access)?;
         let comps: Vec<Component<'_>> = req.rel.components().collect();
         for keep in (0..=comps.len()).rev() {

@@ -7,6 +7,7 @@ mod common;
 
 mod attacks;
 mod bind;
+mod delete;
 mod masks;
 mod ops;
 mod race;

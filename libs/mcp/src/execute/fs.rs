@@ -399,6 +399,44 @@ impl Cx<'_> {
     }
 }
 
+impl Cx<'_> {
+    pub(super) async fn delete(&self, args: Value) -> Outcome {
+        self.fs(
+            args,
+            "toolgate.executor.v1.FilesystemService/DeletePath",
+            |a: DeletePathArgs, context| pb::DeletePathRequest {
+                context: Some(context),
+                path: a.path,
+                recursive: a.recursive,
+                missing_ok: a.missing_ok,
+                expected_sha256: a.expected_sha256,
+            },
+            |r| async move { self.shared.fs().delete_path(r).await },
+            |r: pb::DeletePathResponse| {
+                let entry = r.deleted.then(|| entry_type(r.r#type));
+                let text = if r.deleted {
+                    format!(
+                        "deleted {} ({} files, {} directories, {} bytes)",
+                        r.path, r.files_removed, r.directories_removed, r.bytes_removed
+                    )
+                } else {
+                    format!("{} does not exist; nothing was deleted", r.path)
+                };
+                let out = DeletePathOutput {
+                    path: r.path,
+                    deleted: r.deleted,
+                    entry_type: entry,
+                    files_removed: r.files_removed,
+                    directories_removed: r.directories_removed,
+                    bytes_removed: r.bytes_removed,
+                };
+                (out, text)
+            },
+        )
+        .await
+    }
+}
+
 fn entry_type(raw: i32) -> EntryType {
     match pb::EntryType::try_from(raw).unwrap_or(pb::EntryType::Unspecified) {
         pb::EntryType::File => EntryType::File,

@@ -49,6 +49,7 @@ pub(crate) async fn call(
         "find_files" => cx.find(args).await,
         "create_directory" => cx.mkdir(args).await,
         "stat_path" => cx.stat(args).await,
+        "delete_path" => cx.delete(args).await,
         "run_command" => cx.run(args).await,
         other => Outcome::invalid(&format!("unknown tool `{other}`")),
     }

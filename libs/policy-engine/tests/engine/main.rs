@@ -5,6 +5,7 @@
 
 mod argv_opens;
 mod corpus;
+mod delete;
 mod differential;
 mod fuzz;
 mod properties;

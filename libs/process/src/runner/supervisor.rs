@@ -75,6 +75,8 @@ pub(super) async fn flag(mut rx: watch::Receiver<bool>) {
 pub(super) enum Ending {
     Timeout,
     Cancel(CancelCause),
+    /// The disk watch found the run over its budget.
+    Disk(LimitExceeded),
 }
 
 pub(super) struct Supervisor {
@@ -97,6 +99,10 @@ pub(super) struct Supervisor {
     pub(super) kill_on_cap: bool,
     pub(super) audit: Option<Audit>,
     pub(super) tripwire: Option<crate::tripwire::Tripwire>,
+    /// Sampled while the run lives and once after it.
+    pub(super) disk_watch: Option<crate::spec::DiskWatch>,
+    /// `RLIMIT_FSIZE` of the run's processes: SIGXFSZ at it means a disk limit.
+    pub(super) file_size_limit: Option<u64>,
     pub(super) limits: [StreamLimits; 2],
     pub(super) started: Instant,
 }
@@ -150,6 +156,7 @@ impl Supervisor {
             outcome
         };
         let ((ending, killed, reaped), stdout, stderr, ()) = tokio::join!(life, out, err, feed);
+        let ending: Option<Ending> = ending;
 
         let status = match ending {
             Some(Ending::Timeout) => Status::TimedOut {
@@ -157,6 +164,7 @@ impl Supervisor {
                 killed,
             },
             Some(Ending::Cancel(cause)) => Status::Cancelled(cause),
+            Some(Ending::Disk(_)) => Status::Cancelled(CancelCause::DiskLimit),
             None => match (reaped.exit_code(), reaped.signal()) {
                 (Some(code), _) => Status::Exited(code),
                 (None, Some((signal, core_dumped))) => Status::Signaled {
@@ -181,7 +189,17 @@ impl Supervisor {
             .as_ref()
             .map(RunCgroup::stats)
             .unwrap_or_default();
-        let limit = limit_exceeded(&self.enforced, &stats, &status);
+        let mut limit = match &ending {
+            Some(Ending::Disk(hit)) => Some(*hit),
+            _ => limit_exceeded(&self.enforced, &stats, &status, self.file_size_limit),
+        };
+        // What the run wrote in its last moments (after the last sample) still counts: the
+        // run is over, so it is reported, not stopped.
+        if limit.is_none()
+            && let Some(watch) = &self.disk_watch
+        {
+            limit = watch.sample().await;
+        }
         let exited = Event::Exited(Exited {
             limit,
             status,
@@ -230,12 +248,14 @@ impl Supervisor {
             () = flag(self.shutdown.clone()) => Some(Ending::Cancel(CancelCause::Shutdown)),
             () = self.tx.closed() => Some(Ending::Cancel(CancelCause::ClientDisconnected)),
             () = tripped(self.tripwire.as_ref()) => Some(Ending::Cancel(CancelCause::MaskedPathReplaced)),
+            hit = over_budget(self.disk_watch.as_ref()) => Some(Ending::Disk(hit)),
         };
         let mut killed = false;
         if let Some(ending) = &ending {
             if matches!(
                 ending,
                 Ending::Cancel(CancelCause::OutputCap | CancelCause::MaskedPathReplaced)
+                    | Ending::Disk(_)
             ) {
                 // The point of kill_on_cap is to stop the flood now, not after a grace period;
                 // a run whose mask came off must not get a grace period to read behind it.
@@ -311,12 +331,28 @@ impl Supervisor {
     }
 }
 
+/// Resolves with the first limit the disk watch reports, sampling every interval; never
+/// without a watch.
+async fn over_budget(watch: Option<&crate::spec::DiskWatch>) -> LimitExceeded {
+    let Some(watch) = watch else {
+        return pending().await;
+    };
+    loop {
+        tokio::time::sleep(watch.interval()).await;
+        if let Some(hit) = watch.sample().await {
+            return hit;
+        }
+    }
+}
+
 /// Which limit the run ran into: the OOM killer at its memory limit, a refused fork at its
-/// process limit, or `RLIMIT_CPU` (SIGXCPU at the soft limit, SIGKILL at the hard one).
+/// process limit, `RLIMIT_CPU` (SIGXCPU at the soft limit, SIGKILL at the hard one), or
+/// `RLIMIT_FSIZE` (SIGXFSZ to the process whose write went past it).
 fn limit_exceeded(
     enforced: &EnforcedLimits,
     stats: &crate::cgroup::CgroupStats,
     status: &Status,
+    file_size_limit: Option<u64>,
 ) -> Option<LimitExceeded> {
     if stats.oom_kills > 0
         && let Some(limit_bytes) = enforced.memory_bytes
@@ -328,9 +364,12 @@ fn limit_exceeded(
     {
         return Some(LimitExceeded::Pids { limit });
     }
-    match (status, enforced.cpu_seconds) {
-        (Status::Signaled { signal, .. }, Some(seconds)) if *signal == libc::SIGXCPU => {
+    match (status, enforced.cpu_seconds, file_size_limit) {
+        (Status::Signaled { signal, .. }, Some(seconds), _) if *signal == libc::SIGXCPU => {
             Some(LimitExceeded::CpuTime { seconds })
+        }
+        (Status::Signaled { signal, .. }, _, Some(limit_bytes)) if *signal == libc::SIGXFSZ => {
+            Some(LimitExceeded::DiskBytes { limit_bytes })
         }
         _ => None,
     }

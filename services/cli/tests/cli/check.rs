@@ -2,6 +2,8 @@
 
 use std::process::{Command, Output};
 
+use crate::support::text;
+
 fn toolgate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(args)
@@ -77,6 +79,12 @@ fn filesystem_calls_and_exit_codes() {
     assert_eq!(read.status.code(), Some(0), "an auto exits 0");
     let ask = toolgate(&["check", "--", "rm -rf build"]);
     assert_eq!(ask.status.code(), Some(2), "an ask exits 2");
+    // Deleting one file is a write; a tree asks, as `rm -r` does.
+    let one = toolgate(&["check", "--tool", "fs.delete", "--path", "build/a.o"]);
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one));
+    let tree = toolgate(&["check", "--tool", "fs.delete", "--path", "build", "-r"]);
+    assert_eq!(tree.status.code(), Some(2), "{}", text(&tree));
+    assert!(String::from_utf8_lossy(&tree.stdout).contains("baseline.rm-recursive-or-forced"));
     assert!(v["digest"].as_str().is_some_and(|d| d.len() == 64));
 
     // Usage errors exit 1: distinct from every answer.
@@ -85,7 +93,7 @@ fn filesystem_calls_and_exit_codes() {
         Some(1)
     );
     assert_eq!(
-        toolgate(&["check", "--tool", "fs.delete", "--path", "x"])
+        toolgate(&["check", "--tool", "fs.chmod", "--path", "x"])
             .status
             .code(),
         Some(1)

@@ -1069,6 +1069,142 @@ fn fs_edit_mkdir_ranges_and_json() {
     assert_eq!(err.matches("tcp connect error").count(), 1, "{err}");
 }
 
+/// `fs rm` under the shipped policy: a file goes at once, a tree waits for a human (the same
+/// command again once approved), a non-empty directory without `-r` and a protected path are
+/// refused with their reasons, `-f` accepts a missing path.
+#[test]
+fn fs_rm_files_trees_and_refusals() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../libs/policy-engine/default-policy.toml");
+    let up = Up::start_policy(ws.path(), &state.path().join("d"), &[], &[], &shipped);
+    for f in ["a.txt", "build/x/1.o", "build/2.o", ".git/config"] {
+        let p = ws.path().join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "0123").unwrap();
+    }
+
+    let o = up.run("agent", &["fs", "rm", "a.txt"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "deleted file a.txt (1 files, 0 directories, 4 bytes)\n"
+    );
+    assert!(!ws.path().join("a.txt").exists());
+
+    let o = up.run("agent", &["fs", "rm", "build"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("DIRECTORY_NOT_EMPTY"),
+        "{}",
+        text(&o)
+    );
+    let o = up.run("agent", &["fs", "rm", "-r", ".git"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("PATH_PROTECTED"),
+        "{}",
+        text(&o)
+    );
+
+    let o = up.run("agent", &["fs", "rm", "-r", "build"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("APPROVAL_REQUIRED"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        ws.path().join("build/x/1.o").exists(),
+        "nothing before a human decides"
+    );
+    let list = up.run(
+        "approver",
+        &["approvals", "list", "--state", "pending", "--json"],
+    );
+    let list: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let id = list[0]["approval_id"].as_str().unwrap().to_owned();
+    let o = up.run("approver", &["approvals", "approve", &id]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = up.run("agent", &["fs", "--json", "rm", "-R", "build"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&v["type"], &v["files_removed"], &v["directories_removed"]),
+        (&"directory".into(), &2.into(), &2.into())
+    );
+    assert!(!ws.path().join("build").exists());
+
+    let o = up.run("agent", &["fs", "--json", "rm", "-f", "build"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["deleted"], false);
+    assert!(ws.path().join(".git/config").exists());
+}
+
+/// The MCP `delete_path` tool: listed as destructive and idempotent, a file goes and the
+/// structured result says what went, a protected path and a tree are refusals the model
+/// reads (a tree waits for a human: not an error).
+#[test]
+fn mcp_delete_path_tool() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let tasks = tempfile::tempdir().unwrap();
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../libs/policy-engine/default-policy.toml");
+    let up = Up::start_policy(ws.path(), &state.path().join("d"), &[], &[], &shipped);
+    for f in ["old.log", "tree/a", ".git/config"] {
+        let p = ws.path().join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "abc").unwrap();
+    }
+    let mut mcp = McpStdio::start(&up, &up.token("agent"), tasks.path());
+    let list = mcp.request("tools/list", &serde_json::json!({}));
+    let tool = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "delete_path")
+        .cloned()
+        .expect("delete_path is listed");
+    assert_eq!(tool["annotations"]["destructiveHint"], true, "{tool}");
+    assert_eq!(tool["annotations"]["readOnlyHint"], false, "{tool}");
+    assert!(tool["inputSchema"]["properties"]["recursive"].is_object());
+
+    let call = |mcp: &mut McpStdio, args: serde_json::Value| {
+        mcp.request(
+            "tools/call",
+            &serde_json::json!({"name": "delete_path", "arguments": args}),
+        )
+    };
+    let r = call(&mut mcp, serde_json::json!({"path": "old.log"}));
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let out = &r["result"]["structuredContent"];
+    assert_eq!(
+        (&out["deleted"], &out["type"]),
+        (&true.into(), &"file".into()),
+        "{r}"
+    );
+    assert_eq!(out["bytes_removed"], 3);
+    assert!(!ws.path().join("old.log").exists());
+
+    let r = call(&mut mcp, serde_json::json!({"path": ".git/config"}));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r.to_string().contains("PATH_PROTECTED"), "{r}");
+    let r = call(
+        &mut mcp,
+        serde_json::json!({"path": "tree", "recursive": true}),
+    );
+    assert!(r.to_string().contains("approval"), "{r}");
+    assert!(ws.path().join("tree/a").exists() && ws.path().join(".git/config").exists());
+    let r = call(
+        &mut mcp,
+        serde_json::json!({"path": "gone", "missing_ok": true}),
+    );
+    assert_eq!(r["result"]["structuredContent"]["deleted"], false, "{r}");
+    mcp.stop();
+}
+
 /// `toolgate mcp --listen` off loopback refuses plaintext unless told otherwise, naming the
 /// flags that fix it.
 #[test]

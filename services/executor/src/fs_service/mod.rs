@@ -17,8 +17,8 @@ use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemServi
 use toolgate_contracts::status;
 use toolgate_core::{ToolCall, ToolKind};
 use toolgate_fs::{
-    EditRequest, EntryKind, HiddenPaths, ListRequest, MkdirRequest, ReadRange, ReadRequest, Sha256,
-    StatRequest, Truncation, Workspace, WorkspacePath, WriteRequest,
+    DeleteRequest, EditRequest, EntryKind, HiddenPaths, ListRequest, MkdirRequest, ReadRange,
+    ReadRequest, Sha256, StatRequest, Truncation, Workspace, WorkspacePath, WriteRequest,
 };
 use toolgate_runtime::auth::Principal;
 use tracing::Instrument;
@@ -517,6 +517,49 @@ impl FsService {
         }))
     }
 
+    async fn delete_path_call(
+        &self,
+        obs: &mut Observed,
+        request: Request<pb::DeletePathRequest>,
+    ) -> Result<Response<pb::DeletePathResponse>, Status> {
+        let caller = wire::caller(&request, "FilesystemService/DeletePath")?;
+        let r = request.into_inner();
+        let prepared = Prepared::new(caller, r.context)?;
+        let req = DeleteRequest {
+            path: path(r.path)?,
+            recursive: r.recursive,
+            missing_ok: r.missing_ok,
+            expected_sha256: sha(r.expected_sha256)?,
+        };
+        // The policy decides on the canonical path (protected globs refuse it before anyone is
+        // asked), whether a whole tree goes, and which content a conditional deletion removes.
+        // The root is refused here, before anyone is asked: no decision makes it valid.
+        let canonical = self
+            .confined
+            .canonicalize_entry(req.path.clone())
+            .await?
+            .relative;
+        let call = ToolCall {
+            path: Some(canonical),
+            recursive: req.recursive,
+            content_sha256: req.expected_sha256.map(|s| s.to_hex()),
+            ..ToolCall::new(ToolKind::FsDelete)
+        };
+        let out = self
+            .perform_hiding(obs, prepared, call, move |ws, hidden| {
+                ws.delete_hiding(&req, hidden)
+            })
+            .await?;
+        Ok(Response::new(pb::DeletePathResponse {
+            path: out.path,
+            deleted: out.deleted,
+            r#type: out.kind.map_or(pb::EntryType::Unspecified, entry_type) as i32,
+            files_removed: out.files,
+            directories_removed: out.dirs,
+            bytes_removed: out.bytes,
+        }))
+    }
+
     async fn stat_path_call(
         &self,
         obs: &mut Observed,
@@ -620,6 +663,15 @@ impl FilesystemService for FsService {
     ) -> Result<Response<pb::StatPathResponse>, Status> {
         let mut call = Observed::new(ToolKind::FsStat);
         let result = self.stat_path_call(&mut call, request).await;
+        self.observe(call, result)
+    }
+
+    async fn delete_path(
+        &self,
+        request: Request<pb::DeletePathRequest>,
+    ) -> Result<Response<pb::DeletePathResponse>, Status> {
+        let mut call = Observed::new(ToolKind::FsDelete);
+        let result = self.delete_path_call(&mut call, request).await;
         self.observe(call, result)
     }
 }

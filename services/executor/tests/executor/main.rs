@@ -7,6 +7,7 @@ mod support;
 mod transport;
 
 mod admission;
+mod disk;
 mod enforcement;
 mod filesystem;
 mod integrity;

@@ -284,7 +284,11 @@ async fn admission_is_bounded_and_capabilities_are_reported() {
     assert_eq!(caps.limits.unwrap().max_concurrent_runs, 1);
     assert_ne!(caps.kill_mechanism, pb::KillMechanism::Unspecified as i32);
     assert!(!caps.workspace.unwrap().root.is_empty());
-    assert_eq!(caps.tools.len(), 9);
+    assert_eq!(caps.tools.len(), 10);
+    assert!(
+        caps.tools
+            .contains(&(toolgate_contracts::common::v1::ToolKind::FsDelete as i32))
+    );
 }
 
 #[tokio::test]

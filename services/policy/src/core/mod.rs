@@ -239,14 +239,18 @@ impl PolicyCore {
 /// What an allowed call must not reveal, for the tools that show more than the one path they
 /// name: the `paths` of every `deny` rule (without command selectors) that applies to reading
 /// (`fs.read`) or to the call's own tool in its context, with the policy's version. `None`
-/// for the single-path tools, whose decision already covered their path.
+/// for the single-path tools, whose decision already covered their path. `fs.delete` gets them
+/// because a recursive deletion reaches every path beneath the one it names.
 pub(crate) fn hidden_paths(
     policy: &Policy,
     tool: toolgate_core::ToolKind,
     ctx: &CallContext,
 ) -> Option<HiddenPaths> {
     use toolgate_core::ToolKind as K;
-    if !matches!(tool, K::FsList | K::FsSearch | K::FsFind | K::ProcessRun) {
+    if !matches!(
+        tool,
+        K::FsList | K::FsSearch | K::FsFind | K::FsDelete | K::ProcessRun
+    ) {
         return None;
     }
     let mut globs = policy.denied_path_globs(K::FsRead, ctx);
@@ -364,6 +368,7 @@ paths = ["audit/**"]
         assert_eq!(globs(K::FsList, "s1"), Some(reads.clone()));
         assert_eq!(globs(K::FsFind, "s1"), Some(reads.clone()));
         assert_eq!(globs(K::ProcessRun, "s1"), Some(reads.clone()));
+        assert_eq!(globs(K::FsDelete, "s1"), Some(reads.clone()));
         let mut search = reads.clone();
         search.push("vendor/**".into());
         assert_eq!(globs(K::FsSearch, "s1"), Some(search));
