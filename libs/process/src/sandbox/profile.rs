@@ -61,6 +61,23 @@ impl Profile {
             ..Profile::workspace()
         }
     }
+
+    /// Whether this profile confines a run at least as much as `other` in everything the
+    /// policy decides with (confinement, network and its ports, a read-only workspace).
+    /// Limits are not compared: they bound resources, not what a run can reach.
+    pub fn confines_at_least(&self, other: &Profile) -> bool {
+        let ports = !self.network
+            || other.tcp_connect_ports.is_empty()
+            || (!self.tcp_connect_ports.is_empty()
+                && self
+                    .tcp_connect_ports
+                    .iter()
+                    .all(|p| other.tcp_connect_ports.contains(p)));
+        (!self.unconfined || other.unconfined)
+            && (!self.network || other.network)
+            && (self.read_only_workspace || !other.read_only_workspace)
+            && ports
+    }
 }
 
 /// How runs are sandboxed (`process.sandbox` in the executor's config).
@@ -171,6 +188,19 @@ impl SandboxConfig {
                 self.default_profile,
                 self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
             ));
+        }
+        // The policy decides a run under a shipped name with that name's shipped guarantees
+        // (no network under `workspace`, a read-only workspace under `readonly`...), so a
+        // configuration may make those profiles stricter, never weaker.
+        let shipped = SandboxConfig::default().profiles;
+        for (name, p) in &self.profiles {
+            if let Some(s) = shipped.get(name)
+                && !p.confines_at_least(s)
+            {
+                return Err(format!(
+                    "profiles.{name}: the shipped profile `{name}` may only be redefined stricter (the policy decides its runs with its shipped guarantees); define a profile under another name and declare its guarantees in the policy's [profiles.<name>]"
+                ));
+            }
         }
         if self.tmpfs_inodes < 64 {
             return Err("tmpfs_inodes must be at least 64".to_owned());
