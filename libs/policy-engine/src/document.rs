@@ -529,9 +529,9 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
     })
 }
 
-/// The shipped profiles plus the document's. A shipped name may only be made stricter: the
-/// executor refuses a configuration that makes it weaker, so a document saying otherwise is
-/// wrong about what runs.
+/// The shipped profiles plus the document's. A shipped name may only be declared with fewer
+/// guarantees (stricter decisions): the executor refuses a configuration that makes it
+/// weaker, so a document claiming more is wrong about what runs.
 fn profiles(
     raw: &BTreeMap<String, Spanned<RawProfile>>,
     line: &dyn Fn(std::ops::Range<usize>) -> usize,
@@ -558,13 +558,15 @@ fn profiles(
             network: r.network.unwrap_or(true),
             read_only_workspace: r.read_only_workspace.unwrap_or(false),
         };
+        // Claiming fewer guarantees only makes decisions stricter; claiming more than the
+        // executor enforces under that name would let the policy be fooled.
         if let Some(shipped) = out.get(name)
-            && !g.at_least(*shipped)
+            && !shipped.at_least(g)
         {
             return Err(Error::Invalid {
                 line: at,
                 message: format!(
-                    "profiles.{name}: a shipped profile may only be declared stricter than it is ({}); name a profile of your own for other guarantees",
+                    "profiles.{name}: a shipped profile may only be declared stricter, with no more guarantees than it has ({}); name a profile of your own for other guarantees",
                     shipped.describe()
                 ),
             });

@@ -3,7 +3,7 @@
 
 use super::{
     AMBIGUOUS_OPTION, ArgvFindings, FORCE_PUSH, GIT_CONFIG, GIT_DISCARD, GIT_FOREIGN,
-    HISTORY_REWRITE, PUBLISH,
+    HISTORY_REWRITE, OUTSIDE_WRITE, PUBLISH,
 };
 use crate::access::Access;
 
@@ -186,6 +186,16 @@ pub(super) fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool)
         {
             f.rules.push(&HISTORY_REWRITE);
             f.rules.push(&GIT_DISCARD);
+        }
+        // The user's or the system's configuration is outside the workspace (a run's HOME is
+        // private and its global configuration pinned); the repository's is the protected set.
+        Some("config")
+            if !git_config_reads(rest, &opts)
+                && rest
+                    .iter()
+                    .any(|a| matches!(a.as_str(), "--global" | "--system")) =>
+        {
+            f.rules.push(&OUTSIDE_WRITE);
         }
         Some("config") if !git_config_reads(rest, &opts) => f.rules.push(&GIT_CONFIG),
         // `rm -f` removes files with uncommitted changes.

@@ -8,6 +8,7 @@ mod transport;
 
 mod enforcement;
 mod filesystem;
+mod harm;
 mod integrity;
 mod metrics;
 mod parked;
