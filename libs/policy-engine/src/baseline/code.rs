@@ -77,7 +77,9 @@ pub(crate) fn reads_program_from_stdin(name: &str, args: &[String]) -> bool {
             break;
         }
         // A version or help probe prints and exits.
-        if matches!(a.as_str(), "--version" | "-V" | "-VV" | "--help" | "-h") {
+        if matches!(a.as_str(), "--version" | "-V" | "-VV" | "--help" | "-h")
+            || (a == "-v" && (name.starts_with("node") || matches!(name, "deno" | "bun")))
+        {
             return false;
         }
         if a == "-" || !a.starts_with('-') {

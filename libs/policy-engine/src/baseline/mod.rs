@@ -637,6 +637,26 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         "make" | "gmake" | "bmake" | "cmake" | "ninja" | "just" | "rake" => {
             f.rules.push(&MAKE);
         }
+        // Archivers that delete what they archive.
+        "tar" | "bsdtar" | "zip" | "7z" | "7za" | "7zz"
+            if args.iter().any(|a| {
+                a == "--remove-files"
+                    || a == "-sdel"
+                    || (name == "zip"
+                        && a.starts_with('-')
+                        && !a.starts_with("--")
+                        && a.contains('m'))
+            }) =>
+        {
+            f.rules.push(&OPAQUE_DESTRUCTION);
+        }
+        "parallel" => {
+            f.rules.push(&XARGS);
+            let inner = parsed.operands.first().copied().unwrap_or("");
+            if destroys_by_arguments(inner.rsplit('/').next().unwrap_or(inner), &[]) {
+                f.rules.push(&OPAQUE_DESTRUCTION);
+            }
+        }
         "xargs" => {
             f.rules.push(&XARGS);
             // The names xargs reads decide what a deleting program deletes.
@@ -798,8 +818,17 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         "date" => {
             unsafe_flag |= parsed.has(&["-s", "--set", "-f", "--file"]);
         }
-        "uniq" | "xxd" => {
+        "uniq" => {
             unsafe_flag |= ops.len() > 1 || parsed.has(&["-r"]);
+            f.paths
+                .extend(ops.iter().take(1).map(|o| ((*o).to_owned(), Access::Read)));
+        }
+        "xxd" => {
+            // xxd's own parser: single-dash words, some taking the next word as a value
+            // (`-c 10`, `-cols 10`) or an attached one (`-c10`). A second operand is the
+            // output file; `-r` writes binary.
+            let (ops, revert) = xxd_operands(args);
+            unsafe_flag |= ops.len() > 1 || revert;
             f.paths
                 .extend(ops.iter().take(1).map(|o| ((*o).to_owned(), Access::Read)));
         }
@@ -901,6 +930,42 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             || is_version_probe(name, args)
             || tool_is_read_only(name, args));
     f
+}
+
+/// xxd's operands and whether it reverts (writes binary), read as xxd reads its options.
+fn xxd_operands(args: &[String]) -> (Vec<&str>, bool) {
+    const VALUED: &[&str] = &[
+        "-c",
+        "-cols",
+        "-g",
+        "-groupsize",
+        "-l",
+        "-len",
+        "-o",
+        "-offset",
+        "-s",
+        "-seek",
+        "-n",
+        "-name",
+        "-R",
+    ];
+    let (mut ops, mut revert) = (Vec::new(), false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let w = a.as_str();
+        if w == "--" {
+            ops.extend(it.by_ref().map(String::as_str));
+            break;
+        }
+        if w == "-" || !w.starts_with('-') {
+            ops.push(w);
+        } else if VALUED.contains(&w) {
+            it.next();
+        } else if w.starts_with("-r") {
+            revert = true;
+        }
+    }
+    (ops, revert)
 }
 
 /// The plumbing builtins and path writers that are on the allowlist only in some forms:

@@ -564,6 +564,12 @@ impl Analyzer {
                 cmd.rules.push(&baseline::SHELL_STDIN);
                 cmd.notes
                     .push(format!("{name} reads its program from stdin"));
+                match &ctx.stdin_text {
+                    Some(text) if !baseline::code_destroys(text) => {}
+                    Some(_) => cmd.rules.push(&baseline::INLINE_DELETION),
+                    // A program built at run time: nothing says what it deletes.
+                    None => cmd.rules.push(&baseline::OPAQUE_DESTRUCTION),
+                }
             }
             return;
         }
@@ -584,6 +590,11 @@ impl Analyzer {
                     if !ctx.stdin_fetch {
                         cmd.rules.push(&baseline::SHELL_STDIN);
                         cmd.notes.push(format!("{name} reads commands from stdin"));
+                    }
+                    if ctx.stdin_text.is_none() {
+                        // Commands built at run time (`... | sed 's/^/rm /' | sh`): nothing
+                        // says what they delete.
+                        cmd.rules.push(&baseline::OPAQUE_DESTRUCTION);
                     }
                     if let Some(text) = &ctx.stdin_text {
                         cmd.notes.push(format!(

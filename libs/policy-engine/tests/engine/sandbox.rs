@@ -39,8 +39,8 @@ pub(crate) fn corpus(name: &str) -> Vec<String> {
 #[test]
 fn what_the_workspace_sandbox_contains_is_auto_and_says_so() {
     for s in [
-        "cargo t",
-        "cargo doc",
+        "cargo bench",
+        "cargo llvm-cov",
         "ruff format src",
         "gofmt -w main.go",
         "rustc src/main.rs",
@@ -59,6 +59,8 @@ fn what_the_workspace_sandbox_contains_is_auto_and_says_so() {
         "sed -i s/a/b/ src/lib.rs",
         "python3 -c 'print(1)'",
         "cd frontend && git status",
+        "echo ls | sh",
+        "git ls-files | xargs wc -l",
     ] {
         let d = expect(Some("workspace"), s, Tier::Auto);
         assert!(d.contained(), "{s}: {d:#?}");
@@ -115,6 +117,13 @@ fn what_the_sandbox_cannot_undo_or_contain_still_asks() {
         "python3 <<'EOF'\nimport shutil\nshutil.rmtree('src')\nEOF",
         "echo 'import os; os.unlink(\"a\")' > t.py; python3 t.py",
         "sh -c 'rm -r \"$1\"' _ src",
+        "ls | parallel rm",
+        "tar -cf x.tar src --remove-files",
+        "zip -rm x.zip src",
+        "git ls-files | sed 's/^/rm /' | sh",
+        "cat cmds.txt | bash",
+        "printf 'import shutil; shutil.rmtree(1)' | python3",
+        "find . -okdir rm {} \\;",
         // publishing
         "git push",
         "git push origin main",
@@ -147,11 +156,69 @@ fn what_the_sandbox_cannot_undo_or_contain_still_asks() {
     }
 }
 
+/// Issue 25's misfires, fixed as classes: read-only and plumbing forms are auto with no sandbox
+/// guarantee at all, and spellings of an auto command decide like it.
+#[test]
+fn misfires_are_fixed_without_a_sandbox_too() {
+    for s in [
+        "awk '($10 >= 10)' f",
+        "awk 'NR > 1 { print $2 }' f",
+        "awk '{ print (a > b) }' f",
+        "xxd -c 10 f",
+        "python3 --version",
+        "node -v",
+        "cargo --version",
+        "git reflog -n 5",
+        "git for-each-ref",
+        "git config alias.x",
+        "git config --get user.name",
+        "exit 1",
+        "export FOO=1",
+        "sleep 1",
+        "set -euo pipefail",
+        "mkdir -p build",
+        "touch build.log",
+        "true && test -f x",
+        "printenv",
+        "env",
+        "tee out.txt",
+        "cat > out.txt",
+        "cargo tree",
+        "npm ls",
+        "pip list",
+        "go env GOPATH",
+        "ps aux",
+        "free -h",
+        "pytest -q || exit 1",
+        "python3 -m pytest -q",
+        "cargo t",
+        "cargo test",
+        "npm run test",
+        "npm test",
+    ] {
+        expect(None, s, Tier::Auto);
+    }
+    // The same programs in the forms that write or run something still ask.
+    for s in [
+        "awk '{ print > \"out\" }' f",
+        "awk '{ printf(\"%s\", $1) > \"out\" }' f",
+        "xxd -r dump f",
+        "git config user.name x",
+        "git config --unset user.name",
+        "hostname evil",
+        "export PATH=/tmp",
+        "cp -l a b",
+        "go env -w GOFLAGS=x",
+    ] {
+        expect(None, s, Tier::Ask);
+    }
+}
+
 #[test]
 fn each_profile_contains_what_its_guarantees_cover() {
     // Under `network`, code can reach out: code and network clients ask again, while a file
     // system effect (a write the view discards) stays contained.
-    expect(Some("network"), "cargo t", Tier::Ask);
+    expect(Some("network"), "cargo bench", Tier::Ask);
     expect(Some("network"), "curl https://example.com", Tier::Ask);
     expect(Some("network"), "npm install", Tier::Ask);
     expect(Some("network"), "cat /etc/os-release", Tier::Auto);
