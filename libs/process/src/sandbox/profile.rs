@@ -6,6 +6,15 @@ use std::path::PathBuf;
 /// The name of the profile every run gets unless it asks for another.
 pub const DEFAULT_PROFILE: &str = "workspace";
 
+/// The profile name the executor gives the policy for a run that will not be confined (an
+/// unconfined profile, or the default profile's fallback when the sandbox is not required):
+/// no policy knows its guarantees, so such a run is decided with none, and no configured
+/// profile can carry it (names are letters, digits, `-` and `_`).
+pub const UNCONFINED_NAME: &str = "(unconfined)";
+
+/// The names of the shipped profiles, whose guarantees every policy assumes.
+pub const SHIPPED_PROFILES: &[&str] = &["workspace", "readonly", "network"];
+
 /// What a profile allows a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
@@ -194,6 +203,15 @@ impl SandboxConfig {
         // configuration may make those profiles stricter, never weaker.
         let shipped = SandboxConfig::default().profiles;
         for (name, p) in &self.profiles {
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(format!(
+                    "profiles.{name}: a profile name is letters, digits, `-` and `_`"
+                ));
+            }
             if let Some(s) = shipped.get(name)
                 && !p.confines_at_least(s)
             {

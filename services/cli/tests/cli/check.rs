@@ -199,7 +199,12 @@ fn issue_13_examples_get_the_stated_answer() {
 /// which guarantee made a call auto; `policy explain` shows it per command.
 #[test]
 fn check_and_explain_name_the_guarantee_that_made_a_call_auto() {
-    for script in ["cargo bench", "./build.sh", "ls -d */", "python3 tools/gen.py"] {
+    for script in [
+        "cargo bench",
+        "./build.sh",
+        "ls -d */",
+        "python3 tools/gen.py",
+    ] {
         assert_eq!(decision_under("workspace", script), "auto", "{script:?}");
         assert_eq!(
             decision(script),
@@ -218,7 +223,11 @@ fn check_and_explain_name_the_guarantee_that_made_a_call_auto() {
         text.contains("contained by the workspace sandbox"),
         "{text}"
     );
-    let out = toolgate(&["policy", "explain", "cargo bench && rm -rf build && ls *.rs"]);
+    let out = toolgate(&[
+        "policy",
+        "explain",
+        "cargo bench && rm -rf build && ls *.rs",
+    ]);
     assert_eq!(out.status.code(), Some(2), "explain exits like check");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("ask     rm -rf build"), "{text}");
@@ -230,7 +239,13 @@ fn check_and_explain_name_the_guarantee_that_made_a_call_auto() {
         text.contains("baseline.dynamic-arguments: contained by the workspace sandbox (it would be ask without it"),
         "{text}"
     );
-    let out = toolgate(&["policy", "explain", "--profile", "unconfined", "cargo bench"]);
+    let out = toolgate(&[
+        "policy",
+        "explain",
+        "--profile",
+        "unconfined",
+        "cargo bench",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stdout).contains("unknown to this policy"));
 }
