@@ -423,7 +423,7 @@ fn is_publish(name: &str, args: &[String]) -> bool {
         "mvn" | "mvnw" => ops.contains(&"deploy"),
         "gradle" | "gradlew" => ops.iter().any(|o| o.starts_with("publish")),
         "dotnet" | "nuget" => ops.windows(2).any(|w| w == ["nuget", "push"]) || first == "push",
-        "helm" => matches!(first, "push" | "install" | "upgrade" | "uninstall"),
+        "helm" => first == "push",
         "gh" => {
             matches!(
                 first,
@@ -431,11 +431,6 @@ fn is_publish(name: &str, args: &[String]) -> bool {
             ) && !matches!(second, "list" | "view" | "status" | "diff" | "checks" | "")
         }
         "vsce" | "ovsx" => first == "publish",
-        "terraform" | "tofu" | "pulumi" => matches!(first, "apply" | "destroy" | "up" | "import"),
-        "kubectl" => matches!(
-            first,
-            "apply" | "create" | "delete" | "replace" | "patch" | "edit" | "scale" | "rollout"
-        ),
         "skopeo" => first == "copy",
         _ => false,
     }
