@@ -69,7 +69,8 @@ def test_a_pydantic_ai_agent_survives_a_deny_and_an_ask_and_reads_the_guidance(s
     # tool both times), then an answer. What it read back after each step is kept.
     plan = [
         ToolCallPart("run_command", {"script": "shutdown -h now"}, tool_call_id="c1"),
-        ToolCallPart("run_command", {"script": "tee pyai.txt", "stdin": "x\n"}, tool_call_id="c2"),
+        # Writes under deploy/ ask whatever the sandbox contains (a rule of the test policy).
+        ToolCallPart("run_command", {"script": "tee deploy/pyai.txt", "stdin": "x\n"}, tool_call_id="c2"),
         TextPart("done"),
     ]
     seen = []
@@ -93,4 +94,4 @@ def test_a_pydantic_ai_agent_survives_a_deny_and_an_ask_and_reads_the_guidance(s
     # What the policy said and what to do next, in what the model read.
     assert "no-shutdown" in denied and "do something else" in denied, denied
     assert "apr_" in asked and "same arguments" in asked, asked
-    assert not (stack.workspace / "pyai.txt").exists()
+    assert not (stack.workspace / "deploy/pyai.txt").exists()

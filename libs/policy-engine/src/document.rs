@@ -95,6 +95,19 @@ struct RawDocument {
     rule: Vec<Spanned<RawRule>>,
     #[serde(default)]
     example: Vec<Spanned<RawExample>>,
+    /// What the kernel sandbox of each named profile guarantees (`[profiles.<name>]`).
+    #[serde(default)]
+    profiles: BTreeMap<String, Spanned<RawProfile>>,
+}
+
+/// `[profiles.<name>]`: the guarantees of an executor profile. Every field defaults to the
+/// weakest value, so a profile declared without them is decided like an unknown one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    confined: Option<bool>,
+    network: Option<bool>,
+    read_only_workspace: Option<bool>,
 }
 
 type List = Option<Spanned<Vec<Spanned<String>>>>;
@@ -277,6 +290,8 @@ pub(crate) fn has_flag(args: &[String], flag: &str) -> bool {
 /// A parsed document before the engine indexes it.
 pub(crate) struct Parsed {
     pub default: Tier,
+    /// The shipped profiles with the document's declarations over them.
+    pub profiles: BTreeMap<String, crate::profile::Guarantees>,
     pub safe_commands: bool,
     pub rules: Vec<Rule>,
     pub examples: Vec<(usize, RawExample)>,
@@ -501,6 +516,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
             sandbox,
         });
     }
+    let profiles = profiles(&raw.profiles, &line)?;
     let examples = raw
         .example
         .into_iter()
@@ -508,11 +524,59 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
         .collect();
     Ok(Parsed {
         default,
+        profiles,
         safe_commands: raw.safe_commands.unwrap_or(true),
         rules,
         examples,
         version: version(text)?,
     })
+}
+
+/// The shipped profiles plus the document's. A shipped name may only be declared with fewer
+/// guarantees (stricter decisions): the executor refuses a configuration that makes it
+/// weaker, so a document claiming more is wrong about what runs.
+fn profiles(
+    raw: &BTreeMap<String, Spanned<RawProfile>>,
+    line: &dyn Fn(std::ops::Range<usize>) -> usize,
+) -> Result<BTreeMap<String, crate::profile::Guarantees>, Error> {
+    use crate::profile::{Guarantees, builtin};
+    let mut out = builtin();
+    for (name, p) in raw {
+        let at = line(p.span());
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(Error::Invalid {
+                line: at,
+                message: format!(
+                    "profiles: `{name}` is not a profile name (letters, digits, `-`, `_`)"
+                ),
+            });
+        }
+        let r = p.get_ref();
+        let g = Guarantees {
+            confined: r.confined.unwrap_or(false),
+            network: r.network.unwrap_or(true),
+            read_only_workspace: r.read_only_workspace.unwrap_or(false),
+        };
+        // Claiming fewer guarantees only makes decisions stricter; claiming more than the
+        // executor enforces under that name would let the policy be fooled.
+        if let Some(shipped) = out.get(name)
+            && !shipped.at_least(g)
+        {
+            return Err(Error::Invalid {
+                line: at,
+                message: format!(
+                    "profiles.{name}: a shipped profile may only be declared stricter, with no more guarantees than it has ({}); name a profile of your own for other guarantees",
+                    shipped.describe()
+                ),
+            });
+        }
+        out.insert(name.clone(), g);
+    }
+    Ok(out)
 }
 
 fn rule_line_span(l: &List) -> std::ops::Range<usize> {

@@ -17,6 +17,7 @@ use crate::call::{CallContext, ToolCall};
 use crate::document::{self, Error, ProgramMatch, Rule};
 use crate::memo::AnalysisMemo;
 use crate::paths::{self, Access};
+use crate::profile::{DecidedProfile, Guarantees};
 use crate::shell::{self, Analysis, ShellPath};
 
 /// Where a matching rule comes from.
@@ -28,6 +29,8 @@ pub enum RuleSource {
     User,
     /// No rule matched; the document's `default` applied.
     Default,
+    /// The run's sandbox profile contains the effect: `sandbox.<profile>`.
+    Sandbox,
 }
 
 impl RuleSource {
@@ -37,6 +40,7 @@ impl RuleSource {
             RuleSource::Baseline => "baseline",
             RuleSource::User => "user",
             RuleSource::Default => "default",
+            RuleSource::Sandbox => "sandbox",
         }
     }
 }
@@ -46,12 +50,15 @@ impl RuleSource {
 pub struct RuleMatch {
     /// Rule id (`baseline.*` for built-ins, `default` when nothing matched).
     pub rule_id: String,
-    /// The rule's tier.
+    /// The tier the rule counts with in this call: its own, or `auto` when contained.
     pub tier: Tier,
     /// The rule's reason.
     pub reason: String,
-    /// Baseline, user or default.
+    /// Baseline, user, default or sandbox.
     pub source: RuleSource,
+    /// Set when the run's sandbox profile contains what the rule is about: the profile's
+    /// name and the tier the rule would have imposed without it.
+    pub contained: Option<(String, Tier)>,
 }
 
 /// One command of a `process.run` call with its own decision.
@@ -101,12 +108,20 @@ pub struct Decision {
     /// and executed under whatever the request asked for. `None`: the request's (or the
     /// executor's default).
     pub sandbox_profile: Option<String>,
+    /// For `process.run`: the profile the decision was made under and its guarantees.
+    pub profile: Option<DecidedProfile>,
 }
 
 impl Decision {
-    /// The first matching rule with the final tier: the rule id a deny or ask reports.
+    /// The first matching rule with the final tier: the rule id a deny or ask reports, or
+    /// `sandbox.<profile>` when containment made the call auto.
     pub fn deciding_rule(&self) -> Option<&RuleMatch> {
         self.matches.iter().find(|m| m.tier == self.tier)
+    }
+
+    /// Whether a sandbox guarantee turned some rule or the default into `auto`.
+    pub fn contained(&self) -> bool {
+        self.matches.iter().any(|m| m.source == RuleSource::Sandbox)
     }
 }
 
@@ -164,6 +179,8 @@ pub struct Policy {
     index: Index,
     default: Tier,
     safe_commands: bool,
+    /// Guarantees of the sandbox profiles the policy knows, by name.
+    profiles: std::collections::BTreeMap<String, Guarantees>,
     version: String,
     /// Recent script analyses; `None` analyses every script afresh.
     analyses: Option<AnalysisMemo>,
@@ -190,6 +207,7 @@ impl Policy {
             index,
             default: parsed.default,
             safe_commands: parsed.safe_commands,
+            profiles: parsed.profiles,
             version: parsed.version,
             analyses: Some(AnalysisMemo::default()),
         };
@@ -303,9 +321,54 @@ impl Policy {
             .collect()
     }
 
+    /// The guarantees the policy knows for each profile name (shipped and declared).
+    pub fn profiles(&self) -> &std::collections::BTreeMap<String, Guarantees> {
+        &self.profiles
+    }
+
+    /// What the policy knows of a profile name.
+    pub fn decided_profile(&self, name: Option<&str>) -> DecidedProfile {
+        let found = name.and_then(|n| self.profiles.get(n));
+        DecidedProfile {
+            name: name.map(str::to_owned),
+            guarantees: found.copied().unwrap_or(Guarantees::NONE),
+            known: found.is_some(),
+        }
+    }
+
     /// Classifies one call. Pure: no I/O, no ledger.
+    ///
+    /// A `process.run` is decided under the guarantees of the profile it will run under: the
+    /// one a matching rule requires, else the call's. What that profile contains counts as
+    /// `auto`; an unknown, unconfined or missing profile contains nothing.
     pub fn classify(&self, call: &ToolCall, ctx: &CallContext) -> Decision {
-        let mut b = Builder::default();
+        if call.tool != ToolKind::ProcessRun {
+            return self.classify_under(call, ctx, None);
+        }
+        let asked = self.decided_profile(call.sandbox_profile.as_deref());
+        let d = self.classify_under(call, ctx, Some(&asked));
+        // The set of matching user rules does not depend on the profile, so a rule that
+        // requires another profile is found in the first pass; decide again under it.
+        match &d.sandbox_profile {
+            Some(p) if Some(p) != call.sandbox_profile.as_ref() => {
+                let required = self.decided_profile(Some(p));
+                self.classify_under(call, ctx, Some(&required))
+            }
+            _ => d,
+        }
+    }
+
+    fn classify_under(
+        &self,
+        call: &ToolCall,
+        ctx: &CallContext,
+        profile: Option<&DecidedProfile>,
+    ) -> Decision {
+        let mut b = Builder {
+            profile: profile.cloned(),
+            default: Some(self.default),
+            ..Builder::default()
+        };
         let kind = call.tool;
         let call_level: Vec<u32> = self.index.call_level[kind_index(kind)]
             .iter()
@@ -352,9 +415,9 @@ impl Policy {
                 let mut tier: Option<Tier> = None;
                 let mut ids = Vec::new();
                 for r in &c.rules {
-                    tier = Some(tier.map_or(r.tier, |t| t.max(r.tier)));
+                    let t = b.baseline(r);
+                    tier = Some(tier.map_or(t, |x| x.max(t)));
                     ids.push(r.id.to_owned());
-                    b.baseline(r);
                 }
                 if c.safe && self.safe_commands && c.rules.is_empty() {
                     tier = Some(tier.map_or(Tier::Auto, |t| t.max(Tier::Auto)));
@@ -375,14 +438,23 @@ impl Policy {
                 }
                 let mut notes = c.notes.clone();
                 let tier = tier.unwrap_or_else(|| {
-                    ids.push("default".to_owned());
-                    notes.push(format!(
-                        "no rule matched; the policy default is {}",
-                        self.default
-                    ));
-                    b.fallback(self.default);
-                    self.default
+                    let (id, t) = b.unmatched();
+                    notes.push(if id == "default" {
+                        format!("no rule matched; the policy default is {}", self.default)
+                    } else {
+                        format!(
+                            "no rule asks about it, and it runs {}",
+                            b.contained_phrase()
+                        )
+                    });
+                    ids.push(id);
+                    t
                 });
+                if ids.iter().any(|i| b.is_contained(i))
+                    && !ids.iter().any(|i| i.starts_with("sandbox."))
+                {
+                    ids.push(b.sandbox_id());
+                }
                 for p in &c.paths {
                     if let Some(t) = self.shell_path(p, ctx, &mut b) {
                         worse(&mut overall, t);
@@ -404,8 +476,8 @@ impl Policy {
                     b.user(&self.rules[*r as usize]);
                 }
                 if overall.is_none() {
-                    b.fallback(self.default);
-                    worse(&mut overall, self.default);
+                    let (_, t) = b.unmatched();
+                    worse(&mut overall, t);
                 }
             }
         } else {
@@ -468,6 +540,15 @@ impl Policy {
                 }
             }
         }
+        if let Some(i) = b
+            .matches
+            .iter()
+            .position(|m| m.source == RuleSource::Sandbox)
+        {
+            // Containment is what made the auto parts auto: report it first.
+            let m = b.matches.remove(i);
+            b.matches.insert(0, m);
+        }
         let mut message = message(tier, &b, call);
         let sandbox_profile = match sandboxes.as_slice() {
             [] => None,
@@ -495,6 +576,7 @@ impl Policy {
             policy_version: self.version.clone(),
             message,
             sandbox_profile,
+            profile: b.profile,
         }
     }
 
@@ -568,14 +650,12 @@ impl Policy {
         let mut tier: Option<Tier> = None;
         let mut ids = Vec::new();
         if !p.known {
-            tier = Some(baseline::UNKNOWN_PATH.tier);
+            tier = Some(b.baseline(&baseline::UNKNOWN_PATH));
             ids.push(baseline::UNKNOWN_PATH.id.to_owned());
-            b.baseline(&baseline::UNKNOWN_PATH);
         } else {
             if let Some(r) = baseline::path_rule(&p.path, p.access) {
-                tier = Some(r.tier);
+                tier = Some(b.baseline(r));
                 ids.push(r.id.to_owned());
-                b.baseline(r);
             }
             let fs_kind = if p.access == Access::Read {
                 ToolKind::FsRead
@@ -603,8 +683,9 @@ impl Policy {
             // A write nothing speaks about gets the default, as an fs.write would; an
             // unmatched read is covered by the rule that allowed the command.
             if tier.is_none() && p.access == Access::Write && !paths::is_harmless_device(&p.path) {
-                ids.push("default".to_owned());
-                tier = Some(b.fallback(self.default));
+                let (id, t) = b.unmatched();
+                ids.push(id);
+                tier = Some(t);
             }
         }
         if tier.is_some()
@@ -735,6 +816,10 @@ struct Builder {
     matches: Vec<RuleMatch>,
     commands: Vec<CommandExplanation>,
     paths: Vec<PathExplanation>,
+    /// The profile a `process.run` is decided under.
+    profile: Option<DecidedProfile>,
+    /// The document's default tier (`None` outside `classify_under`: ask).
+    default: Option<Tier>,
 }
 
 impl Builder {
@@ -745,13 +830,80 @@ impl Builder {
                 tier,
                 reason: reason.to_owned(),
                 source,
+                contained: None,
             });
         }
         tier
     }
 
+    fn guarantees(&self) -> Guarantees {
+        self.profile
+            .as_ref()
+            .map_or(Guarantees::NONE, |p| p.guarantees)
+    }
+
+    /// A baseline rule that matched: the tier it counts with (`auto` when the profile
+    /// contains it; a deny is never contained).
     fn baseline(&mut self, r: &'static BaselineRule) -> Tier {
+        if r.tier == Tier::Ask && self.guarantees().contains(r.contained) {
+            self.note_sandbox();
+            let profile = self.sandbox_name();
+            if !self.matches.iter().any(|m| m.rule_id == r.id) {
+                self.matches.push(RuleMatch {
+                    rule_id: r.id.to_owned(),
+                    tier: Tier::Auto,
+                    reason: r.reason.to_owned(),
+                    source: RuleSource::Baseline,
+                    contained: Some((profile, r.tier)),
+                });
+            }
+            return Tier::Auto;
+        }
         self.push(r.id, r.tier, r.reason, RuleSource::Baseline)
+    }
+
+    fn sandbox_name(&self) -> String {
+        self.profile
+            .as_ref()
+            .and_then(|p| p.name.clone())
+            .unwrap_or_default()
+    }
+
+    fn sandbox_id(&self) -> String {
+        self.profile
+            .as_ref()
+            .map_or_else(|| "sandbox.none".to_owned(), DecidedProfile::rule_id)
+    }
+
+    fn contained_phrase(&self) -> String {
+        format!("in the {} sandbox", self.sandbox_name())
+    }
+
+    /// Whether the match `id` was contained by the profile.
+    fn is_contained(&self, id: &str) -> bool {
+        self.matches
+            .iter()
+            .any(|m| m.rule_id == id && m.contained.is_some())
+    }
+
+    /// Records that the profile's guarantees made something auto.
+    fn note_sandbox(&mut self) {
+        if let Some(p) = &self.profile {
+            let (id, reason) = (p.rule_id(), p.reason());
+            self.push(&id, Tier::Auto, &reason, RuleSource::Sandbox);
+        }
+    }
+
+    /// What a command or a write nothing speaks about gets: the default, or `auto` when the
+    /// default asks and the profile contains code (an unknown program, a plain write).
+    fn unmatched(&mut self) -> (String, Tier) {
+        let t = self.default.unwrap_or(Tier::Ask);
+        if t == Tier::Ask && self.guarantees().contains_code() {
+            self.note_sandbox();
+            return (self.sandbox_id(), Tier::Auto);
+        }
+        self.fallback(t);
+        ("default".to_owned(), t)
     }
 
     fn user(&mut self, r: &Rule) -> Tier {
@@ -769,7 +921,12 @@ impl Builder {
 }
 
 fn message(tier: Tier, b: &Builder, call: &ToolCall) -> String {
-    let worst: Vec<&RuleMatch> = b.matches.iter().filter(|m| m.tier == tier).collect();
+    // A contained rule is explained by the sandbox's own match.
+    let worst: Vec<&RuleMatch> = b
+        .matches
+        .iter()
+        .filter(|m| m.tier == tier && m.contained.is_none())
+        .collect();
     let what = b
         .commands
         .iter()

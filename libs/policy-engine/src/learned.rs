@@ -1094,6 +1094,7 @@ impl LearnedSet {
                             .join("; ")
                     ),
                     source: RuleSource::User,
+                    contained: None,
                 }
             })
             .collect();

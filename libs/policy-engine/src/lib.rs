@@ -17,6 +17,7 @@ pub mod engine;
 pub mod learned;
 mod memo;
 pub mod paths;
+pub mod profile;
 pub mod reload;
 pub mod render;
 pub mod shell;
@@ -29,5 +30,6 @@ pub use engine::{
     RuleSource, RuleSummary,
 };
 pub use paths::Access;
+pub use profile::{DecidedProfile, Guarantees};
 pub use reload::{PolicyFile, Watcher};
-pub use render::{ValidationReport, to_json, to_text, validate};
+pub use render::{ValidationReport, explain_text, to_json, to_text, validate};

@@ -8,6 +8,7 @@ use toolgate_core::Tier;
 
 use crate::document::Error;
 use crate::engine::{Decision, Policy, RuleSource};
+use crate::profile::DecidedProfile;
 
 /// Renders a decision as the one JSON object `toolgate check --json` prints.
 ///
@@ -18,12 +19,19 @@ pub fn to_json(d: &Decision, digest: Option<&str>) -> Value {
         "decision": d.tier.as_str(),
         "message": d.message,
         "policy_version": d.policy_version,
-        "rules": d.matches.iter().map(|m| json!({
-            "id": m.rule_id,
-            "decision": m.tier.as_str(),
-            "reason": m.reason,
-            "source": m.source.as_str(),
-        })).collect::<Vec<_>>(),
+        "rules": d.matches.iter().map(|m| {
+            let mut r = json!({
+                "id": m.rule_id,
+                "decision": m.tier.as_str(),
+                "reason": m.reason,
+                "source": m.source.as_str(),
+            });
+            if let (Some((profile, tier)), Some(obj)) = (&m.contained, r.as_object_mut()) {
+                obj.insert("contained_by".to_owned(), Value::from(profile.as_str()));
+                obj.insert("contained_tier".to_owned(), Value::from(tier.as_str()));
+            }
+            r
+        }).collect::<Vec<_>>(),
         "commands": d.commands.iter().map(|c| json!({
             "argv": c.argv,
             "decision": c.tier.as_str(),
@@ -38,10 +46,53 @@ pub fn to_json(d: &Decision, digest: Option<&str>) -> Value {
             "rules": p.rule_ids,
         })).collect::<Vec<_>>(),
     });
+    if let (Some(p), Some(obj)) = (&d.profile, v.as_object_mut()) {
+        obj.insert("profile".to_owned(), profile_json(p));
+    }
     if let (Some(digest), Some(obj)) = (digest, v.as_object_mut()) {
         obj.insert("digest".to_owned(), Value::from(digest));
     }
     v
+}
+
+fn profile_json(p: &DecidedProfile) -> Value {
+    json!({
+        "name": p.name,
+        "known": p.known,
+        "confined": p.guarantees.confined,
+        "network": p.guarantees.network,
+        "read_only_workspace": p.guarantees.read_only_workspace,
+    })
+}
+
+/// One line about the profile a run was decided under.
+fn profile_line(p: &DecidedProfile) -> String {
+    let name = p.name.as_deref().unwrap_or("(none named)");
+    if !p.known {
+        format!(
+            "{name}: unknown to this policy, so no guarantee is assumed (decided as unconfined)"
+        )
+    } else {
+        format!("{name}: {}", p.guarantees.describe())
+    }
+}
+
+/// Why a rule id in a command's or path's list counts as it does: `(contained)` after the
+/// ids the profile contained.
+fn rule_ids_text(d: &Decision, ids: &[String]) -> String {
+    ids.iter()
+        .map(|id| {
+            if d.matches
+                .iter()
+                .any(|m| &m.rule_id == id && m.contained.is_some())
+            {
+                format!("{id} (contained)")
+            } else {
+                id.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn shell_quote(word: &str) -> String {
@@ -61,6 +112,9 @@ pub fn to_text(d: &Decision, digest: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "decision: {}", d.tier.as_str().to_uppercase());
     let _ = writeln!(out, "message:  {}", d.message);
+    if let Some(p) = &d.profile {
+        let _ = writeln!(out, "profile:  {}", profile_line(p));
+    }
     if !d.commands.is_empty() {
         let _ = writeln!(out, "\n{:<6}  {:<40}  rules", "tier", "command");
         for c in &d.commands {
@@ -75,7 +129,7 @@ pub fn to_text(d: &Decision, digest: Option<&str>) -> String {
                 "{:<6}  {:<40}  {}",
                 c.tier.as_str(),
                 argv,
-                c.rule_ids.join(", ")
+                rule_ids_text(d, &c.rule_ids)
             );
             for n in &c.notes {
                 let _ = writeln!(out, "{:<6}    note: {n}", "");
@@ -98,7 +152,7 @@ pub fn to_text(d: &Decision, digest: Option<&str>) -> String {
                 p.tier.as_str(),
                 p.access.as_str(),
                 p.path,
-                p.rule_ids.join(", ")
+                rule_ids_text(d, &p.rule_ids)
             );
         }
     }
@@ -108,19 +162,78 @@ pub fn to_text(d: &Decision, digest: Option<&str>) -> String {
         "tier", "source", "rule"
     );
     for m in &d.matches {
+        let reason = match &m.contained {
+            Some((profile, t)) => format!(
+                "{} [{t} without the sandbox; contained by the {profile} sandbox]",
+                m.reason
+            ),
+            None => m.reason.clone(),
+        };
         let _ = writeln!(
             out,
             "{:<6}  {:<9}  {:<36}  {}",
             m.tier.as_str(),
             m.source.as_str(),
             m.rule_id,
-            m.reason
+            reason
         );
     }
     let _ = writeln!(out, "\npolicy version: {}", d.policy_version);
     if let Some(digest) = digest {
         let _ = writeln!(out, "request digest: {digest}");
     }
+    out
+}
+
+/// Renders a decision as `toolgate policy explain` prints it: for each command and path,
+/// its tier and, rule by rule, why — which sandbox guarantee made it auto, or what asks.
+pub fn explain_text(d: &Decision) -> String {
+    let mut out = String::new();
+    if let Some(p) = &d.profile {
+        let _ = writeln!(out, "profile:  {}", profile_line(p));
+    }
+    let _ = writeln!(out, "decision: {}", d.tier.as_str().to_uppercase());
+    let _ = writeln!(out, "message:  {}", d.message);
+    let why = |out: &mut String, ids: &[String]| {
+        for id in ids {
+            let Some(m) = d.matches.iter().find(|m| &m.rule_id == id) else {
+                continue;
+            };
+            let line = match &m.contained {
+                Some((profile, t)) => format!(
+                    "auto  {id}: contained by the {profile} sandbox (it would be {t} without it: {})",
+                    m.reason
+                ),
+                None => format!("{:<4}  {id}: {}", m.tier.as_str(), m.reason),
+            };
+            let _ = writeln!(out, "          {line}");
+        }
+    };
+    for c in &d.commands {
+        let argv = c
+            .argv
+            .iter()
+            .map(|a| shell_quote(a))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = writeln!(out, "\n{:<6}  {argv}", c.tier.as_str());
+        why(&mut out, &c.rule_ids);
+    }
+    for p in d
+        .paths
+        .iter()
+        .filter(|p| p.tier != Tier::Auto || p.rule_ids.iter().any(|i| i.starts_with("sandbox.")))
+    {
+        let _ = writeln!(
+            out,
+            "\n{:<6}  {} {}",
+            p.tier.as_str(),
+            p.access.as_str(),
+            p.path
+        );
+        why(&mut out, &p.rule_ids);
+    }
+    let _ = writeln!(out, "\npolicy version: {}", d.policy_version);
     out
 }
 

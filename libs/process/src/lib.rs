@@ -51,5 +51,7 @@ pub fn probe_limits(config: &Config) -> Result<LimitsEnforced, String> {
 }
 
 pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner};
-pub use sandbox::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
+pub use sandbox::{
+    DEFAULT_PROFILE, Masks, Profile, SHIPPED_PROFILES, SandboxConfig, UNCONFINED_NAME,
+};
 pub use spec::{Audit, Command, DiskWatch, RunRequest, RunSpec};

@@ -576,6 +576,16 @@ impl Runner {
         })
     }
 
+    /// Whether a run under profile `name` is confined by the kernel sandbox here: false for an
+    /// unconfined profile, for the default profile's unconfined fallback (sandbox not
+    /// required, not enforceable on this host), and for a name this runner refuses.
+    pub fn confines(&self, name: &str) -> bool {
+        matches!(
+            self.inner.sandboxes.resolve(name),
+            Ok(Resolved::Confined(_))
+        )
+    }
+
     /// The limits a run of `spec` gets (request values, else the configured defaults), or
     /// the error `try_run` would fail with: an environment name outside the allowlist or a
     /// value above its maximum. The executor asks the policy about exactly these values.

@@ -33,9 +33,54 @@ pub(crate) struct CheckArgs {
     /// A workspace label `key=value` (repeatable).
     #[arg(long = "label", value_parser = parse_label)]
     labels: Vec<(String, String)>,
+    /// The sandbox profile a `process.run` runs under: the executor's default `workspace`
+    /// unless given. A profile the policy does not know (`unconfined`, say) is decided with no
+    /// sandbox guarantee.
+    #[arg(long, default_value = toolgate_process::DEFAULT_PROFILE)]
+    profile: String,
     /// The bash script to classify as `process.run`.
     #[arg(last = true)]
     script: Vec<String>,
+}
+
+/// Arguments of `toolgate policy explain`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExplainArgs {
+    /// A policy document; the shipped default policy when omitted.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The sandbox profile the script runs under (the executor's default unless given).
+    #[arg(long, default_value = toolgate_process::DEFAULT_PROFILE)]
+    profile: String,
+    /// Print the `toolgate check --json` object instead.
+    #[arg(long)]
+    json: bool,
+    /// The bash script to explain.
+    #[arg(required = true)]
+    script: Vec<String>,
+}
+
+/// `toolgate policy explain`: each command of a script with its tier, the rules that
+/// matched it, and which sandbox guarantee made it auto or why it asks. Exits like `check`.
+pub(crate) fn explain(args: ExplainArgs) -> anyhow::Result<()> {
+    let policy = load(args.policy.as_deref())?;
+    let mut call = ToolCall::script(args.script.join(" "));
+    call.sandbox_profile = Some(args.profile);
+    let decision = policy.classify(&call, &CallContext::default());
+    if args.json {
+        println!("{}", toolgate_policy_engine::to_json(&decision, None));
+    } else {
+        print!("{}", toolgate_policy_engine::explain_text(&decision));
+    }
+    exit_for(decision.tier)
+}
+
+fn exit_for(tier: toolgate_core::Tier) -> anyhow::Result<()> {
+    match tier {
+        toolgate_core::Tier::Auto => Ok(()),
+        toolgate_core::Tier::Ask => Err(crate::client::Exit(EXIT_ASK).into()),
+        toolgate_core::Tier::Deny => Err(crate::client::Exit(EXIT_DENY).into()),
+    }
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -68,7 +113,9 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
                 !args.script.is_empty(),
                 "give the script after `--`, for example: toolgate check -- 'ls && rm -rf build'"
             );
-            ToolCall::script(args.script.join(" "))
+            let mut call = ToolCall::script(args.script.join(" "));
+            call.sandbox_profile = Some(args.profile);
+            call
         }
         fs => {
             let path = args
@@ -98,11 +145,7 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
             toolgate_policy_engine::to_text(&decision, Some(&digest))
         );
     }
-    match decision.tier {
-        toolgate_core::Tier::Auto => Ok(()),
-        toolgate_core::Tier::Ask => Err(crate::client::Exit(EXIT_ASK).into()),
-        toolgate_core::Tier::Deny => Err(crate::client::Exit(EXIT_DENY).into()),
-    }
+    exit_for(decision.tier)
 }
 
 /// `toolgate policy validate FILE`.

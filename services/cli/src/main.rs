@@ -76,6 +76,9 @@ enum PolicyCommand {
         /// The policy document.
         file: std::path::PathBuf,
     },
+    /// Explain a script command by command: tier, matching rules, and which guarantee of the
+    /// sandbox profile made it auto or why it asks. Exits 0 auto, 2 ask, 3 deny.
+    Explain(check::ExplainArgs),
 }
 
 #[tokio::main]
@@ -108,6 +111,9 @@ async fn main() -> ExitCode {
         Command::Policy {
             command: PolicyCommand::Validate { file },
         } => check::validate(&file),
+        Command::Policy {
+            command: PolicyCommand::Explain(args),
+        } => check::explain(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -60,6 +60,7 @@ fn source(v: i32) -> &'static str {
         Ok(pb::RuleSource::Baseline) => "baseline",
         Ok(pb::RuleSource::User) => "user",
         Ok(pb::RuleSource::Default) => "default",
+        Ok(pb::RuleSource::Sandbox) => "sandbox",
         _ => "unspecified",
     }
 }
@@ -216,9 +217,18 @@ fn explanation(o: &mut String, e: &pb::Explanation) {
     if !e.matches.is_empty() {
         let _ = writeln!(o, "rules:");
         for m in &e.matches {
+            let contained = if m.contained_by.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " [{} without the sandbox; contained by the {} sandbox]",
+                    tier(m.contained_tier),
+                    escape(&m.contained_by)
+                )
+            };
             let _ = writeln!(
                 o,
-                "  [{}] {} ({}): {}",
+                "  [{}] {} ({}): {}{contained}",
                 tier(m.tier),
                 escape(&m.rule_id),
                 source(m.source),
@@ -295,6 +305,7 @@ fn explanation_json(e: &pb::Explanation) -> Value {
         "policy_version": e.policy_version,
         "matches": e.matches.iter().map(|m| json!({
             "rule_id": m.rule_id, "tier": tier(m.tier), "reason": m.reason, "source": source(m.source),
+            "contained_by": m.contained_by,
         })).collect::<Vec<_>>(),
         "commands": e.commands.iter().map(|c| json!({
             "argv": c.argv, "tier": tier(c.tier), "rule_ids": c.rule_ids,

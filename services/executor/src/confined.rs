@@ -107,6 +107,18 @@ impl Confined {
             .map_err(|e| status::from_error(&e))
     }
 
+    /// The profile name the policy decides a run under `profile` with: the name itself when
+    /// the kernel sandbox confines it here, else [`toolgate_process::UNCONFINED_NAME`], so that
+    /// a shipped name running unconfined (the fallback of `require_sandbox = false`) is never
+    /// decided with that name's guarantees.
+    pub(crate) fn decided_profile(&self, profile: &str) -> String {
+        if self.runner.confines(profile) {
+            profile.to_owned()
+        } else {
+            toolgate_process::UNCONFINED_NAME.to_owned()
+        }
+    }
+
     /// The workspace files `words` name from the canonical directory `cwd`, with the
     /// digests of their content (no effect): what the run's approval binds. Bounded (at
     /// most 32 files, 1 MiB hashed of each); on a multi-thread runtime the worker says it
@@ -181,8 +193,21 @@ impl Confined {
         }
         // The profile the policy decided under is the one the run gets; the runner refuses it
         // with SANDBOX_UNAVAILABLE if this executor cannot enforce it.
-        if !proof.sandbox_profile().is_empty() {
-            spec.set_profile(proof.sandbox_profile());
+        let answered = proof.sandbox_profile();
+        if !answered.is_empty() && answered != toolgate_process::UNCONFINED_NAME {
+            // A rule may move the run to a shipped profile the policy assumes is confined;
+            // here it would run unconfined (the fallback): refuse rather than weaken.
+            if toolgate_process::SHIPPED_PROFILES.contains(&answered)
+                && !self.runner.confines(answered)
+            {
+                return Err(status::from_error(
+                    &toolgate_process::runner::Error::SandboxUnavailable {
+                        profile: answered.to_owned(),
+                        missing: "the sandbox itself: the policy decided this run under a shipped profile, which this executor would run unconfined".to_owned(),
+                    },
+                ));
+            }
+            spec.set_profile(answered);
         }
         spec.set_tripwire(watches(self.workspace.real_root(), &masks));
         spec.set_masks(toolgate_process::Masks {

@@ -141,7 +141,8 @@ impl ProcessAdapter {
             stdout_cap_bytes: Some(effective.stdout_cap),
             stderr_cap_bytes: Some(effective.stderr_cap),
             kill_on_cap: limits.kill_on_cap,
-            sandbox_profile: Some(profile),
+            // The policy decides with the guarantees of what will really confine the run.
+            sandbox_profile: Some(self.confined.decided_profile(&profile)),
             bound_files,
             ..ToolCall::new(ToolKind::ProcessRun)
         };

@@ -81,6 +81,7 @@ fn rule_source(s: &str) -> pb::RuleSource {
         "baseline" => pb::RuleSource::Baseline,
         "user" => pb::RuleSource::User,
         "default" => pb::RuleSource::Default,
+        "sandbox" => pb::RuleSource::Sandbox,
         _ => pb::RuleSource::Unspecified,
     }
 }
@@ -111,6 +112,8 @@ pub(crate) fn explanation_from_json(json: &str) -> Option<(pb::Explanation, Stri
                 tier: tier(m, "decision"),
                 reason: text(m, "reason"),
                 source: rule_source(&text(m, "source")) as i32,
+                contained_by: text(m, "contained_by"),
+                contained_tier: tier(m, "contained_tier"),
             })
             .collect(),
         commands: list(&v, "commands")

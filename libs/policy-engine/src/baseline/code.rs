@@ -76,6 +76,12 @@ pub(crate) fn reads_program_from_stdin(name: &str, args: &[String]) -> bool {
             positional.extend(iter.by_ref());
             break;
         }
+        // A version or help probe prints and exits.
+        if matches!(a.as_str(), "--version" | "-V" | "-VV" | "--help" | "-h")
+            || (a == "-v" && (name.starts_with("node") || matches!(name, "deno" | "bun")))
+        {
+            return false;
+        }
         if a == "-" || !a.starts_with('-') {
             positional.push(a);
             // The first operand is the script; the rest are its arguments.
@@ -283,4 +289,79 @@ pub(crate) fn embedded_commands(program: &str) -> Vec<String> {
     out.retain(|s| !s.trim().is_empty());
     out.dedup();
     out
+}
+
+/// Whether interpreter code may destroy work: it calls a deletion, truncation or move API,
+/// runs programs through an API that takes an argument list (`subprocess`, `child_process`,
+/// `exec*`), or names `rm`, `git` or another deleting program as a string literal (the
+/// argument-list form of running it). A cheap scan of the text: it only ever asks more.
+pub(crate) fn code_destroys(code: &str) -> bool {
+    const CALLS: &[&str] = &[
+        "rmtree",
+        "remove(",
+        "removedirs",
+        "remove_tree",
+        "remove_dir",
+        "remove_file",
+        "unlink",
+        "rmdir",
+        "rm_rf",
+        "rm_r",
+        "rm_f",
+        "fileutils.rm",
+        "fs.rm",
+        "rmsync",
+        "rimraf",
+        "deleterecursively",
+        "delete(",
+        "deletefile",
+        "truncate",
+        "rename(",
+        "renames(",
+        "move(",
+        "subprocess",
+        "child_process",
+        "os.exec",
+        "os.spawn",
+        "spawn(",
+        "posix_spawn",
+        "runtime.getruntime",
+        "processbuilder",
+        "open3",
+        "proc_open",
+        "pcntl_exec",
+        "os.execute",
+        "io.popen",
+        "cmd::new",
+        "command::new",
+    ];
+    const PROGRAMS: &[&str] = &[
+        "rm", "rmdir", "unlink", "shred", "git", "find", "mv", "dd", "truncate", "xargs", "sh",
+        "bash",
+    ];
+    let lower = code.to_ascii_lowercase();
+    if CALLS.iter().any(|c| lower.contains(c)) {
+        return true;
+    }
+    // `["rm", "-rf", d]`, `%w(rm -rf)`, `qw(rm -rf)`: a program name as a whole literal or
+    // as the first word of one.
+    let b = code.as_bytes();
+    for (i, &q) in b.iter().enumerate() {
+        if !matches!(q, b'"' | b'\'' | b'(' | b'[' | b'`') {
+            continue;
+        }
+        let rest = &code[i + 1..];
+        let word: &str = rest
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '/' || c == '-' || c == '_'))
+            .next()
+            .unwrap_or("");
+        let base = word.rsplit('/').next().unwrap_or(word);
+        let after = rest[word.len()..].chars().next();
+        if PROGRAMS.contains(&base)
+            && after.is_none_or(|c| matches!(c, '"' | '\'' | ' ' | ')' | ']' | '`' | ','))
+        {
+            return true;
+        }
+    }
+    false
 }

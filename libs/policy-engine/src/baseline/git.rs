@@ -3,7 +3,7 @@
 
 use super::{
     AMBIGUOUS_OPTION, ArgvFindings, FORCE_PUSH, GIT_CONFIG, GIT_DISCARD, GIT_FOREIGN,
-    HISTORY_REWRITE,
+    HISTORY_REWRITE, OUTSIDE_WRITE, PUBLISH,
 };
 use crate::access::Access;
 
@@ -123,6 +123,12 @@ pub(super) fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool)
         f.paths
             .extend(rest[dd + 1..].iter().map(|o| (o.clone(), Access::Read)));
     }
+    // Any push sends work to a remote; `send-email` and `svn dcommit` send it elsewhere.
+    if matches!(sub, Some("push" | "send-email"))
+        || (sub == Some("svn") && rest_ops.first() == Some(&"dcommit"))
+    {
+        f.rules.push(&PUBLISH);
+    }
     match sub {
         Some("push")
             if (opts.may_have(&[
@@ -181,17 +187,62 @@ pub(super) fn git(args: &[String], f: &mut ArgvFindings, unsafe_flag: &mut bool)
             f.rules.push(&HISTORY_REWRITE);
             f.rules.push(&GIT_DISCARD);
         }
+        // The user's or the system's configuration is outside the workspace (a run's HOME is
+        // private and its global configuration pinned); the repository's is the protected set.
         Some("config")
-            if !rest.iter().any(|a| {
-                a.starts_with("--get") || matches!(a.as_str(), "-l" | "--list" | "get" | "list")
-            }) =>
+            if !git_config_reads(rest, &opts)
+                && rest
+                    .iter()
+                    .any(|a| matches!(a.as_str(), "--global" | "--system")) =>
         {
-            f.rules.push(&GIT_CONFIG);
+            f.rules.push(&OUTSIDE_WRITE);
         }
+        Some("config") if !git_config_reads(rest, &opts) => f.rules.push(&GIT_CONFIG),
+        // `rm -f` removes files with uncommitted changes.
+        Some("rm") if opts.may_have(&["-f", "--force"]) => f.rules.push(&GIT_DISCARD),
         Some("submodule") if rest_ops.first() == Some(&"foreach") => f.rules.push(&GIT_CONFIG),
         Some("bisect") if rest_ops.first() == Some(&"run") => f.rules.push(&GIT_CONFIG),
         _ => {}
     }
+}
+
+/// Whether `git config` only reads: `--get*`, `--list`, `get`/`list`, or one name without a
+/// value (`git config user.name`, `git config alias.x`), with no option that writes.
+fn git_config_reads(rest: &[String], opts: &crate::argv::Args<'_>) -> bool {
+    const WRITES: &[&str] = &[
+        "--add",
+        "--unset",
+        "--unset-all",
+        "--replace-all",
+        "--rename-section",
+        "--remove-section",
+        "--edit",
+        "-e",
+        "--file",
+        "-f",
+        "--blob",
+        "--global",
+        "--system",
+    ];
+    if rest.iter().any(|a| {
+        WRITES
+            .iter()
+            .any(|w| a == w || a.starts_with(&format!("{w}=")))
+    }) {
+        return false;
+    }
+    if rest
+        .iter()
+        .any(|a| a.starts_with("--get") || matches!(a.as_str(), "-l" | "--list" | "get" | "list"))
+    {
+        return true;
+    }
+    let ops = &opts.operands;
+    ops.len() == 1
+        && !matches!(
+            ops[0],
+            "set" | "unset" | "edit" | "rename-section" | "remove-section"
+        )
 }
 
 /// Whether `git checkout` (arguments after the subcommand) overwrites work-tree files.
@@ -264,8 +315,12 @@ pub(super) fn git_is_read_only(name: &str, args: &[String]) -> bool {
         Some(
             "log" | "show" | "diff" | "status" | "blame" | "shortlog" | "describe" | "rev-parse"
             | "ls-files" | "ls-tree" | "cat-file" | "grep" | "rev-list" | "whatchanged"
-            | "merge-base" | "name-rev" | "count-objects" | "check-ignore" | "version" | "help",
+            | "merge-base" | "name-rev" | "count-objects" | "check-ignore" | "version" | "help"
+            | "for-each-ref" | "show-ref" | "show-branch" | "cherry" | "check-attr"
+            | "check-ref-format" | "verify-commit" | "verify-tag" | "fsck" | "var",
         ) => true,
+        Some("config") => git_config_reads(rest, &opts),
+        Some("worktree") => ops.first() == Some(&"list"),
         Some("branch") => {
             ops.is_empty()
                 && !opts.may_have(&[
@@ -290,7 +345,10 @@ pub(super) fn git_is_read_only(name: &str, args: &[String]) -> bool {
         Some("tag") => ops.is_empty() || opts.has(&["-l"]) || opts.has_in_full("--list"),
         Some("remote") => ops.is_empty(),
         Some("stash") => ops.first().is_some_and(|s| matches!(*s, "list" | "show")),
-        Some("reflog") => ops.first().is_none_or(|s| *s == "show"),
+        // `git reflog -n 5` shows; only `expire` and `delete` change it.
+        Some("reflog") => ops
+            .first()
+            .is_none_or(|s| !matches!(*s, "expire" | "delete")),
         _ => false,
     }
 }

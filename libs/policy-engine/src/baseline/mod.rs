@@ -16,6 +16,7 @@ mod sed_awk;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use code::code_destroys;
 use code::{embedded_commands, inline_code};
 pub(crate) use code::{
     has_inline_code, is_fetcher, is_interpreter, is_sensitive_variable, is_shell,
@@ -35,13 +36,37 @@ pub struct BaselineRule {
     pub tier: Tier,
     /// Why, phrased for the model or the approver.
     pub reason: &'static str,
+    /// Which guarantees of a run's sandbox profile contain what the rule is about, so that
+    /// under such a profile it does not ask.
+    pub contained: Containment,
+}
+
+/// Which sandbox guarantees make a baseline rule's concern moot (see `crate::profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Containment {
+    /// Nothing a sandbox does contains it: deny rules, publishing, the protected set,
+    /// privilege and sandbox changes, constructs whose program is unknown.
+    Never,
+    /// Only a file system effect: contained by any confining profile (writes land in the
+    /// workspace or a private tmpfs, the host is hidden but the system read-only).
+    Filesystem,
+    /// Runs code or reaches for the network: contained by a confining profile without
+    /// network (the code's effects stay in the view; a connection has nowhere to go).
+    Code,
+    /// Destroys work in the workspace: contained only where the workspace is read-only.
+    Destruction,
 }
 
 macro_rules! rules {
-    ($($name:ident = $id:literal, $tier:ident, $reason:literal;)+) => {
+    ($($name:ident = $id:literal, $tier:ident, $contained:ident, $reason:literal;)+) => {
         $(
             #[doc = concat!("Built-in rule `", $id, "`.")]
-            pub static $name: BaselineRule = BaselineRule { id: $id, tier: Tier::$tier, reason: $reason };
+            pub static $name: BaselineRule = BaselineRule {
+                id: $id,
+                tier: Tier::$tier,
+                reason: $reason,
+                contained: Containment::$contained,
+            };
         )+
         /// Every built-in rule, for `GetPolicy` summaries.
         pub static ALL: &[&BaselineRule] = &[$(&$name),+];
@@ -49,52 +74,88 @@ macro_rules! rules {
 }
 
 rules! {
-    MKFS = "baseline.mkfs", Deny, "formatting or wiping a file system or device is never allowed";
-    DD_DEVICE = "baseline.dd-device", Deny, "dd writing to a device is never allowed";
-    FORK_BOMB = "baseline.fork-bomb", Deny, "a self-replicating function (fork bomb) is never allowed";
-    PRIVILEGE = "baseline.privilege-escalation", Deny, "sudo, doas, su, pkexec and similar privilege escalation are never allowed";
-    FETCH_EXEC = "baseline.fetch-and-execute", Deny, "downloading code and feeding it to an interpreter is never allowed; download to a file and ask for review instead";
-    SYSTEM_WRITE = "baseline.system-path-write", Deny, "writing to system paths, devices, credentials or shell start-up files is never allowed";
-    SECRET_READ = "baseline.secret-read", Deny, "reading credentials or password databases is never allowed";
-    RM_ROOT = "baseline.rm-root", Deny, "recursive deletion of /, ~ or with --no-preserve-root is never allowed";
-    GIT_INTERNALS_WRITE = "baseline.git-internals-write", Deny, "writing inside .git (config, hooks) can run code later and is never allowed; use git commands";
-    AGENT_CONFIG_WRITE = "baseline.agent-config-write", Deny, "writing agent configuration (.claude) is never allowed";
-    TOOL_CONFIG_WRITE = "baseline.tool-config-write", Ask, "editor, CI and direnv configuration can run code automatically; a human must approve";
-    RM_RECURSIVE = "baseline.rm-recursive-or-forced", Ask, "recursive or forced deletion needs approval";
-    FORCE_PUSH = "baseline.git-force-push", Ask, "force pushes and remote deletions rewrite shared history and need approval";
-    HISTORY_REWRITE = "baseline.git-history-rewrite", Ask, "rebase, reset --hard, filter-branch, commit --amend and clean -f rewrite or discard history and need approval";
-    PERMISSIONS = "baseline.permission-change", Ask, "changing ownership or permissions needs approval";
-    PACKAGE_INSTALL = "baseline.package-install", Ask, "installing packages runs third-party code and needs approval";
-    NETWORK = "baseline.network-client", Ask, "network clients can exfiltrate data or fetch code and need approval";
-    UNSAFE_FLAG = "baseline.exec-or-write-flag", Ask, "this flag makes an otherwise read-only program write files or run programs";
-    MAKE = "baseline.make", Ask, "make evaluates the Makefile (even with -n, $(shell ...) runs) and needs approval";
-    DYNAMIC_PROGRAM = "baseline.dynamic-program", Ask, "the program name depends on runtime expansion, so what runs cannot be known before it runs";
-    DYNAMIC_ARGS = "baseline.dynamic-arguments", Ask, "arguments depend on runtime expansion (variables, substitutions, globs, braces), so the exact command cannot be checked";
-    PATH_PROGRAM = "baseline.path-qualified-program", Ask, "a program given by a path may not be the system program of that name";
-    LOADER = "baseline.loader-or-proc-root", Ask, "running a program through the dynamic loader or /proc/*/root hides what runs";
-    SHELL_STDIN = "baseline.interpreter-stdin", Ask, "an interpreter reading its program from stdin or a heredoc needs approval";
-    SCRIPT_FILE = "baseline.script-file", Ask, "running a script file executes contents that were not reviewed";
-    SENSITIVE_ENV = "baseline.sensitive-variable", Ask, "this variable changes which code programs load or run (BASH_ENV, LD_PRELOAD, PATH, GIT_*, PAGER...)";
-    XARGS = "baseline.xargs", Ask, "xargs builds arguments from input at runtime";
-    UNPARSED = "baseline.unparsed", Ask, "the script could not be parsed as bash, so it cannot be analysed";
-    BUDGET = "baseline.analysis-budget", Ask, "the script exceeds the analysis budget, so it was not fully analysed";
-    UNKNOWN_PATH = "baseline.unknown-path", Ask, "a path depends on an unknown working directory or runtime expansion";
-    OUTSIDE_READ = "baseline.outside-workspace-read", Ask, "reading outside the workspace needs approval";
-    OUTSIDE_WRITE = "baseline.outside-workspace-write", Ask, "writing outside the workspace needs approval";
-    RECURSIVE_FUNCTION = "baseline.recursive-function", Ask, "a recursive shell function needs approval";
-    AMBIGUOUS_OPTION = "baseline.ambiguous-option", Ask, "an abbreviated long option matches several of the program's options, so how the program reads it cannot be known";
-    INLINE_CODE = "baseline.inline-code", Ask, "interpreter code given inline (-c, -e, --eval) cannot be analysed";
-    GIT_CONFIG = "baseline.git-config-write", Ask, "changing git configuration or running commands through git (submodule foreach, bisect run) can execute programs";
-    GIT_FOREIGN = "baseline.git-foreign-repository", Ask, "git would use a repository, configuration or program other than the workspace's own (-C or cd elsewhere, --git-dir, --work-tree, --bare, --exec-path, -c, --config-env, GIT_* variables), and git runs commands named in a repository's configuration (core.fsmonitor, core.pager, diff.external, filters, aliases...)";
-    GIT_DISCARD = "baseline.git-discard-changes", Ask, "this git command discards uncommitted changes in the work tree (checkout -- paths, checkout ., restore, reset --hard, clean -f, stash drop/clear), which cannot be recovered";
-    GIT_ROOT_HEAD = "baseline.git-root-head", Ask, "a HEAD file at the workspace root can make the root itself a git repository for git's discovery, whose configuration can run programs";
-    SAFE = "baseline.read-only", Auto, "a known read-only program used with read-only flags";
+    MKFS = "baseline.mkfs", Deny, Never, "formatting or wiping a file system or device is never allowed";
+    DD_DEVICE = "baseline.dd-device", Deny, Never, "dd writing to a device is never allowed";
+    FORK_BOMB = "baseline.fork-bomb", Deny, Never, "a self-replicating function (fork bomb) is never allowed";
+    PRIVILEGE = "baseline.privilege-escalation", Deny, Never, "sudo, doas, su, pkexec and similar privilege escalation are never allowed";
+    FETCH_EXEC = "baseline.fetch-and-execute", Deny, Never, "downloading code and feeding it to an interpreter is never allowed; download to a file and ask for review instead";
+    SYSTEM_WRITE = "baseline.system-path-write", Deny, Never, "writing to system paths, devices, credentials or shell start-up files is never allowed";
+    SECRET_READ = "baseline.secret-read", Deny, Never, "reading credentials or password databases is never allowed";
+    RM_ROOT = "baseline.rm-root", Deny, Never, "recursive deletion of /, ~ or with --no-preserve-root is never allowed";
+    GIT_INTERNALS_WRITE = "baseline.git-internals-write", Deny, Never, "writing inside .git (config, hooks) can run code later and is never allowed; use git commands";
+    AGENT_CONFIG_WRITE = "baseline.agent-config-write", Deny, Never, "writing agent configuration (.claude) is never allowed";
+    TOOL_CONFIG_WRITE = "baseline.tool-config-write", Ask, Never, "editor, CI and direnv configuration can run code automatically; a human must approve";
+    RM_RECURSIVE = "baseline.rm-recursive-or-forced", Ask, Destruction, "recursive or forced deletion needs approval";
+    FORCE_PUSH = "baseline.git-force-push", Ask, Never, "force pushes and remote deletions rewrite shared history and need approval";
+    HISTORY_REWRITE = "baseline.git-history-rewrite", Ask, Destruction, "rebase, reset --hard, filter-branch, commit --amend and clean -f rewrite or discard history and need approval";
+    PERMISSIONS = "baseline.permission-change", Ask, Filesystem, "changing ownership or permissions needs approval";
+    PACKAGE_INSTALL = "baseline.package-install", Ask, Code, "installing packages runs third-party code and needs approval";
+    NETWORK = "baseline.network-client", Ask, Code, "network clients can exfiltrate data or fetch code and need approval";
+    UNSAFE_FLAG = "baseline.exec-or-write-flag", Ask, Code, "this flag makes an otherwise read-only program write files or run programs";
+    MAKE = "baseline.make", Ask, Code, "make evaluates the Makefile (even with -n, $(shell ...) runs) and needs approval";
+    DYNAMIC_PROGRAM = "baseline.dynamic-program", Ask, Never, "the program name depends on runtime expansion, so what runs cannot be known before it runs";
+    DYNAMIC_ARGS = "baseline.dynamic-arguments", Ask, Code, "arguments depend on runtime expansion (variables, substitutions, globs, braces), so the exact command cannot be checked";
+    PATH_PROGRAM = "baseline.path-qualified-program", Ask, Code, "a program given by a path may not be the system program of that name";
+    LOADER = "baseline.loader-or-proc-root", Ask, Never, "running a program through the dynamic loader or /proc/*/root hides what runs";
+    SHELL_STDIN = "baseline.interpreter-stdin", Ask, Code, "an interpreter reading its program from stdin or a heredoc needs approval";
+    SCRIPT_FILE = "baseline.script-file", Ask, Code, "running a script file executes contents that were not reviewed";
+    SENSITIVE_ENV = "baseline.sensitive-variable", Ask, Never, "this variable changes which code programs load or run (BASH_ENV, LD_PRELOAD, PATH, GIT_*, PAGER...)";
+    XARGS = "baseline.xargs", Ask, Code, "xargs builds arguments from input at runtime";
+    UNPARSED = "baseline.unparsed", Ask, Never, "the script could not be parsed as bash, so it cannot be analysed";
+    BUDGET = "baseline.analysis-budget", Ask, Never, "the script exceeds the analysis budget, so it was not fully analysed";
+    UNKNOWN_PATH = "baseline.unknown-path", Ask, Filesystem, "a path depends on an unknown working directory or runtime expansion";
+    OUTSIDE_READ = "baseline.outside-workspace-read", Ask, Filesystem, "reading outside the workspace needs approval";
+    OUTSIDE_WRITE = "baseline.outside-workspace-write", Ask, Filesystem, "writing outside the workspace needs approval";
+    RECURSIVE_FUNCTION = "baseline.recursive-function", Ask, Code, "a recursive shell function needs approval";
+    AMBIGUOUS_OPTION = "baseline.ambiguous-option", Ask, Never, "an abbreviated long option matches several of the program's options, so how the program reads it cannot be known";
+    INLINE_CODE = "baseline.inline-code", Ask, Code, "interpreter code given inline (-c, -e, --eval) cannot be analysed";
+    GIT_CONFIG = "baseline.git-config-write", Ask, Never, "changing git configuration or running commands through git (submodule foreach, bisect run) can execute programs";
+    GIT_FOREIGN = "baseline.git-foreign-repository", Ask, Never, "git would use a repository, configuration or program other than the workspace's own (-C or cd elsewhere, --git-dir, --work-tree, --bare, --exec-path, -c, --config-env, GIT_* variables), and git runs commands named in a repository's configuration (core.fsmonitor, core.pager, diff.external, filters, aliases...)";
+    GIT_DISCARD = "baseline.git-discard-changes", Ask, Destruction, "this git command discards uncommitted changes in the work tree (checkout -- paths, checkout ., restore, reset --hard, clean -f, stash drop/clear), which cannot be recovered";
+    GIT_ROOT_HEAD = "baseline.git-root-head", Ask, Never, "a HEAD file at the workspace root can make the root itself a git repository for git's discovery, whose configuration can run programs";
+    GIT_SUBDIRECTORY = "baseline.git-subdirectory", Ask, Code, "git runs outside the workspace root (-C, cd), where a repository other than the workspace's own may be found and its configuration may run programs";
+    OPAQUE_DESTRUCTION = "baseline.opaque-destruction", Ask, Destruction, "what this deletes, discards or moves away is decided at run time (a glob, a variable, a substitution, names found or piped in) or leaves the workspace, so it may destroy work the sandbox cannot bring back";
+    INLINE_DELETION = "baseline.inline-code-deletes", Ask, Destruction, "inline interpreter code that deletes, truncates or moves files, or runs rm or git, may destroy work the sandbox cannot bring back";
+    PUBLISH = "baseline.publish", Ask, Never, "publishing (git push, package registries, container images, releases) sends work where the sandbox cannot take it back";
+    SAFE = "baseline.read-only", Auto, Never, "a known read-only program used with read-only flags";
 }
 
-/// Programs that only read and may run without approval when their flags check out.
+/// Programs that only read, or only write the paths they name (each judged by the path
+/// rules, as a redirection would be), and may run without approval when their flags check
+/// out. Shell plumbing builtins are here too.
 const SAFE_PROGRAMS: &[&str] = &[
     ":",
     "[",
+    "arch",
+    "break",
+    "continue",
+    "cp",
+    "dirs",
+    "exit",
+    "export",
+    "free",
+    "getopts",
+    "groups",
+    "hostname",
+    "local",
+    "locale",
+    "mkdir",
+    "nproc",
+    "popd",
+    "printenv",
+    "ps",
+    "pushd",
+    "return",
+    "set",
+    "shift",
+    "sleep",
+    "tee",
+    "touch",
+    "tty",
+    "umask",
+    "unset",
+    "uptime",
+    "wait",
     "awk",
     "b2sum",
     "base64",
@@ -280,6 +341,232 @@ pub(crate) struct ArgvFindings {
     pub scripts: Vec<String>,
 }
 
+/// Programs whose operands name what they delete.
+pub(crate) fn is_deleter(name: &str) -> bool {
+    matches!(
+        name,
+        "rm" | "rmdir" | "unlink" | "shred" | "srm" | "trash" | "trash-put" | "wipe"
+    )
+}
+
+/// Programs whose arguments decide whether they delete, discard or move work away, so an
+/// argument known only at run time may make them destroy work.
+pub(crate) fn destroys_by_arguments(name: &str, args: &[String]) -> bool {
+    if is_deleter(name) || matches!(name, "find" | "mv" | "rsync" | "xargs" | "dd" | "truncate") {
+        return true;
+    }
+    if name == "git" {
+        let (_, sub, _) = git_split(args);
+        // Subcommands that neither discard work-tree changes nor move refs away.
+        return !matches!(
+            sub,
+            Some(
+                "add"
+                    | "commit"
+                    | "log"
+                    | "show"
+                    | "diff"
+                    | "status"
+                    | "blame"
+                    | "grep"
+                    | "ls-files"
+                    | "ls-tree"
+                    | "cat-file"
+                    | "rev-parse"
+                    | "rev-list"
+                    | "describe"
+                    | "shortlog"
+                    | "tag"
+                    | "fetch"
+                    | "mv"
+                    | "for-each-ref"
+                    | "show-ref"
+                    | "format-patch"
+                    | "apply"
+                    | "am"
+                    | "notes"
+                    | "archive"
+                    | "bundle"
+            )
+        );
+    }
+    false
+}
+
+/// Whether `mv` or `cp`-like arguments send their sources out of the workspace: a target
+/// that is absolute, in a home, or climbs out with `..`.
+fn leaves_workspace(target: &str) -> bool {
+    target.starts_with('/') || target.starts_with('~') || target.split('/').any(|c| c == "..")
+}
+
+/// Publishing: sending work to a registry, a remote or a deployment.
+fn is_publish(name: &str, args: &[String]) -> bool {
+    let ops = crate::argv::operands(args);
+    let first = ops.first().copied().unwrap_or("");
+    let second = ops.get(1).copied().unwrap_or("");
+    match name {
+        "npm" | "pnpm" | "yarn" | "bun" => {
+            matches!(
+                first,
+                "publish" | "unpublish" | "deprecate" | "dist-tag" | "owner"
+            )
+        }
+        "cargo" => matches!(first, "publish" | "yank" | "owner"),
+        "docker" | "podman" | "buildah" | "nerdctl" => {
+            first == "push"
+                || (matches!(first, "image" | "manifest") && second == "push")
+                || args.iter().any(|a| a == "--push")
+        }
+        "twine" => first == "upload",
+        "poetry" | "uv" | "flit" | "hatch" | "pdm" => first == "publish",
+        "gem" => matches!(first, "push" | "yank" | "owner"),
+        "mvn" | "mvnw" => ops.contains(&"deploy"),
+        "gradle" | "gradlew" => ops.iter().any(|o| o.starts_with("publish")),
+        "dotnet" | "nuget" => ops.windows(2).any(|w| w == ["nuget", "push"]) || first == "push",
+        "helm" => first == "push",
+        "gh" => {
+            matches!(
+                first,
+                "release" | "pr" | "repo" | "gist" | "issue" | "workflow"
+            ) && !matches!(second, "list" | "view" | "status" | "diff" | "checks" | "")
+        }
+        "vsce" | "ovsx" => first == "publish",
+        "skopeo" => first == "copy",
+        _ => false,
+    }
+}
+
+/// Version and help probes of known tools: they print and exit.
+fn is_version_probe(name: &str, args: &[String]) -> bool {
+    const TOOLS: &[&str] = &[
+        "node",
+        "npm",
+        "npx",
+        "yarn",
+        "pnpm",
+        "bun",
+        "deno",
+        "cargo",
+        "rustc",
+        "rustup",
+        "rustfmt",
+        "go",
+        "gofmt",
+        "java",
+        "javac",
+        "gcc",
+        "g++",
+        "cc",
+        "c++",
+        "clang",
+        "clang++",
+        "make",
+        "cmake",
+        "ninja",
+        "git",
+        "docker",
+        "podman",
+        "ruby",
+        "gem",
+        "perl",
+        "php",
+        "pip",
+        "pip3",
+        "uv",
+        "poetry",
+        "pytest",
+        "black",
+        "ruff",
+        "mypy",
+        "flake8",
+        "pylint",
+        "tsc",
+        "eslint",
+        "prettier",
+        "jq",
+        "rg",
+        "fd",
+        "bat",
+        "gh",
+        "kubectl",
+        "helm",
+        "terraform",
+        "dotnet",
+        "mvn",
+        "gradle",
+        "kotlin",
+        "scala",
+        "swift",
+        "zig",
+        "lua",
+        "tmux",
+        "bash",
+        "sh",
+        "zsh",
+        "curl",
+        "wget",
+        "ssh",
+        "openssl",
+        "sqlite3",
+        "psql",
+        "protoc",
+        "buf",
+        "clippy-driver",
+        "cargo-clippy",
+        "lldb",
+        "gdb",
+    ];
+    let known = TOOLS.contains(&name)
+        || name.starts_with("python")
+        || name.starts_with("pip3")
+        || name.starts_with("node");
+    known
+        && match args {
+            [a] => {
+                matches!(
+                    a.as_str(),
+                    "--version" | "-V" | "--help" | "-h" | "version" | "help"
+                ) || (matches!(
+                    name,
+                    "node" | "npm" | "yarn" | "pnpm" | "bun" | "gcc" | "make"
+                ) && a == "-v")
+                    || (name == "java" && a == "-version")
+            }
+            _ => false,
+        }
+}
+
+/// Subcommands of build tools and package managers that only print what they know.
+fn tool_is_read_only(name: &str, args: &[String]) -> bool {
+    let ops = crate::argv::operands(args);
+    let first = ops.first().copied().unwrap_or("");
+    let second = ops.get(1).copied().unwrap_or("");
+    match name {
+        "cargo" => matches!(
+            first,
+            "tree" | "metadata" | "pkgid" | "locate-project" | "verify-project" | "version"
+        ),
+        "npm" | "pnpm" => {
+            matches!(
+                first,
+                "ls" | "list" | "ll" | "la" | "root" | "prefix" | "why" | "explain"
+            ) || (first == "config" && matches!(second, "get" | "list" | "ls"))
+        }
+        "yarn" => matches!(first, "list" | "why"),
+        "pip" | "pip3" => {
+            matches!(first, "list" | "show" | "freeze" | "check")
+                || (first == "config" && second == "list")
+        }
+        "go" => matches!(first, "env" | "version") && !args.iter().any(|a| a == "-w" || a == "-u"),
+        "rustup" => {
+            matches!(first, "show" | "which")
+                || (first == "toolchain" && second == "list")
+                || (first == "target" && second == "list")
+        }
+        _ => false,
+    }
+}
+
 /// Classifies one command by its program `name` (a basename) and arguments.
 pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
     let mut f = ArgvFindings::default();
@@ -345,7 +632,34 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         "make" | "gmake" | "bmake" | "cmake" | "ninja" | "just" | "rake" => {
             f.rules.push(&MAKE);
         }
-        "xargs" => f.rules.push(&XARGS),
+        // Archivers that delete what they archive.
+        "tar" | "bsdtar" | "zip" | "7z" | "7za" | "7zz"
+            if args.iter().any(|a| {
+                a == "--remove-files"
+                    || a == "-sdel"
+                    || (name == "zip"
+                        && a.starts_with('-')
+                        && !a.starts_with("--")
+                        && a.contains('m'))
+            }) =>
+        {
+            f.rules.push(&OPAQUE_DESTRUCTION);
+        }
+        "parallel" => {
+            f.rules.push(&XARGS);
+            let inner = parsed.operands.first().copied().unwrap_or("");
+            if destroys_by_arguments(inner.rsplit('/').next().unwrap_or(inner), &[]) {
+                f.rules.push(&OPAQUE_DESTRUCTION);
+            }
+        }
+        "xargs" => {
+            f.rules.push(&XARGS);
+            // The names xargs reads decide what a deleting program deletes.
+            let inner = parsed.operands.first().copied().unwrap_or("");
+            if destroys_by_arguments(inner.rsplit('/').next().unwrap_or(inner), &[]) {
+                f.rules.push(&OPAQUE_DESTRUCTION);
+            }
+        }
         "git" => git(args, &mut f, &mut unsafe_flag),
         "find" => {
             const BAD: &[&str] = &[
@@ -353,6 +667,18 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 "-fls",
             ];
             unsafe_flag |= args.iter().any(|a| BAD.contains(&a.as_str()));
+            // Deleting what it finds, itself or through a deleting program, removes files
+            // nobody named.
+            if args.iter().any(|a| a == "-delete")
+                || find_exec_commands(args).iter().any(|argv| {
+                    argv.first().is_some_and(|p| {
+                        let p = p.rsplit('/').next().unwrap_or(p);
+                        is_deleter(p) || matches!(p, "git" | "mv" | "truncate" | "dd")
+                    })
+                })
+            {
+                f.rules.push(&OPAQUE_DESTRUCTION);
+            }
             let starts = find_starts(args);
             // `find / -delete` is `rm -rf /` spelled differently.
             if args.iter().any(|a| a == "-delete") && starts.iter().any(|p| is_root_target(p)) {
@@ -487,8 +813,17 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         "date" => {
             unsafe_flag |= parsed.has(&["-s", "--set", "-f", "--file"]);
         }
-        "uniq" | "xxd" => {
+        "uniq" => {
             unsafe_flag |= ops.len() > 1 || parsed.has(&["-r"]);
+            f.paths
+                .extend(ops.iter().take(1).map(|o| ((*o).to_owned(), Access::Read)));
+        }
+        "xxd" => {
+            // xxd's own parser: single-dash words, some taking the next word as a value
+            // (`-c 10`, `-cols 10`) or an attached one (`-c10`). A second operand is the
+            // output file; `-r` writes binary.
+            let (ops, revert) = xxd_operands(args);
+            unsafe_flag |= ops.len() > 1 || revert;
             f.paths
                 .extend(ops.iter().take(1).map(|o| ((*o).to_owned(), Access::Read)));
         }
@@ -510,6 +845,14 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             }
         }
         "touch" | "mkdir" | "truncate" | "tee" | "mv" | "mktemp" => {
+            // Moving a file out of the workspace deletes it from the work.
+            let target = parsed
+                .values_of(&["-t", "--target-directory"])
+                .last()
+                .or_else(|| ops.last().copied().filter(|_| ops.len() > 1));
+            if name == "mv" && target.is_some_and(leaves_workspace) {
+                f.rules.push(&OPAQUE_DESTRUCTION);
+            }
             f.paths
                 .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
         }
@@ -521,6 +864,15 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             unsafe_flag |= parsed.has(&["--strip-program"]);
         }
         "cp" | "ln" | "install" | "rsync" | "scp" => {
+            if name == "rsync"
+                && args.iter().any(|a| {
+                    a.starts_with("--del")
+                        || a.starts_with("--remove-source")
+                        || a == "--prune-empty-dirs"
+                })
+            {
+                f.rules.push(&OPAQUE_DESTRUCTION);
+            }
             // `install --strip-program=PROG` runs PROG.
             unsafe_flag |= name == "install" && parsed.has(&["--strip-program"]);
             if let Some((last, rest)) = ops.split_last() {
@@ -546,7 +898,13 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
     if is_interpreter(name) && !is_shell(name) {
         for code in inline_code(name, args) {
             f.scripts.extend(embedded_commands(code));
+            if code_destroys(code) {
+                f.rules.push(&INLINE_DELETION);
+            }
         }
+    }
+    if is_publish(name, args) {
+        f.rules.push(&PUBLISH);
     }
     if NETWORK_CLIENTS.contains(&name) {
         f.rules.push(&NETWORK);
@@ -560,8 +918,65 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
     if parsed.ambiguous.is_some() {
         f.rules.push(&AMBIGUOUS_OPTION);
     }
-    f.safe = SAFE_PROGRAMS.contains(&name) && f.rules.is_empty() && git_is_read_only(name, args);
+    f.safe = f.rules.is_empty()
+        && ((SAFE_PROGRAMS.contains(&name)
+            && git_is_read_only(name, args)
+            && plumbing_is_safe(name, args))
+            || is_version_probe(name, args)
+            || tool_is_read_only(name, args));
     f
+}
+
+/// xxd's operands and whether it reverts (writes binary), read as xxd reads its options.
+fn xxd_operands(args: &[String]) -> (Vec<&str>, bool) {
+    const VALUED: &[&str] = &[
+        "-c",
+        "-cols",
+        "-g",
+        "-groupsize",
+        "-l",
+        "-len",
+        "-o",
+        "-offset",
+        "-s",
+        "-seek",
+        "-n",
+        "-name",
+        "-R",
+    ];
+    let (mut ops, mut revert) = (Vec::new(), false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let w = a.as_str();
+        if w == "--" {
+            ops.extend(it.by_ref().map(String::as_str));
+            break;
+        }
+        if w == "-" || !w.starts_with('-') {
+            ops.push(w);
+        } else if VALUED.contains(&w) {
+            it.next();
+        } else if w.starts_with("-r") {
+            revert = true;
+        }
+    }
+    (ops, revert)
+}
+
+/// The plumbing builtins and path writers that are on the allowlist only in some forms:
+/// `hostname NAME` sets the host name, `cp` that links or runs nothing else is a copy.
+fn plumbing_is_safe(name: &str, args: &[String]) -> bool {
+    match name {
+        "hostname" => crate::argv::operands(args).is_empty(),
+        "cp" => !args.iter().any(|a| {
+            a.starts_with("--link")
+                || a.starts_with("--symbolic")
+                || a.starts_with("--reflink")
+                || (a.starts_with('-') && !a.starts_with("--") && a.contains(['l', 's']))
+        }),
+        // `set` alone prints every variable, `set -o`/`+o` options; `set -- a b` assigns.
+        _ => true,
+    }
 }
 
 fn is_package_install(name: &str, args: &[String], parsed: &crate::argv::Args<'_>) -> bool {

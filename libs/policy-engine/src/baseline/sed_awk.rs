@@ -215,13 +215,60 @@ pub(crate) fn sed_script_is_safe(script: &str) -> bool {
 }
 
 /// Whether an awk program avoids `system()`, pipes, `getline` from commands and output
-/// redirection. Comparisons with `>` are refused too: telling them from redirection needs a
-/// full awk parser, and approval is the safe answer when unsure.
+/// redirection.
+///
+/// In awk, `>` redirects only in a `print` or `printf` statement outside parentheses
+/// (`print $1 > "f"`); anywhere else (`$3 >= 10`, `if (NR > 1)`, `print (a > b)`) it
+/// compares. String literals are skipped.
 pub(crate) fn awk_program_is_safe(program: &str) -> bool {
     !(program.contains("system")
         || program.contains('|')
-        || program.contains('>')
+        || awk_redirects(program)
         || program.contains("getline")
         || program.contains("@load")
         || program.contains("ENVIRON"))
+}
+
+/// Whether an awk program has a `>` that redirects a `print`/`printf` (see above).
+fn awk_redirects(program: &str) -> bool {
+    let c: Vec<char> = program.chars().collect();
+    let mut i = 0;
+    // Inside a print statement: the parenthesis depth at its start.
+    let mut printing: Option<usize> = None;
+    let mut depth = 0usize;
+    while i < c.len() {
+        match c[i] {
+            '"' => {
+                i += 1;
+                while i < c.len() && c[i] != '"' {
+                    if c[i] == '\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ';' | '\n' | '{' | '}' => printing = None,
+            '>' if printing.is_some_and(|d| d == depth) => return true,
+            ch if ch.is_ascii_alphabetic() || ch == '_' => {
+                let start = i;
+                while i < c.len() && (c[i].is_ascii_alphanumeric() || c[i] == '_') {
+                    i += 1;
+                }
+                let word: String = c[start..i].iter().collect();
+                let boundary = start == 0
+                    || !(c[start - 1].is_ascii_alphanumeric()
+                        || c[start - 1] == '_'
+                        || c[start - 1] == '$');
+                if boundary && matches!(word.as_str(), "print" | "printf") {
+                    printing = Some(depth);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }

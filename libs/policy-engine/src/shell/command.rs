@@ -322,6 +322,16 @@ impl Analyzer {
             }
             let f = baseline::classify_argv(&name, args);
             cmd.rules.extend(f.rules.iter().copied());
+            // What a deleting or discarding program acts on is decided at run time: by a
+            // word that expands, or by the names xargs feeds it.
+            let runtime_args = args.iter().any(|a| dynamic.contains(&a.as_str()));
+            let fed_by_xargs = cmd.layers.iter().rev().skip(1).any(|(n, _)| n == "xargs");
+            if (runtime_args || fed_by_xargs) && baseline::destroys_by_arguments(&name, args) {
+                cmd.rules.push(&baseline::OPAQUE_DESTRUCTION);
+                cmd.notes.push(format!(
+                    "what `{name}` deletes, discards or moves is decided at run time"
+                ));
+            }
             for script in &f.scripts {
                 cmd.notes.push(format!(
                     "{name} runs the shell command `{script}`: analysing it"
@@ -396,7 +406,7 @@ impl Analyzer {
                 // repository the agent wrote as plain files (HEAD, objects/, refs/, a config
                 // with core.fsmonitor) may be found first, and git runs what its config names.
                 if cwd.as_deref() != Some(".") {
-                    cmd.rules.push(&baseline::GIT_FOREIGN);
+                    cmd.rules.push(&baseline::GIT_SUBDIRECTORY);
                     cmd.notes.push(match &cwd {
                         Some(dir) => format!(
                             "git runs in `{dir}`, not the workspace root: a repository there is not the workspace's own"
@@ -420,7 +430,26 @@ impl Analyzer {
             }
             let arg_fetch = fetch_args.iter().skip(1).any(|f| *f);
             if baseline::is_interpreter(&name) || matches!(name.as_str(), "eval" | "source" | ".") {
+                if !baseline::is_shell(&name)
+                    && baseline::has_inline_code(&name, args)
+                    && args.iter().any(|a| dynamic.contains(&a.as_str()))
+                {
+                    // Code computed at run time cannot be checked for deletions.
+                    cmd.rules.push(&baseline::OPAQUE_DESTRUCTION);
+                    cmd.notes
+                        .push(format!("{name} runs code computed at run time"));
+                }
                 self.interpreter(cmd, &name, args, arg_fetch, heredocs, ctx, depth);
+                // `python -m pytest` runs pytest: rules about the module's program apply.
+                if name.starts_with("python")
+                    && let Some(i) = args.iter().position(|a| a == "-m")
+                    && let Some(module) = args.get(i + 1)
+                    && args[..i].iter().all(|a| a.starts_with('-'))
+                {
+                    cmd.layers.push((module.clone(), args[i + 2..].to_vec()));
+                    cmd.notes
+                        .push(format!("{name} -m runs the module `{module}`"));
+                }
                 break;
             }
             if !heredocs.is_empty() && cmd.layers.len() > 1 && baseline::is_interpreter(&name) {
@@ -514,10 +543,33 @@ impl Analyzer {
                 cmd.rules.push(&baseline::INLINE_CODE);
                 cmd.notes.push(format!("{name} runs inline code"));
             }
+            // A program fed as a heredoc, or written by this script, is inline code too.
+            let written = args
+                .iter()
+                .find(|a| !a.starts_with('-'))
+                .and_then(|file| paths::resolve(ctx.cwd.as_deref(), file))
+                .and_then(|p| self.files.get(&p));
+            if heredocs
+                .iter()
+                .map(String::as_str)
+                .chain(written.map(String::as_str))
+                .any(baseline::code_destroys)
+            {
+                cmd.rules.push(&baseline::INLINE_DELETION);
+                cmd.notes.push(format!(
+                    "the program {name} is given deletes or runs programs"
+                ));
+            }
             if stdin && heredocs.is_empty() && !ctx.stdin_fetch {
                 cmd.rules.push(&baseline::SHELL_STDIN);
                 cmd.notes
                     .push(format!("{name} reads its program from stdin"));
+                match &ctx.stdin_text {
+                    Some(text) if !baseline::code_destroys(text) => {}
+                    Some(_) => cmd.rules.push(&baseline::INLINE_DELETION),
+                    // A program built at run time: nothing says what it deletes.
+                    None => cmd.rules.push(&baseline::OPAQUE_DESTRUCTION),
+                }
             }
             return;
         }
@@ -538,6 +590,11 @@ impl Analyzer {
                     if !ctx.stdin_fetch {
                         cmd.rules.push(&baseline::SHELL_STDIN);
                         cmd.notes.push(format!("{name} reads commands from stdin"));
+                    }
+                    if ctx.stdin_text.is_none() {
+                        // Commands built at run time (`... | sed 's/^/rm /' | sh`): nothing
+                        // says what they delete.
+                        cmd.rules.push(&baseline::OPAQUE_DESTRUCTION);
                     }
                     if let Some(text) = &ctx.stdin_text {
                         cmd.notes.push(format!(

@@ -1169,7 +1169,7 @@ mod git_repository {
             "git -C a -C b status",
             "bash -c 'cd evil && git status'",
         ] {
-            asks_because(s, "baseline.git-foreign-repository");
+            asks_because(s, "baseline.git-subdirectory");
         }
         let d = run(&defaults(), "git -C evil status");
         assert!(

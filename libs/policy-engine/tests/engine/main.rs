@@ -1,4 +1,4 @@
-//! The policy engine: the attack corpus, argument tables checked against real programs, differential and property tests, reload.
+//! The policy engine: the attack corpus, sandbox-aware decisions and the corpora figures, argument tables checked against real programs, differential and property tests, reload.
 //!
 //! One test binary for the crate (each links the world; fewer binaries build faster): the
 //! modules below were separate binaries before.
@@ -10,3 +10,4 @@ mod differential;
 mod fuzz;
 mod properties;
 mod reload;
+mod sandbox;

@@ -32,7 +32,9 @@ mod seccomp;
 mod tests;
 mod view;
 
-pub use profile::{DEFAULT_PROFILE, Masks, Profile, SandboxConfig};
+pub use profile::{
+    DEFAULT_PROFILE, Masks, Profile, SHIPPED_PROFILES, SandboxConfig, UNCONFINED_NAME,
+};
 
 use crate::sys::sandbox::{
     Bpf, LandlockRules, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, MountOp, Netns,

@@ -6,6 +6,15 @@ use std::path::PathBuf;
 /// The name of the profile every run gets unless it asks for another.
 pub const DEFAULT_PROFILE: &str = "workspace";
 
+/// The profile name the executor gives the policy for a run that will not be confined (an
+/// unconfined profile, or the default profile's fallback when the sandbox is not required):
+/// no policy knows its guarantees, so such a run is decided with none, and no configured
+/// profile can carry it (names are letters, digits, `-` and `_`).
+pub const UNCONFINED_NAME: &str = "(unconfined)";
+
+/// The names of the shipped profiles, whose guarantees every policy assumes.
+pub const SHIPPED_PROFILES: &[&str] = &["workspace", "readonly", "network"];
+
 /// What a profile allows a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Profile {
@@ -60,6 +69,23 @@ impl Profile {
             unconfined: true,
             ..Profile::workspace()
         }
+    }
+
+    /// Whether this profile confines a run at least as much as `other` in everything the
+    /// policy decides with (confinement, network and its ports, a read-only workspace).
+    /// Limits are not compared: they bound resources, not what a run can reach.
+    pub fn confines_at_least(&self, other: &Profile) -> bool {
+        let ports = !self.network
+            || other.tcp_connect_ports.is_empty()
+            || (!self.tcp_connect_ports.is_empty()
+                && self
+                    .tcp_connect_ports
+                    .iter()
+                    .all(|p| other.tcp_connect_ports.contains(p)));
+        (!self.unconfined || other.unconfined)
+            && (!self.network || other.network)
+            && (self.read_only_workspace || !other.read_only_workspace)
+            && ports
     }
 }
 
@@ -171,6 +197,28 @@ impl SandboxConfig {
                 self.default_profile,
                 self.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
             ));
+        }
+        // The policy decides a run under a shipped name with that name's shipped guarantees
+        // (no network under `workspace`, a read-only workspace under `readonly`...), so a
+        // configuration may make those profiles stricter, never weaker.
+        let shipped = SandboxConfig::default().profiles;
+        for (name, p) in &self.profiles {
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(format!(
+                    "profiles.{name}: a profile name is letters, digits, `-` and `_`"
+                ));
+            }
+            if let Some(s) = shipped.get(name)
+                && !p.confines_at_least(s)
+            {
+                return Err(format!(
+                    "profiles.{name}: the shipped profile `{name}` may only be redefined stricter (the policy decides its runs with its shipped guarantees); define a profile under another name and declare its guarantees in the policy's [profiles.<name>]"
+                ));
+            }
         }
         if self.tmpfs_inodes < 64 {
             return Err("tmpfs_inodes must be at least 64".to_owned());

@@ -20,6 +20,48 @@ fn the_shipped_profiles_validate_and_none_is_unconfined() {
 }
 
 #[test]
+fn a_shipped_profile_may_be_redefined_only_stricter() {
+    let with = |name: &str, p: Profile| {
+        let mut c = SandboxConfig::default();
+        c.profiles.insert(name.to_owned(), p);
+        c.validate()
+    };
+    for (name, weaker) in [
+        ("workspace", Profile::unconfined()),
+        ("workspace", Profile::network()),
+        ("readonly", Profile::workspace()),
+        (
+            "network",
+            Profile {
+                tcp_connect_ports: Vec::new(),
+                ..Profile::network()
+            },
+        ),
+        (
+            "network",
+            Profile {
+                tcp_connect_ports: vec![443, 5432],
+                ..Profile::network()
+            },
+        ),
+    ] {
+        let e = with(name, weaker).unwrap_err();
+        assert!(e.contains(&format!("profiles.{name}")), "{e}");
+    }
+    // Stricter, or other limits: fine. Any profile under a name of one's own: fine.
+    with("workspace", Profile::readonly()).unwrap();
+    with(
+        "network",
+        Profile {
+            tcp_connect_ports: vec![443],
+            ..Profile::network()
+        },
+    )
+    .unwrap();
+    with("build", Profile::unconfined()).unwrap();
+}
+
+#[test]
 fn mask_paths_must_stay_beneath_the_workspace() {
     assert!(beneath(Path::new("/w"), Path::new("../x")).is_err());
     assert!(beneath(Path::new("/w"), Path::new("/etc")).is_err());

@@ -556,3 +556,23 @@ fn a_run_outlives_the_thread_that_started_it() {
     // The runner outlived the run; only the calling thread was gone.
     drop(runner);
 }
+
+/// What the executor tells the policy a run is decided under depends on whether its profile
+/// really confines runs here: an unconfined profile never does (the policy then decides with
+/// no sandbox guarantee), the shipped ones do where the sandbox works, an unknown name does not.
+#[tokio::test]
+async fn a_runner_says_which_profiles_really_confine_its_runs() {
+    let unconfined = Runner::new(Config {
+        sandbox: toolgate_process::SandboxConfig::unconfined(),
+        ..config()
+    })
+    .unwrap();
+    assert!(!unconfined.confines("none"));
+    assert!(!unconfined.confines(""), "the default profile is `none`");
+    assert!(!unconfined.confines("workspace"), "not configured here");
+    let confined = runner();
+    for name in ["workspace", "readonly", "network", ""] {
+        assert!(confined.confines(name), "{name:?}");
+    }
+    assert!(!confined.confines("nosuch"));
+}

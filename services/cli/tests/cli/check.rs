@@ -21,8 +21,14 @@ fn exit_code(decision: &str) -> i32 {
     }
 }
 
+/// The decision with no sandbox guarantee (`--profile unconfined`): these tests are about how
+/// the classifier reads a script, which containment would hide.
 fn decision(script: &str) -> String {
-    let out = toolgate(&["check", "--json", "--", script]);
+    decision_under("unconfined", script)
+}
+
+fn decision_under(profile: &str, script: &str) -> String {
+    let out = toolgate(&["check", "--json", "--profile", profile, "--", script]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
             "{script}: one JSON object ({e}): {}",
@@ -180,7 +186,14 @@ fn issue_13_examples_get_the_stated_answer() {
     // Not computable from the script: asked, with the reason in plain words.
     assert_eq!(decision(". /tmp/evil.sh"), "ask");
     assert_eq!(decision("awk 'BEGIN{system(\"rm -rf /tmp/x\")}'"), "ask");
-    let out = toolgate(&["check", "--json", "--", "$(curl -s x) -rf /"]);
+    let out = toolgate(&[
+        "check",
+        "--json",
+        "--profile",
+        "unconfined",
+        "--",
+        "$(curl -s x) -rf /",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["decision"], "ask");
     assert!(
@@ -188,6 +201,61 @@ fn issue_13_examples_get_the_stated_answer() {
             .contains("the program name is computed at run time from `$(curl -s x)`"),
         "{v}"
     );
+}
+
+/// Issue 25: by default `check` decides a run under the executor's default profile, and says
+/// which guarantee made a call auto; `policy explain` shows it per command.
+#[test]
+fn check_and_explain_name_the_guarantee_that_made_a_call_auto() {
+    for script in [
+        "cargo bench",
+        "./build.sh",
+        "ls -d */",
+        "python3 tools/gen.py",
+    ] {
+        assert_eq!(decision_under("workspace", script), "auto", "{script:?}");
+        assert_eq!(
+            decision(script),
+            "ask",
+            "{script:?} with no sandbox guarantee"
+        );
+    }
+    for script in ["rm -rf build", "git push", "rm \"$D\"", "git reset --hard"] {
+        assert_eq!(decision_under("workspace", script), "ask", "{script:?}");
+    }
+    let out = toolgate(&["check", "--", "cargo bench"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("profile:  workspace"), "{text}");
+    assert!(
+        text.contains("contained by the workspace sandbox"),
+        "{text}"
+    );
+    let out = toolgate(&[
+        "policy",
+        "explain",
+        "cargo bench && rm -rf build && ls *.rs",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "explain exits like check");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ask     rm -rf build"), "{text}");
+    assert!(
+        text.contains("baseline.rm-recursive-or-forced: recursive or forced deletion"),
+        "{text}"
+    );
+    assert!(
+        text.contains("baseline.dynamic-arguments: contained by the workspace sandbox (it would be ask without it"),
+        "{text}"
+    );
+    let out = toolgate(&[
+        "policy",
+        "explain",
+        "--profile",
+        "unconfined",
+        "cargo bench",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("unknown to this policy"));
 }
 
 /// `toolgate check ... | head -0`: a reader that went away ends the command quietly (no

@@ -864,10 +864,10 @@ fn an_ask_is_a_task_that_survives_a_restart_and_runs_once_approved() {
     let tasks = state.path().join("tasks");
     let up = Up::start(ws.path(), &state.path().join("d"));
     let agent = up.token("agent");
-    // Under the test policy `tee` matches no rule, so the default asks a human.
+    // Under the test policy `dd` matches no rule, so the default asks a human.
     let write = |path: &str| {
         serde_json::json!({"name": "run_command",
-            "arguments": {"script": format!("tee {path}"), "stdin": "replicas: 3\n"}})
+            "arguments": {"script": format!("dd of={path} status=none"), "stdin": "replicas: 3\n"}})
     };
     let decide = |id: &str, verdict: &str| {
         let mut args = vec!["approvals", verdict, id];

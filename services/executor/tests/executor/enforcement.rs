@@ -16,7 +16,9 @@ use toolgate_contracts::executor::v1::run_response::Event;
 use toolgate_contracts::policy::v1 as ppb;
 
 /// Every call needs a human.
-const ASK_ALL: &str = "default = \"ask\"\n";
+/// Asks about everything: the workspace profile is declared without its guarantees, so the
+/// sandbox contains nothing and the default decides (these tests are about approvals).
+const ASK_ALL: &str = "default = \"ask\"\n[profiles.workspace]\nconfined = false\n";
 
 fn info(s: &tonic::Status) -> (String, std::collections::HashMap<String, String>) {
     toolgate_contracts::status::error_info(s)

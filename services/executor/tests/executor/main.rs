@@ -10,6 +10,7 @@ mod admission;
 mod disk;
 mod enforcement;
 mod filesystem;
+mod harm;
 mod integrity;
 mod metrics;
 mod parked;

@@ -213,14 +213,13 @@ async fn bad_requests_fail_with_reasons() {
 async fn secrets_in_the_executor_environment_never_reach_a_child() {
     let sb = Sandbox::new();
     let exe = Executor::start(&sb.ws, &[], &[("CANARY_SECRET", "canary-123")]);
-    // Globbing /proc is something the baseline asks a human about.
-    let _human = support::approve_everything(exe.policy()).await;
-    // ENV-01 and ENV-02.
+    // ENV-01 and ENV-02. Globbing /proc needs no human under the workspace profile: the run's
+    // /proc is its own, which is what this checks.
     let mut req =
         script("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c canary-123");
     req.context = support::ctx_waiting(60);
     let o = run(&exe, req).await.unwrap();
-    assert_eq!(o.kinds.first(), Some(&"awaiting"));
+    assert_eq!(o.kinds.first(), Some(&"started"));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(!out.contains("canary-123"), "{out}");
     assert!(out.trim_end().ends_with('0'), "{out}");
@@ -348,6 +347,15 @@ async fn a_timed_out_script_never_runs_its_next_command() {
 /// Allows everything except reading secrets, so only the sandbox stands in the way.
 const ESCAPE_POLICY: &str = r#"
 default = "auto"
+
+# The suites run attacks as `sh FILE` approved by a human (the workspace sandbox would contain
+# them without one): an approved run is confined exactly like an automatic one, and the audit
+# reports rather than reverts what an approved run did to git.
+[[rule]]
+id = "scripts-need-a-human"
+decision = "ask"
+reason = "the suites' attacks run as approved script files"
+commands = ["sh"]
 
 [[rule]]
 id = "secrets"

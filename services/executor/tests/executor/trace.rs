@@ -211,7 +211,9 @@ async fn the_wait_for_a_human_is_a_span_in_the_callers_trace() {
     let endpoint = receiver.endpoint();
     let sb = Sandbox::new();
     let policy = Policy::start_env(
-        "default = \"ask\"\n",
+        // Nothing is contained (the workspace profile is declared without its guarantees),
+        // so the default asks.
+        "default = \"ask\"\n[profiles.workspace]\nconfined = false\n",
         Arc::new(Credentials::new()),
         &otel(&endpoint, POLICY),
     );

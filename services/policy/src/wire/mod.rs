@@ -39,6 +39,7 @@ pub(crate) fn source(s: RuleSource) -> pb::RuleSource {
         RuleSource::Baseline => pb::RuleSource::Baseline,
         RuleSource::User => pb::RuleSource::User,
         RuleSource::Default => pb::RuleSource::Default,
+        RuleSource::Sandbox => pb::RuleSource::Sandbox,
     }
 }
 
@@ -54,11 +55,19 @@ pub(crate) fn into_explanation(d: Decision) -> pb::Explanation {
         matches: d
             .matches
             .into_iter()
-            .map(|m| pb::RuleMatch {
-                rule_id: m.rule_id,
-                tier: tier_to_wire(m.tier) as i32,
-                reason: m.reason,
-                source: source(m.source) as i32,
+            .map(|m| {
+                let (contained_by, contained_tier) = match m.contained {
+                    Some((profile, t)) => (profile, tier_to_wire(t) as i32),
+                    None => (String::new(), 0),
+                };
+                pb::RuleMatch {
+                    rule_id: m.rule_id,
+                    tier: tier_to_wire(m.tier) as i32,
+                    reason: m.reason,
+                    source: source(m.source) as i32,
+                    contained_by,
+                    contained_tier,
+                }
             })
             .collect(),
         commands: d
