@@ -372,6 +372,6 @@ mod tests {
         for k in ToolKind::ALL {
             assert_eq!(k.as_str().parse::<ToolKind>().unwrap(), *k);
         }
-        assert!("fs.delete".parse::<ToolKind>().is_err());
+        assert!("fs.chmod".parse::<ToolKind>().is_err());
     }
 }
