@@ -144,7 +144,18 @@ async fn auto_adversarial_commands_harm_nothing() {
     let ws = sb.ws.clone();
     fixture(&ws);
     let policy = support::Policy::start(DEFAULT_POLICY);
-    let exe = Executor::start_with(&policy, &ws, &[], &[]);
+    // Eight runs of one session at a time: each reserves a smaller memory limit than the
+    // default so the session's fair share holds them all, and a run that still finds no room
+    // waits for one (runs end within their 5 s timeout) instead of being refused BUSY.
+    let exe = Executor::start_with(
+        &policy,
+        &ws,
+        &[],
+        &[
+            ("TOOLGATE_PROCESS__LIMITS__MEMORY_BYTES", "536870912"),
+            ("TOOLGATE_PROCESS__ADMISSION__QUEUE_WAIT_MS", "30000"),
+        ],
+    );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port().to_string();
