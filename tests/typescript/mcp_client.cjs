@@ -24,7 +24,7 @@ const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/cli
 
 const env = process.env;
 const TOOLS = ["read_file", "write_file", "edit_file", "list_directory", "search_files",
-  "find_files", "create_directory", "stat_path", "run_command"];
+  "find_files", "create_directory", "stat_path", "delete_path", "run_command"];
 
 async function connect(token = env.TG_AGENT_TOKEN) {
   const client = new Client({ name: "toolgate-ts-test", version: "1.0.0" });
