@@ -56,6 +56,9 @@ pub fn tool_call_to_wire(c: ToolCall) -> policy::ToolCall {
         kill_on_cap: c.kill_on_cap,
         sandbox_profile: c.sandbox_profile,
         bound_files: c.bound_files.into_iter().collect(),
+        host: c.host,
+        port: c.port,
+        protocol: c.protocol,
     }
 }
 
@@ -65,7 +68,7 @@ pub fn tool_call_to_wire(c: ToolCall) -> policy::ToolCall {
 pub fn tool_call_from_wire(c: policy::ToolCall) -> Result<ToolCall, (&'static str, &'static str)> {
     let tool = tool_from_wire(c.tool).ok_or((
         "call.tool",
-        "call.tool must be a known tool kind (fs.read ... process.run)",
+        "call.tool must be a known tool kind (fs.read ... process.run, net.connect)",
     ))?;
     let process = tool == ToolKind::ProcessRun;
     if process && c.argv.is_empty() == c.script.is_none() {
@@ -80,7 +83,23 @@ pub fn tool_call_from_wire(c: policy::ToolCall) -> Result<ToolCall, (&'static st
             "only a process.run call binds workspace files",
         ));
     }
-    if !process && c.path.as_deref().is_none_or(str::is_empty) {
+    let net = tool == ToolKind::NetConnect;
+    if net
+        && (c.host.as_deref().is_none_or(str::is_empty)
+            || c.port.is_none_or(|p| p == 0 || p > 65535))
+    {
+        return Err((
+            "call",
+            "a net.connect call names its destination: a non-empty `host` and a `port` in 1..=65535",
+        ));
+    }
+    if !net && (c.host.is_some() || c.port.is_some() || c.protocol.is_some()) {
+        return Err((
+            "call.host",
+            "only a net.connect call names a destination (`host`, `port`, `protocol`)",
+        ));
+    }
+    if !process && !net && c.path.as_deref().is_none_or(str::is_empty) {
         return Err(("call.path", "filesystem calls need a canonical path"));
     }
     Ok(ToolCall {
@@ -105,6 +124,9 @@ pub fn tool_call_from_wire(c: policy::ToolCall) -> Result<ToolCall, (&'static st
         kill_on_cap: c.kill_on_cap,
         sandbox_profile: c.sandbox_profile,
         bound_files: c.bound_files.into_iter().collect(),
+        host: c.host,
+        port: c.port,
+        protocol: c.protocol,
     })
 }
 
@@ -121,6 +143,7 @@ pub fn tool_to_wire(k: ToolKind) -> pb::ToolKind {
         ToolKind::FsStat => pb::ToolKind::FsStat,
         ToolKind::FsDelete => pb::ToolKind::FsDelete,
         ToolKind::ProcessRun => pb::ToolKind::ProcessRun,
+        ToolKind::NetConnect => pb::ToolKind::NetConnect,
     }
 }
 
@@ -138,6 +161,7 @@ pub fn tool_from_wire(v: i32) -> Option<ToolKind> {
         pb::ToolKind::FsStat => ToolKind::FsStat,
         pb::ToolKind::FsDelete => ToolKind::FsDelete,
         pb::ToolKind::ProcessRun => ToolKind::ProcessRun,
+        pb::ToolKind::NetConnect => ToolKind::NetConnect,
     })
 }
 

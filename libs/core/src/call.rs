@@ -57,6 +57,12 @@ pub struct ToolCall {
     /// digest of the content the executor read (the wire `ToolCall.bound_files` documents
     /// the form). An approval covers these contents, not only the names.
     pub bound_files: BTreeMap<String, String>,
+    /// `net.connect`: the destination host (a resolved name, lowercase, or an IP literal).
+    pub host: Option<String>,
+    /// `net.connect`: the destination port.
+    pub port: Option<u32>,
+    /// `net.connect`: the transport protocol (`tcp`).
+    pub protocol: Option<String>,
 }
 
 impl ToolCall {
@@ -84,6 +90,9 @@ impl ToolCall {
             kill_on_cap: false,
             sandbox_profile: None,
             bound_files: BTreeMap::new(),
+            host: None,
+            port: None,
+            protocol: None,
         }
     }
 

@@ -231,6 +231,8 @@ pub enum ToolKind {
     FsDelete,
     /// `process.run`: run a command.
     ProcessRun,
+    /// `net.connect`: a TCP connection a running process opens, decided by the egress gate.
+    NetConnect,
 }
 
 impl ToolKind {
@@ -246,6 +248,7 @@ impl ToolKind {
         ToolKind::FsStat,
         ToolKind::FsDelete,
         ToolKind::ProcessRun,
+        ToolKind::NetConnect,
     ];
 
     /// The dotted name used in policy documents (`fs.read`, `process.run`).
@@ -261,6 +264,7 @@ impl ToolKind {
             ToolKind::FsStat => "fs.stat",
             ToolKind::FsDelete => "fs.delete",
             ToolKind::ProcessRun => "process.run",
+            ToolKind::NetConnect => "net.connect",
         }
     }
 

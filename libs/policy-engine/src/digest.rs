@@ -79,6 +79,8 @@ fn canonical_bytes(
         ("cwd", &call.cwd),
         ("stdin_sha256", &call.stdin_sha256),
         ("sandbox_profile", &call.sandbox_profile),
+        ("host", &call.host),
+        ("protocol", &call.protocol),
     ] {
         if let Some(v) = v {
             fields.push((k, Field::Str(v)));
@@ -93,6 +95,7 @@ fn canonical_bytes(
         ("timeout_ms", call.timeout_ms),
         ("stdout_cap_bytes", call.stdout_cap_bytes),
         ("stderr_cap_bytes", call.stderr_cap_bytes),
+        ("port", call.port.map(u64::from)),
     ] {
         if let Some(v) = v {
             fields.push((k, Field::Num(v)));

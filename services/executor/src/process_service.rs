@@ -554,6 +554,7 @@ fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
             finished_at: Some(prost_types::Timestamp::from(x.finished_at)),
             audit: x.audit.as_ref().map(audit_to_wire),
             limit_exceeded: x.limit.map(limit_to_wire),
+            network: Vec::new(),
         }),
     };
     pb::RunResponse { event: Some(event) }

@@ -129,6 +129,8 @@ pub(crate) fn tool_name(tool: ToolKind) -> &'static str {
         ToolKind::FsStat => "stat_path",
         ToolKind::FsDelete => "delete_path",
         ToolKind::ProcessRun => "run_command",
+        // Not a tool a caller invokes: a running command's connection, decided on its own.
+        ToolKind::NetConnect => "net_connect",
     }
 }
 

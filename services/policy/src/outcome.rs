@@ -383,6 +383,7 @@ pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
         isolation: o.isolation.as_deref().and_then(isolation_from_json),
         audit: o.integrity.as_deref().and_then(audit_from_json),
         limit_exceeded: o.isolation.as_deref().and_then(limit_exceeded_from_json),
+        network: Vec::new(),
         // A recorded outcome is an execution; a call that did not start has none.
         not_started: false,
     }

@@ -183,6 +183,9 @@ pub(crate) fn tool_call_from_json(json: &str) -> Option<pb::ToolCall> {
         kill_on_cap: b("kill_on_cap"),
         sandbox_profile: s("sandbox_profile"),
         bound_files: strings(&v, "bound_files"),
+        host: s("host"),
+        port: n("port").and_then(|x| u32::try_from(x).ok()),
+        protocol: s("protocol"),
     })
 }
 

@@ -66,6 +66,7 @@ impl Parked {
             approval_id: self.approval_id.clone(),
             message: self.message.clone(),
             wait_deadline: Some(self.wait_deadline.into()),
+            destination: String::new(),
         }
     }
 }
