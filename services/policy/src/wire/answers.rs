@@ -30,6 +30,7 @@ pub(crate) fn authorize_response(a: Authorized) -> pb::AuthorizeResponse {
             lease_expires_at: lease_expires_at.map(timestamp),
             hidden: hidden.map(hidden_paths),
             sandbox_profile,
+            denied_hosts: Vec::new(),
         }),
         Authorization::Pending {
             decision_id,
