@@ -138,6 +138,7 @@ fn allowed(id: &str) -> R {
         lease_expires_at: None,
         hidden: None,
         sandbox_profile: String::new(),
+        denied_hosts: Vec::new(),
     })
 }
 
