@@ -43,6 +43,8 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let process = cfg.process_config().map_err(|e| anyhow::anyhow!("{e}"))?;
     let runner = toolgate_process::Runner::new(process).context("cannot start a runner")?;
     let caps = runner.capabilities();
+    let budget = toolgate_executor::admission_settings(&cfg, &runner);
+    let disk = &cfg.process.disk;
     let escapes: Vec<_> = runner
         .escape_checks()
         .iter()
@@ -86,6 +88,21 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 "limits_enforced": caps.limits_enforced.as_ref().map_or("none", |l| l.as_str()),
                 "limits_missing": caps.limits_enforced.as_ref().err(),
                 "require_limits": caps.require_limits,
+                "admission": {
+                    "slots": budget.slots,
+                    "runs_memory_bytes": budget.budget_bytes,
+                    "default_run_reservation_bytes": budget.default_reservation,
+                    "queue_length": budget.queue_length,
+                    "queue_wait_ms": budget.queue_wait.as_millis(),
+                    "session_share": budget.session_share,
+                    "principal_share": budget.principal_share,
+                    "reserve_share": budget.reserve_share,
+                },
+                "disk": {
+                    "max_written_bytes": disk.max_written_bytes,
+                    "max_created_files": disk.max_created_files,
+                    "sample_interval_ms": disk.sample_interval_ms,
+                },
                 "profiles": profiles,
                 "escape_checks": checks,
                 "ok": default_ok && escapes.is_empty(),
@@ -115,6 +132,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
                 }
             ),
         }
+        print_budget(&budget, disk);
         println!(
             "\nprofiles (default `{}`, sandbox {})",
             caps.default_profile,
@@ -160,4 +178,51 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     } else {
         Err(Exit(1).into())
     }
+}
+
+/// The `run budget` part of the report: how runs share this executor's memory and slots, and
+/// what one run may add to the workspace.
+fn print_budget(
+    b: &toolgate_executor::AdmissionSettings,
+    disk: &toolgate_executor::config::DiskSection,
+) {
+    use toolgate_process::human_bytes;
+    let fit = b
+        .budget_bytes
+        .checked_div(b.default_reservation)
+        .map_or_else(
+            || "any number".to_owned(),
+            |n| n.min(b.slots as u64).to_string(),
+        );
+    println!("\nrun budget");
+    println!(
+        "  memory       {} for all runs; a default run reserves {}: {fit} at once (of {} slots)",
+        human_bytes(b.budget_bytes),
+        human_bytes(b.default_reservation),
+        b.slots
+    );
+    println!(
+        "  queue        {} waiting at most, {} ms each; while others wait a session holds at most {:.0} %, a principal {:.0} %",
+        b.queue_length,
+        b.queue_wait.as_millis(),
+        b.session_share * 100.0,
+        b.principal_share * 100.0
+    );
+    let per_run = |n: u64, what: &str| {
+        if n == 0 {
+            format!("no {what} budget")
+        } else {
+            format!("{n} {what}")
+        }
+    };
+    println!(
+        "  disk         {}, {} added per run (sampled every {} ms)",
+        if disk.max_written_bytes == 0 {
+            "no byte budget".to_owned()
+        } else {
+            format!("{} written", human_bytes(disk.max_written_bytes))
+        },
+        per_run(disk.max_created_files, "entries"),
+        disk.sample_interval_ms
+    );
 }

@@ -42,7 +42,7 @@ use toolgate_runtime::metrics::ExecutorMetrics;
 
 /// How admission shares the executor (`[process.admission]`, plus what the runner knows).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Settings {
+pub struct Settings {
     /// Runs at once (`process.max_concurrent_runs`).
     pub slots: usize,
     /// Memory all runs together may reserve ([`toolgate_process::Runner::memory_budget`]).
@@ -418,6 +418,7 @@ struct State {
 
 #[derive(Debug)]
 struct Shared {
+    settings: Settings,
     bounds: Bounds,
     state: Mutex<State>,
     metrics: ExecutorMetrics,
@@ -619,11 +620,17 @@ impl Admission {
         metrics.admission_reserved(0);
         Admission {
             shared: Arc::new(Shared {
+                settings: *settings,
                 bounds: Bounds::of(settings),
                 state: Mutex::default(),
                 metrics,
             }),
         }
+    }
+
+    /// What admission was configured with (for `GetCapabilities`).
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.shared.settings
     }
 
     /// A slot holding `need` for a run of `who`: at once when it fits, else after a wait in

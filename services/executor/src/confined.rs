@@ -142,6 +142,11 @@ impl Confined {
         self.runner.capabilities()
     }
 
+    /// Bytes and entries one run may add to the workspace (0: no budget).
+    pub(crate) fn disk_limits(&self) -> (u64, u64) {
+        self.disk.map_or((0, 0), DiskBudget::limits)
+    }
+
     /// Performs an authorized filesystem operation on the blocking pool.
     pub(crate) async fn fs<T, F>(
         &self,

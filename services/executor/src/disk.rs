@@ -32,6 +32,11 @@ impl DiskBudget {
         })
     }
 
+    /// The budgets: bytes and entries one run may add (0: none).
+    pub(crate) fn limits(self) -> (u64, u64) {
+        (self.max_bytes, self.max_files)
+    }
+
     /// The watch of a run that starts now: `baseline` is the workspace when it started.
     pub(crate) fn watch(self, workspace: Arc<Workspace>, baseline: DiskUsage) -> DiskWatch {
         let ceiling = DiskUsage {

@@ -34,6 +34,7 @@ use toolgate_runtime::metrics::{self, ExecutorMetrics};
 use toolgate_runtime::transport::Transport;
 use toolgate_runtime::{grpc, shutdown, telemetry};
 
+pub use admission::Settings as AdmissionSettings;
 pub use authz::{Authorized, Authorizer, GrpcAuthorizer};
 pub use config::Config;
 pub use fs_service::FsService;
@@ -136,7 +137,12 @@ pub fn identity(config: &Config) -> authz::api::ExecutorIdentity {
 
 /// How admission shares this executor: the configured shares and queue, the runner's slots
 /// and run memory budget.
-fn admission_settings(config: &Config, runner: &toolgate_process::Runner) -> admission::Settings {
+/// How admission shares this executor's runs, from `[process]` and what `runner` reserves per
+/// run (also what `toolgate doctor` prints).
+pub fn admission_settings(
+    config: &Config,
+    runner: &toolgate_process::Runner,
+) -> admission::Settings {
     let a = &config.process.admission;
     let default_reservation = runner
         .reservation("")

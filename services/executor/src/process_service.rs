@@ -643,6 +643,8 @@ impl ExecutorService for ProcessAdapter {
         wire::caller(&request, "ExecutorService/GetCapabilities")?;
         let c = self.confined.capabilities();
         let l = &c.limits;
+        let a = self.admission.settings();
+        let (disk_bytes, disk_files) = self.confined.disk_limits();
         Ok(Response::new(pb::GetCapabilitiesResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             identity: Some(toolgate_contracts::convert::identity_to_wire(
@@ -681,10 +683,21 @@ impl ExecutorService for ProcessAdapter {
                     .map(|(k, v)| ((*k).to_owned(), *v))
                     .collect(),
                 allowed_env: l.allowed_env.clone(),
+                runs_memory_bytes: a.budget_bytes,
+                default_run_reservation_bytes: a.default_reservation,
+                queue_length: u32::try_from(a.queue_length).unwrap_or(u32::MAX),
+                queue_wait: Some(proto_duration(a.queue_wait)),
+                session_share: a.session_share,
+                principal_share: a.principal_share,
+                reserve_share: a.reserve_share,
+                disk_max_written_bytes: disk_bytes,
+                disk_max_created_files: disk_files,
             }),
             workspace: Some(self.view.clone()),
+            // A `net.connect` is a running command's connection, not a call anyone makes.
             tools: ToolKind::ALL
                 .iter()
+                .filter(|k| **k != ToolKind::NetConnect)
                 .map(|k| toolgate_contracts::convert::tool_to_wire(*k) as i32)
                 .collect(),
             sandbox_profiles: c

@@ -343,6 +343,15 @@ fn doctor_reports_the_sandbox_and_its_escape_self_test() {
     let checks = report["escape_checks"].as_array().unwrap();
     assert!(checks.len() >= 30, "{report}");
     assert!(checks.iter().all(|c| c["escaped"].is_null()), "{report}");
+    // How runs share the executor, and what one run may add to the workspace.
+    let budget = &report["admission"];
+    assert!(budget["runs_memory_bytes"].as_u64() > Some(0), "{report}");
+    assert!(
+        budget["default_run_reservation_bytes"].as_u64() <= budget["runs_memory_bytes"].as_u64(),
+        "{report}"
+    );
+    assert_eq!(budget["queue_length"], 64, "{report}");
+    assert_eq!(report["disk"]["max_created_files"], 200_000, "{report}");
     // The human form says the same.
     let human = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["doctor", "--workspace"])
@@ -358,6 +367,8 @@ fn doctor_reports_the_sandbox_and_its_escape_self_test() {
         text_out.contains("read outside the workspace"),
         "{text_out}"
     );
+    assert!(text_out.contains("run budget"), "{text_out}");
+    assert!(text_out.contains("added per run"), "{text_out}");
 }
 
 /// `up --metrics-listen` serves both services' metrics, the per-RPC gRPC ones included.

@@ -280,7 +280,22 @@ async fn admission_is_bounded_and_capabilities_are_reported() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(caps.limits.unwrap().max_concurrent_runs, 1);
+    let limits = caps.limits.unwrap();
+    assert_eq!(limits.max_concurrent_runs, 1);
+    // The run budget: what every run together may reserve, what a default run takes of it,
+    // how the queue shares it, and the per-run disk budget.
+    assert!(limits.runs_memory_bytes > 0, "{limits:?}");
+    assert!(
+        limits.default_run_reservation_bytes > 0
+            && limits.default_run_reservation_bytes <= limits.runs_memory_bytes,
+        "{limits:?}"
+    );
+    assert_eq!(limits.queue_length, 64);
+    assert_eq!(limits.queue_wait.unwrap().seconds, 2);
+    assert!((limits.session_share - 0.5).abs() < 1e-9, "{limits:?}");
+    assert!((limits.principal_share - 0.75).abs() < 1e-9, "{limits:?}");
+    assert_eq!(limits.disk_max_written_bytes, 4 << 30);
+    assert_eq!(limits.disk_max_created_files, 200_000);
     assert_ne!(caps.kill_mechanism, pb::KillMechanism::Unspecified as i32);
     assert!(!caps.workspace.unwrap().root.is_empty());
     assert_eq!(caps.tools.len(), 10);
