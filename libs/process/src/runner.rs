@@ -586,6 +586,16 @@ impl Runner {
         )
     }
 
+    /// Whether runs under profile `name` (empty: the default) are networked here: confined
+    /// in a gated network namespace whose only way out is the executor's egress gate, so
+    /// their [`RunSpec`] needs [`RunSpec::with_egress`] or the run is refused.
+    pub fn networked(&self, name: &str) -> bool {
+        matches!(
+            self.inner.sandboxes.resolve(name),
+            Ok(Resolved::Confined(b)) if b.profile.network
+        )
+    }
+
     /// The limits a run of `spec` gets (request values, else the configured defaults), or
     /// the error `try_run` would fail with: an environment name outside the allowlist or a
     /// value above its maximum. The executor asks the policy about exactly these values.
@@ -673,7 +683,11 @@ impl Runner {
             tripwire,
             hold,
             disk_watch,
+            egress,
         } = spec;
+        // Networked profiles still share the host's network until their gated namespace
+        // exists; the hook then receives its sockets.
+        drop(egress.map(|e| e.0));
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
         if let Some(tp) = trace_parent {
