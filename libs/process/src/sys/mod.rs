@@ -28,7 +28,7 @@ mod wait;
 use std::io;
 
 pub(crate) use gate::original_destination;
-pub(crate) use namespaces::{new_netns, new_userns};
+pub(crate) use namespaces::{new_gated_netns, new_netns, new_userns};
 pub(crate) use pidfd::{own_pidfd, watch_exit, watch_readable};
 pub(crate) use probe::{landlock_abi, probe_namespaces};
 pub(crate) use spawn::{ChildSetup, Exec, spawn};
