@@ -62,6 +62,9 @@ pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
     }
     tracing::debug!(host = %dest.host, port = dest.port, n, "egress connection");
     if dest.literal {
+        // Read what it sent first, so an HTTP client gets a 403 it can show.
+        let mut first = Vec::new();
+        let sniffed = read_first(&mut client, &mut first, dest.port, SHORT_SNIFF).await;
         let r = Refusal::gate(
             "ip_literal",
             format!(
@@ -69,7 +72,7 @@ pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
                 dest.host, dest.port
             ),
         );
-        return refuse(&run, &dest, client, &Sniffed::Other, &r).await;
+        return refuse(&run, &dest, client, &sniffed, &r).await;
     }
     let mut first = Vec::new();
     let (sniffed, decision) = tokio::join!(
@@ -317,7 +320,7 @@ async fn refuse(run: &Inner, dest: &Dest, mut client: TcpStream, sniffed: &Sniff
     run.metrics.egress_connection(r.reason);
     tracing::info!(host = %dest.host, port = dest.port, refusal = r.reason, "egress connection refused");
     if matches!(sniffed, Sniffed::Http(_)) {
-        let mut body = r.message.clone();
+        let mut body = format!("{}\nreason: {}", r.message, r.reason);
         for (k, v) in [("rule", &r.rule_id), ("approval", &r.approval_id)] {
             if !v.is_empty() {
                 body.push_str(&format!("\n{k}: {v}"));
