@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
-use support::{Executor, Sandbox};
+use support::{Executor, Policy, Sandbox};
 use toolgate_contracts::common::v1 as common;
 
 use crate::process::{Outcome, run, script};
@@ -112,16 +112,104 @@ fn destination<'a>(o: &'a Outcome, host: &str) -> &'a common::NetworkDestination
         .unwrap_or_else(|| panic!("no destination {host} in {:?}", o.exited.network))
 }
 
-fn executor(sb: &Sandbox, dns: SocketAddr) -> Executor {
+fn executor(sb: &Sandbox, dns: SocketAddr, policy: Option<&Policy>) -> Executor {
     let resolvers = format!("[\"{dns}\"]");
-    Executor::start(
-        &sb.ws,
-        &[],
-        &[
-            ("TOOLGATE_EGRESS__RESOLVERS", resolvers.as_str()),
-            ("TOOLGATE_EGRESS__ALLOW_RANGES", "[\"127.77.0.0/16\"]"),
-        ],
+    let env = [
+        ("TOOLGATE_EGRESS__RESOLVERS", resolvers.as_str()),
+        ("TOOLGATE_EGRESS__ALLOW_RANGES", "[\"127.77.0.0/16\"]"),
+    ];
+    match policy {
+        Some(p) => Executor::start_with(p, &sb.ws, &[], &env),
+        None => Executor::start(&sb.ws, &[], &env),
+    }
+}
+
+/// A policy whose rule decides every `net.connect` call with `decision`.
+fn net_policy(decision: &str) -> String {
+    format!(
+        "default = \"auto\"\n\n[[rule]]\nid = \"net-{decision}\"\ndecision = \"{decision}\"\nreason = \"connections are decided by hand in this test\"\ntools = [\"net.connect\"]\n"
     )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_destination_gets_a_403_naming_the_rule() {
+    let sb = Sandbox::new();
+    let dns = dns_server();
+    let port = web_server();
+    let policy = Policy::start(&net_policy("deny"));
+    let exe = executor(&sb, dns, Some(&policy));
+    std::fs::write(sb.ws.join("get.py"), GET).unwrap();
+    let o = run(
+        &exe,
+        networked(&format!(
+            "python3 get.py http://web.test:{port}/ http://web.test:{port}/"
+        )),
+    )
+    .await
+    .expect("the run starts");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("403 "), "{out}");
+    assert!(
+        out.contains("reason: denied") && out.contains("rule: net-deny"),
+        "{out}"
+    );
+    let d = destination(&o, "web.test");
+    assert_eq!(
+        (d.connections, d.refused),
+        (2, 2),
+        "one decision, both refused"
+    );
+    assert_eq!(
+        (d.refusal.as_str(), d.rule_id.as_str()),
+        ("denied", "net-deny")
+    );
+    assert_eq!(d.tier, common::Tier::Deny as i32);
+    assert_eq!((d.address.as_str(), d.bytes_sent), ("", 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_asked_destination_holds_the_connection_until_a_human_approves() {
+    use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+    use toolgate_contracts::executor::v1::run_response::Event;
+    let sb = Sandbox::new();
+    let dns = dns_server();
+    let port = web_server();
+    let policy = Policy::start(&net_policy("ask"));
+    let exe = executor(&sb, dns, Some(&policy));
+    std::fs::write(sb.ws.join("get.py"), GET).unwrap();
+    let _human = support::approve_everything(&policy).await;
+    let mut client = ProcessServiceClient::new(exe.channel().await);
+    let mut stream = client
+        .run(networked(&format!(
+            "python3 get.py http://web.test:{port}/"
+        )))
+        .await
+        .expect("the run starts")
+        .into_inner();
+    let (mut waits, mut stdout, mut exited) = (Vec::new(), Vec::new(), None);
+    while let Some(msg) = stream.message().await.expect("the stream") {
+        match msg.event.expect("event set") {
+            Event::AwaitingApproval(a) => waits.push(a),
+            Event::Output(o) => stdout.extend_from_slice(&o.data),
+            Event::Exited(x) => exited = Some(x),
+            Event::Started(_) => {}
+        }
+    }
+    assert_eq!(String::from_utf8_lossy(&stdout), "hello\n");
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert_eq!(waits[0].destination, format!("web.test:{port}"));
+    assert!(waits[0].wait_deadline.is_some());
+    let exited = exited.expect("Exited");
+    let d = exited
+        .network
+        .iter()
+        .find(|d| d.host == "web.test")
+        .expect("web.test");
+    assert_eq!(d.approval_id, waits[0].approval_id);
+    assert_eq!(
+        (d.tier, d.connections, d.refused),
+        (common::Tier::Ask as i32, 1, 0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -129,7 +217,7 @@ async fn a_networked_run_reaches_a_name_through_the_gate_and_is_refused_an_ip_li
     let sb = Sandbox::new();
     let dns = dns_server();
     let port = web_server();
-    let exe = executor(&sb, dns);
+    let exe = executor(&sb, dns, None);
     std::fs::write(sb.ws.join("get.py"), GET).unwrap();
 
     // By name: the gate answers the lookup with a placeholder, the policy allows the
@@ -194,7 +282,7 @@ async fn connection_setup_through_the_gate_costs_little_once_decided() {
     let sb = Sandbox::new();
     let dns = dns_server();
     let port = web_server();
-    let exe = executor(&sb, dns);
+    let exe = executor(&sb, dns, None);
     const N: usize = 200;
     // Connect, one request, the first answer byte; the first connection (the decision) is
     // left out. Prints p50 and p99 in microseconds.
