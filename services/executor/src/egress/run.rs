@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{OnceCell, mpsc, watch};
 use toolgate_contracts::executor::v1::AwaitingApproval;
@@ -23,7 +23,7 @@ const MAX_NAMES: usize = 4096;
 const MAX_DNS_REFUSALS: usize = 64;
 /// How long the end of a run waits for its connections to wind down (their last bytes
 /// counted) before they are dropped.
-const DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
+const DRAIN: Duration = Duration::from_millis(250);
 
 /// The listening sockets of a run's gated namespace, made by the process runner.
 #[derive(Debug)]
@@ -219,7 +219,9 @@ impl RunGate {
                         Ok((stream, _)) => {
                             let inner = inner.clone();
                             let live = inner.live_guard();
-                            tokio::spawn(inner.clone().until_stopped(async move {
+                            // A connection may finish on its own for a moment after the
+                            // run ends: its last bytes are counted.
+                            tokio::spawn(inner.clone().until_stopped(DRAIN, async move {
                                 let _live = live;
                                 conn::handle(inner, stream).await;
                             }));
@@ -231,7 +233,7 @@ impl RunGate {
                     }
                 }
             };
-            tokio::spawn(self.inner.clone().until_stopped(task));
+            tokio::spawn(self.inner.clone().until_stopped(Duration::ZERO, task));
         }
         for socket in sockets.dns {
             let inner = self.inner.clone();
@@ -258,7 +260,7 @@ impl RunGate {
                     }
                 }
             };
-            tokio::spawn(self.inner.clone().until_stopped(task));
+            tokio::spawn(self.inner.clone().until_stopped(Duration::ZERO, task));
         }
     }
 
@@ -271,7 +273,7 @@ impl RunGate {
         }
         self.inner.stop.send_replace(true);
         let mut live = self.inner.live.subscribe();
-        let _ = tokio::time::timeout(DRAIN, live.wait_for(|n| *n == 0)).await;
+        let _ = tokio::time::timeout(DRAIN * 2, live.wait_for(|n| *n == 0)).await;
         let (report, recorded) = self.inner.report();
         futures::future::join_all(recorded).await;
         self.inner.report.get_or_init(|| report).clone()
@@ -295,16 +297,20 @@ impl Inner {
         Live(self.live.clone())
     }
 
-    /// `work`, cut short when the run ends.
-    pub(super) fn until_stopped(
+    /// `work`, cut short `grace` after the run ends.
+    fn until_stopped(
         self: Arc<Self>,
+        grace: Duration,
         work: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut stop = self.stop.subscribe();
         async move {
             tokio::select! {
                 () = work => {}
-                _ = stop.wait_for(|s| *s) => {}
+                _ = async {
+                    let _ = stop.wait_for(|s| *s).await;
+                    tokio::time::sleep(grace).await;
+                } => {}
             }
         }
     }
