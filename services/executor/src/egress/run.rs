@@ -84,7 +84,8 @@ pub(super) struct Inner {
     pub events: mpsc::Sender<AwaitingApproval>,
     /// Set when the run ended: every task stops.
     pub stop: watch::Sender<bool>,
-    /// Tasks still running.
+    /// Serving loops and connections still reading what the run sent: the report is final
+    /// once none is left.
     pub live: watch::Sender<usize>,
     report: OnceLock<Vec<Destination>>,
 }
@@ -218,11 +219,9 @@ impl RunGate {
                     match listener.accept().await {
                         Ok((stream, _)) => {
                             let inner = inner.clone();
-                            let live = inner.live_guard();
-                            // A connection may finish on its own for a moment after the
-                            // run ends: its last bytes are counted.
+                            // A connection may go on for a moment after the run ends, so
+                            // the bytes the run sent before it ended are counted.
                             tokio::spawn(inner.clone().until_stopped(DRAIN, async move {
-                                let _live = live;
                                 conn::handle(inner, stream).await;
                             }));
                         }
@@ -273,7 +272,7 @@ impl RunGate {
         }
         self.inner.stop.send_replace(true);
         let mut live = self.inner.live.subscribe();
-        let _ = tokio::time::timeout(DRAIN * 2, live.wait_for(|n| *n == 0)).await;
+        let _ = tokio::time::timeout(DRAIN, live.wait_for(|n| *n == 0)).await;
         let (report, recorded) = self.inner.report();
         futures::future::join_all(recorded).await;
         self.inner.report.get_or_init(|| report).clone()
@@ -292,7 +291,7 @@ impl RunGate {
 }
 
 impl Inner {
-    fn live_guard(&self) -> Live {
+    pub(super) fn live_guard(&self) -> Live {
         self.live.send_modify(|n| *n += 1);
         Live(self.live.clone())
     }
