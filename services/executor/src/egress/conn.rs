@@ -298,7 +298,7 @@ async fn connect(run: &Arc<Inner>, dest: &Dest) -> Result<TcpStream, Refusal> {
                 last = format!(
                     "{to}: no answer within {} ms",
                     settings.connect_timeout.as_millis()
-                )
+                );
             }
         }
     }
@@ -421,41 +421,47 @@ mod tests {
         }
     }
 
-    fn why(d: &Dest, s: Sniffed) -> Option<&'static str> {
-        mismatch(d, &s).map(|r| r.reason)
+    fn why(d: &Dest, s: &Sniffed) -> Option<&'static str> {
+        mismatch(d, s).map(|r| r.reason)
     }
 
     #[test]
     fn the_server_name_or_host_must_be_the_decided_name() {
         let tls = dest("pypi.org", 443);
-        assert_eq!(why(&tls, Sniffed::Tls(Some("pypi.org".into()))), None);
+        assert_eq!(why(&tls, &Sniffed::Tls(Some("pypi.org".into()))), None);
         // Domain fronting: decided for one name, TLS for another.
         assert_eq!(
-            why(&tls, Sniffed::Tls(Some("evil.example".into()))),
+            why(&tls, &Sniffed::Tls(Some("evil.example".into()))),
             Some("sni_mismatch")
         );
-        assert_eq!(why(&tls, Sniffed::Tls(None)), Some("sni_mismatch"));
+        assert_eq!(why(&tls, &Sniffed::Tls(None)), Some("sni_mismatch"));
         // Port 443 is TLS with the name, nothing else.
         assert_eq!(
-            why(&tls, Sniffed::Http(Some("pypi.org".into()))),
+            why(&tls, &Sniffed::Http(Some("pypi.org".into()))),
             Some("sni_mismatch")
         );
-        assert_eq!(why(&tls, Sniffed::Other), Some("sni_mismatch"));
-        assert_eq!(why(&tls, Sniffed::Incomplete), Some("sni_mismatch"));
+        assert_eq!(why(&tls, &Sniffed::Other), Some("sni_mismatch"));
+        assert_eq!(why(&tls, &Sniffed::Incomplete), Some("sni_mismatch"));
 
         let web = dest("files.example", 8080);
-        assert_eq!(why(&web, Sniffed::Http(Some("files.example".into()))), None);
         assert_eq!(
-            why(&web, Sniffed::Http(Some("metadata.google.internal".into()))),
+            why(&web, &Sniffed::Http(Some("files.example".into()))),
+            None
+        );
+        assert_eq!(
+            why(
+                &web,
+                &Sniffed::Http(Some("metadata.google.internal".into()))
+            ),
             Some("host_mismatch")
         );
-        assert_eq!(why(&web, Sniffed::Http(None)), Some("host_mismatch"));
+        assert_eq!(why(&web, &Sniffed::Http(None)), Some("host_mismatch"));
         // TLS on another port is checked too; other protocols pass.
         assert_eq!(
-            why(&web, Sniffed::Tls(Some("other.example".into()))),
+            why(&web, &Sniffed::Tls(Some("other.example".into()))),
             Some("sni_mismatch")
         );
-        assert_eq!(why(&dest("git.example", 22), Sniffed::Other), None);
-        assert_eq!(why(&dest("git.example", 22), Sniffed::Incomplete), None);
+        assert_eq!(why(&dest("git.example", 22), &Sniffed::Other), None);
+        assert_eq!(why(&dest("git.example", 22), &Sniffed::Incomplete), None);
     }
 }
