@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,12 +49,12 @@ pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
         return;
     };
     let n = dest.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let total = run.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    if total > run.settings.max_connections {
+    let open = Open::new(&run.open);
+    if open.0 > run.settings.max_connections {
         let r = Refusal::gate(
             "connection_limit",
             format!(
-                "the run opened more than {} connections through the egress gate",
+                "the run has more than {} connections open through the egress gate; close some first",
                 run.settings.max_connections
             ),
         );
@@ -99,6 +99,21 @@ pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
     tracing::debug!(decision_id = proof.decision_id(), host = %dest.host, "egress connection allowed");
     run.metrics.egress_connection("allowed");
     splice(&run, &dest, client, upstream, first).await;
+}
+
+/// Counts a connection as open until dropped (also when the run's end cancels it).
+struct Open<'a>(u32, &'a AtomicU32);
+
+impl<'a> Open<'a> {
+    fn new(open: &'a AtomicU32) -> Self {
+        Open(open.fetch_add(1, Ordering::Relaxed) + 1, open)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.1.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A v4-mapped v6 address as the v4 address it is.
