@@ -355,7 +355,7 @@ impl Inner {
                 self.sandbox_pid_limit = pid_limit;
                 let attempt = self
                     .probe_script(&built, dir.path(), "exit 0", &Masks::default())
-                    .map(|(code, _)| code == Some(0));
+                    .map(|(code, _, _)| code == Some(0));
                 match attempt {
                     Ok(true) => {
                         last_err = None;

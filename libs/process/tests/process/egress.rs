@@ -122,7 +122,13 @@ async fn dns_to_any_resolver_reaches_the_stub_and_its_answer_comes_back() {
         dns.set_nonblocking(false).unwrap();
         dns.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut buf = [0u8; 64];
-        let (n, peer) = dns.recv_from(&mut buf).unwrap();
+        // The runner's children exiting may interrupt the wait (SIGCHLD).
+        let (n, peer) = loop {
+            match dns.recv_from(&mut buf) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                r => break r.unwrap(),
+            }
+        };
         dns.send_to(b"answer", peer).unwrap();
         (buf[..n].to_vec(), dns.local_addr().unwrap())
     });
@@ -274,4 +280,70 @@ fn tcp_arrives_at_the_gate_for_an_unprivileged_runner() {
     })
     .join()
     .unwrap();
+}
+
+/// The startup self-test tries the network escapes under `network` and none gets through.
+#[tokio::test]
+async fn the_self_test_checks_that_networked_runs_leave_only_through_the_gate() {
+    let r = runner();
+    let tried: Vec<_> = r
+        .escape_checks()
+        .iter()
+        .filter(|c| c.profile == "network")
+        .collect();
+    for name in [
+        "reach the host's loopback",
+        "connect anywhere but through the gate",
+        "send UDP past the DNS stub",
+        "open an MPTCP socket",
+    ] {
+        let c = tried
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("{name} was not tried: {tried:?}"));
+        assert_eq!(c.escaped, None, "{name}");
+    }
+}
+
+/// A host service's unix socket in the workspace, masked as the executor's walk masks it
+/// (an empty file bound over it), cannot be reached; a socket the run makes itself works.
+#[tokio::test]
+async fn a_masked_host_unix_socket_is_unreachable_and_the_runs_own_works() {
+    let r = runner();
+    let (dir, cwd) = workspace();
+    std::fs::create_dir(dir.path().join("tmp")).unwrap();
+    let host = std::os::unix::net::UnixListener::bind(dir.path().join("tmp/app.sock")).unwrap();
+    host.set_nonblocking(true).unwrap();
+    let mut req = RunRequest::script(
+        "python3 -c \"import socket
+c = socket.socket(socket.AF_UNIX)
+try:
+    c.connect('tmp/app.sock'); print('reached')
+except OSError as e:
+    print('refused', e.errno)
+l = socket.socket(socket.AF_UNIX); l.bind('tmp/own.sock'); l.listen()
+o = socket.socket(socket.AF_UNIX); o.connect('tmp/own.sock'); a, _ = l.accept()
+o.sendall(b'own'); print(a.recv(8).decode())\"",
+        cwd,
+    );
+    req.masks = toolgate_process::Masks {
+        hidden_files: vec!["tmp/app.sock".into()],
+        pinned: vec!["tmp".into()],
+        ..toolgate_process::Masks::default()
+    };
+    let out = collect(r.try_run(spec(req)).unwrap()).await;
+    // The mask is a read-only empty file: not a socket (ECONNREFUSED) on a read-only mount
+    // (EACCES, which the kernel checks first).
+    let refused = [libc::EACCES, libc::ECONNREFUSED].map(|e| format!("refused {e}\nown\n"));
+    assert!(
+        refused.contains(&out.stdout_str()),
+        "{} {}",
+        out.stdout_str(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        host.accept().unwrap_err().kind(),
+        ErrorKind::WouldBlock,
+        "nothing reached the host's socket"
+    );
 }
