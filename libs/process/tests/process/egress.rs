@@ -347,3 +347,85 @@ o.sendall(b'own'); print(a.recv(8).decode())\"",
         "nothing reached the host's socket"
     );
 }
+
+/// A DNS answer to `query`: its question with one A record of `addr` for an A query, none
+/// for any other type (as a stub that only answers A does).
+fn dns_answer(query: &[u8], addr: [u8; 4]) -> Vec<u8> {
+    let mut end = 12;
+    while query[end] != 0 {
+        end += 1 + usize::from(query[end]);
+    }
+    let qtype = u16::from_be_bytes([query[end + 1], query[end + 2]]);
+    let question = &query[12..end + 5];
+    let answers = u16::from(qtype == 1);
+    let mut out = Vec::new();
+    out.extend_from_slice(&query[..2]);
+    out.extend_from_slice(&[0x81, 0x80, 0, 1]);
+    out.extend_from_slice(&answers.to_be_bytes());
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(question);
+    if answers == 1 {
+        out.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+        out.extend_from_slice(&addr);
+    }
+    out
+}
+
+/// A real client by name: curl resolves through the system resolver (whatever nameserver
+/// resolv.conf names, and `AI_ADDRCONFIG` still gives IPv4 answers thanks to the run's
+/// non-loopback address), reaches the stub, connects to the address it answered, and that
+/// connection arrives at the gate with it as the original destination.
+#[tokio::test]
+async fn curl_by_name_goes_through_the_stub_then_the_gate() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let r = runner();
+    let (_dir, cwd) = workspace();
+    let (tx, rx) = mpsc::channel::<GateSockets>();
+    let mut req = RunRequest::script("curl -sS -m 15 http://example.test/", cwd);
+    req.profile = "network".into();
+    let run = r
+        .try_run(spec(req).with_egress(Box::new(move |s| {
+            let _ = tx.send(s);
+        })))
+        .unwrap();
+    let g = rx.try_recv().unwrap();
+    let placeholder = [198, 18, 0, 7];
+    // The gate: answers names until the connection comes, then serves it.
+    let gate = tokio::spawn(async move {
+        let dns = tokio::net::UdpSocket::from_std(UdpSocket::from(g.dns4)).unwrap();
+        let tcp = tokio::net::TcpListener::from_std(TcpListener::from(g.tcp4)).unwrap();
+        let mut buf = [0u8; 512];
+        let mut names = 0;
+        let mut s = loop {
+            tokio::select! {
+                q = dns.recv_from(&mut buf) => {
+                    let (n, peer) = q.unwrap();
+                    names += 1;
+                    dns.send_to(&dns_answer(&buf[..n], placeholder), peer).await.unwrap();
+                }
+                c = tcp.accept() => break c.unwrap().0,
+            }
+        };
+        let dst = original_destination(s.as_fd()).unwrap();
+        let mut request = Vec::new();
+        while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read_buf(&mut request).await.unwrap();
+            assert!(n > 0, "the request ended early");
+        }
+        s.write_all(b"HTTP/1.0 200 OK\r\nContent-Length: 6\r\n\r\nhello\n")
+            .await
+            .unwrap();
+        (dst, String::from_utf8_lossy(&request).into_owned(), names)
+    });
+    let out = collect(run).await;
+    let (dst, request, names) = gate.await.unwrap();
+    assert_eq!(
+        out.stdout_str(),
+        "hello\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(names >= 1);
+    assert_eq!(dst, SocketAddr::from((placeholder, 80)));
+    assert!(request.contains("Host: example.test"), "{request}");
+}
