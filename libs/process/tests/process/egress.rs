@@ -9,19 +9,29 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use toolgate_core::{Reason, ReasonedError};
-use toolgate_process::{Config, GATE_PORT, GateSockets, RunRequest, Runner, original_destination};
+use toolgate_process::{
+    Config, GATE_PORT, GateSockets, RunRequest, RunSpec, Runner, original_destination,
+};
 
 use crate::common::{Outcome, collect, config, runner, spec, workspace};
 
-/// Runs `script` under `network` with a hook, returning the outcome and the run's sockets.
-async fn gated(runner: &Runner, script: &str, cwd: std::os::fd::OwnedFd) -> (Outcome, GateSockets) {
+/// A run of `script` under `network` whose egress hook sends the run's sockets to the
+/// receiver (they are there once `try_run` returns).
+fn hooked(script: &str, cwd: std::os::fd::OwnedFd) -> (RunSpec, mpsc::Receiver<GateSockets>) {
     let (tx, rx) = mpsc::channel();
     let mut req = RunRequest::script(script, cwd);
     req.profile = "network".into();
+    let spec = spec(req).with_egress(Box::new(move |s| {
+        let _ = tx.send(s);
+    }));
+    (spec, rx)
+}
+
+/// Runs `script` under `network` with a hook, returning the outcome and the run's sockets.
+async fn gated(runner: &Runner, script: &str, cwd: std::os::fd::OwnedFd) -> (Outcome, GateSockets) {
+    let (spec, rx) = hooked(script, cwd);
     let run = runner
-        .try_run(spec(req).with_egress(Box::new(move |s| {
-            let _ = tx.send(s);
-        })))
+        .try_run(spec)
         .expect("a networked run with a hook starts");
     let sockets = rx
         .try_recv()
@@ -37,6 +47,16 @@ fn accepted(listener: std::os::fd::OwnedFd) -> (std::net::TcpStream, SocketAddr)
         .expect("a redirected connection is queued at the gate");
     let dst = original_destination(s.as_fd()).expect("SO_ORIGINAL_DST");
     (s, dst)
+}
+
+/// The run printed exactly `want` (its stderr shown otherwise).
+fn stdout_is(out: &Outcome, want: impl AsRef<str>) {
+    assert_eq!(
+        out.stdout_str(),
+        want.as_ref(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn read_all(s: std::net::TcpStream) -> String {
@@ -55,12 +75,7 @@ async fn tcp_arrives_at_the_gate(runner: &Runner) {
         cwd,
     )
     .await;
-    assert_eq!(
-        out.stdout_str(),
-        "connected\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_is(&out, "connected\n");
     let local = TcpListener::from(gate.tcp4.try_clone().unwrap())
         .local_addr()
         .unwrap();
@@ -87,15 +102,10 @@ async fn ipv6_tcp_arrives_at_the_gate_too() {
     .await;
     // A kernel without IPv6 gives the namespace none: the connection then fails, never leaks.
     let Some(tcp6) = gate.tcp6 else {
-        assert_eq!(out.stdout_str(), "");
+        stdout_is(&out, "");
         return;
     };
-    assert_eq!(
-        out.stdout_str(),
-        "connected\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_is(&out, "connected\n");
     let (s, dst) = accepted(tcp6);
     assert_eq!(
         dst,
@@ -108,13 +118,11 @@ async fn ipv6_tcp_arrives_at_the_gate_too() {
 async fn dns_to_any_resolver_reaches_the_stub_and_its_answer_comes_back() {
     let r = runner();
     let (_dir, cwd) = workspace();
-    let (tx, rx) = mpsc::channel::<GateSockets>();
-    let mut req = RunRequest::script(
+    let (spec, rx) = hooked(
         "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
          s.settimeout(10); s.sendto(b'query', ('8.8.8.8', 53)); print(s.recvfrom(64))\"",
         cwd,
     );
-    req.profile = "network".into();
     // The stub answers from its own thread while the run waits for the answer.
     let stub = std::thread::spawn(move || {
         let gate = rx.recv().unwrap();
@@ -132,22 +140,13 @@ async fn dns_to_any_resolver_reaches_the_stub_and_its_answer_comes_back() {
         dns.send_to(b"answer", peer).unwrap();
         (buf[..n].to_vec(), dns.local_addr().unwrap())
     });
-    let run = r
-        .try_run(spec(req).with_egress(Box::new(move |s| {
-            let _ = tx.send(s);
-        })))
-        .unwrap();
+    let run = r.try_run(spec).unwrap();
     let out = collect(run).await;
     let (query, local) = stub.join().unwrap();
     assert_eq!(query, b"query");
     assert_eq!(local, SocketAddr::from(([127, 0, 0, 1], 53)));
     // The answer appears to come from the resolver the run asked.
-    assert_eq!(
-        out.stdout_str(),
-        "(b'answer', ('8.8.8.8', 53))\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_is(&out, "(b'answer', ('8.8.8.8', 53))\n");
 }
 
 #[tokio::test]
@@ -165,12 +164,7 @@ ping -c1 -W1 8.8.8.8 >/dev/null 2>&1 && echo pinged; true",
         cwd,
     )
     .await;
-    assert_eq!(
-        out.stdout_str(),
-        format!("refused {}\n", libc::EPERM),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_is(&out, format!("refused {}\n", libc::EPERM));
     let dns = UdpSocket::from(gate.dns4);
     let mut buf = [0u8; 16];
     assert_eq!(
@@ -193,12 +187,7 @@ c.sendall(b'local'); print(a.recv(16).decode())\"",
         cwd,
     )
     .await;
-    assert_eq!(
-        out.stdout_str(),
-        "local\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_is(&out, "local\n");
     let gate = TcpListener::from(gate.tcp4);
     gate.set_nonblocking(true).unwrap();
     assert_eq!(
@@ -224,12 +213,7 @@ for family in (socket.AF_INET, socket.AF_INET6):
     )
     .await;
     let want = format!("{0}\n{0}\n", libc::EPROTONOSUPPORT);
-    assert_eq!(
-        out.stdout_str(),
-        want,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_is(&out, want);
 }
 
 #[tokio::test]
@@ -380,14 +364,8 @@ async fn curl_by_name_goes_through_the_stub_then_the_gate() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let r = runner();
     let (_dir, cwd) = workspace();
-    let (tx, rx) = mpsc::channel::<GateSockets>();
-    let mut req = RunRequest::script("curl -sS -m 15 http://example.test/", cwd);
-    req.profile = "network".into();
-    let run = r
-        .try_run(spec(req).with_egress(Box::new(move |s| {
-            let _ = tx.send(s);
-        })))
-        .unwrap();
+    let (spec, rx) = hooked("curl -sS -m 15 http://example.test/", cwd);
+    let run = r.try_run(spec).unwrap();
     let g = rx.try_recv().unwrap();
     let placeholder = [198, 18, 0, 7];
     // The gate: answers names until the connection comes, then serves it.
@@ -419,12 +397,7 @@ async fn curl_by_name_goes_through_the_stub_then_the_gate() {
     });
     let out = collect(run).await;
     let (dst, request, names) = gate.await.unwrap();
-    assert_eq!(
-        out.stdout_str(),
-        "hello\n",
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_is(&out, "hello\n");
     assert!(names >= 1);
     assert_eq!(dst, SocketAddr::from((placeholder, 80)));
     assert!(request.contains("Host: example.test"), "{request}");
