@@ -76,6 +76,8 @@ async fn tcp_arrives_at_the_gate(runner: &Runner) {
     )
     .await;
     stdout_is(&out, "connected\n");
+    let isolation = &out.started.as_ref().unwrap().isolation;
+    assert!(isolation.network && isolation.namespaces.contains(&"net"));
     let local = TcpListener::from(gate.tcp4.try_clone().unwrap())
         .local_addr()
         .unwrap();
@@ -401,4 +403,67 @@ async fn curl_by_name_goes_through_the_stub_then_the_gate() {
     assert!(names >= 1);
     assert_eq!(dst, SocketAddr::from((placeholder, 80)));
     assert!(request.contains("Host: example.test"), "{request}");
+}
+
+/// The ruleset the kernel holds for a run is the one the module documents, as `nft` lists it
+/// (read from outside while the run waits on its connection to the gate). Where the `nft`
+/// binary is not installed, there is nothing to compare with; the runs above show the
+/// behaviour either way.
+#[tokio::test]
+async fn the_kernel_holds_the_documented_ruleset() {
+    use tokio::io::AsyncWriteExt;
+    let Ok(nft) = which("nft") else {
+        eprintln!("nft is not installed; nothing to cross-check");
+        return;
+    };
+    let r = runner();
+    let (_dir, cwd) = workspace();
+    let (spec, rx) = hooked("exec 3<>/dev/tcp/192.0.2.1/80 && read -r line <&3", cwd);
+    let mut run = r.try_run(spec).unwrap();
+    let g = rx.try_recv().unwrap();
+    let Some(toolgate_process::Event::Started(started)) = run.recv().await else {
+        panic!("Started comes first");
+    };
+    let tcp = tokio::net::TcpListener::from_std(TcpListener::from(g.tcp4)).unwrap();
+    let (mut conn, _) = tcp.accept().await.unwrap();
+    let listed = std::process::Command::new("nsenter")
+        .arg(format!("--net=/proc/{}/ns/net", started.pid))
+        .args([nft.as_str(), "list", "ruleset"])
+        .output()
+        .unwrap();
+    conn.write_all(b"done\n").await.unwrap();
+    let out = collect(run).await;
+    assert_eq!(out.exited.status, toolgate_process::Status::Exited(0));
+    let text = String::from_utf8_lossy(&listed.stdout);
+    let rules: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && *l != "}")
+        .collect();
+    let want = [
+        "table inet toolgate {",
+        "chain nat_out {",
+        "type nat hook output priority -100; policy accept;",
+        "udp dport 53 redirect to :53",
+        "ip daddr 127.0.0.0/8 return",
+        "ip6 daddr ::1 return",
+        &format!("meta l4proto tcp redirect to :{GATE_PORT}"),
+        "chain filter_out {",
+        "type filter hook output priority filter; policy drop;",
+        "ip daddr 127.0.0.0/8 accept",
+        "ip6 daddr ::1 accept",
+        "ct status dnat accept",
+    ];
+    assert_eq!(rules, want, "{}", String::from_utf8_lossy(&listed.stderr));
+}
+
+/// The path of `program` on PATH.
+fn which(program: &str) -> Result<String, ()> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+        .ok_or(())
 }
