@@ -183,7 +183,7 @@ impl Inner {
                 cwd,
                 None,
                 None,
-                Some((setup, built.profile.network)),
+                Some(setup),
             )
             .map_err(|e| e.to_string())?;
         let child = self
