@@ -400,8 +400,12 @@ impl RunRecord {
                 return Some(Box::pin(async move {
                     // Every process of the run is gone: the gate closes and its counts are
                     // final before the outcome and `Exited` carry them.
+                    // In a task of its own: a client going away now must not cut short the
+                    // outcomes of the run's net.connect decisions.
                     let network = match egress {
-                        Some(g) => g.finish().await,
+                        Some(g) => tokio::spawn(async move { g.finish().await })
+                            .await
+                            .unwrap_or_default(),
                         None => Vec::new(),
                     };
                     for d in network.iter().filter(|d| !d.refusal.is_empty()) {
