@@ -165,6 +165,14 @@ async fn follow(mut stream: tonic::Streaming<pb::RunResponse>, verbose: bool) ->
             Err(status) => return refused(status),
         };
         let result = match event {
+            Some(Event::AwaitingApproval(a)) if !a.destination.is_empty() => {
+                // A connection of the running command, held by the executor's egress gate.
+                eprintln!(
+                    "toolgate: connection to {} waits for approval {}: toolgate approvals approve {}",
+                    a.destination, a.approval_id, a.approval_id
+                );
+                Ok(())
+            }
             Some(Event::AwaitingApproval(a)) => {
                 eprintln!(
                     "toolgate: {}\ntoolgate: waiting until {} for a decision; approve with: toolgate approvals approve {}\ntoolgate: awaiting approval {}",
@@ -208,7 +216,8 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
             Ok(Some(m)) => match m.event {
                 Some(Event::AwaitingApproval(a)) => (
                     serde_json::json!({"event": "awaiting_approval", "approval_id": a.approval_id,
-                        "message": a.message, "wait_deadline": a.wait_deadline.map(|t| t.to_string())}),
+                        "message": a.message, "wait_deadline": a.wait_deadline.map(|t| t.to_string()),
+                        "destination": (!a.destination.is_empty()).then_some(a.destination)}),
                     None,
                 ),
                 Some(Event::Started(s)) => (
@@ -247,6 +256,9 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
                     }
                     if let Some(a) = &e.audit {
                         v["audit"] = audit_json(a);
+                    }
+                    if !e.network.is_empty() {
+                        v["network"] = e.network.iter().map(destination_json).collect();
                     }
                     (v, Some(exit_code(e.status.as_ref())))
                 }
@@ -340,6 +352,7 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
     if let Some(a) = &e.audit {
         report_audit(a);
     }
+    report_network(&e.network, verbose);
     if verbose {
         eprintln!(
             "toolgate: {}",
@@ -347,6 +360,41 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
         );
     }
     exit_code(e.status.as_ref())
+}
+
+/// Tells the person at the terminal which destinations the run's egress gate refused, and
+/// with `verbose` every destination with its bytes.
+fn report_network(network: &[common::NetworkDestination], verbose: bool) {
+    for d in network {
+        let target = if d.port == 0 {
+            format!("lookup of {}", d.host)
+        } else {
+            format!("connection to {}:{}", d.host, d.port)
+        };
+        if d.refused > 0 {
+            eprintln!(
+                "toolgate: {target} refused ({}, {} of {}): {}",
+                d.refusal,
+                d.refused,
+                d.connections.max(d.refused),
+                d.message
+            );
+        } else if verbose {
+            eprintln!(
+                "toolgate: {target} via {}: {} connection(s), {} bytes sent, {} received",
+                d.address, d.connections, d.bytes_sent, d.bytes_received
+            );
+        }
+    }
+}
+
+/// A destination of the run's report as `--json` prints it.
+fn destination_json(d: &common::NetworkDestination) -> serde_json::Value {
+    serde_json::json!({"host": d.host, "port": d.port, "protocol": d.protocol,
+        "address": d.address, "tier": crate::render::tier(d.tier), "rule_id": d.rule_id,
+        "approval_id": d.approval_id, "connections": d.connections, "refused": d.refused,
+        "bytes_sent": d.bytes_sent, "bytes_received": d.bytes_received,
+        "refusal": d.refusal, "message": d.message})
 }
 
 /// Tells the person at the terminal what the run changed in the protected set and what the

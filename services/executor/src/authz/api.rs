@@ -96,6 +96,8 @@ pub enum Verdict {
         hidden: Option<HiddenGlobs>,
         /// The profile to run under; empty: the request's.
         sandbox_profile: String,
+        /// For a networked run: the host globs its egress gate's DNS answers as nonexistent.
+        denied_hosts: Vec<String>,
     },
     /// A human must decide first.
     Pending {
@@ -230,10 +232,14 @@ pub enum Finished {
         /// What it was given, from its `Started` event.
         isolation: Option<Box<Isolation>>,
         /// What the after-run audit of the protected set found and undid.
-        audit: Option<Result<toolgate_core::AuditReport, String>>,
+        audit: Option<Box<Result<toolgate_core::AuditReport, String>>>,
         /// The resource limit the run ran into, if any.
         limit: Option<toolgate_process::LimitExceeded>,
+        /// The destinations its egress gate saw.
+        network: Vec<crate::egress::Destination>,
     },
+    /// A `net.connect` decision at the end of its run: the one destination it let through.
+    Connection(Box<crate::egress::Destination>),
     /// A run whose client went away before it ended.
     Disconnected,
     /// A call refused after its decision but before it started (no run slot, sandbox
