@@ -49,6 +49,7 @@ pub fn policy_answer(r: pb::AuthorizeResponse) -> Result<PolicyAnswer, PolicyFai
                 globs: h.globs,
             }),
             sandbox_profile: a.sandbox_profile,
+            denied_hosts: a.denied_hosts,
         },
         Some(R::Pending(p)) => Verdict::Pending {
             decision_id: p.decision_id,

@@ -358,6 +358,7 @@ impl Gate {
                 approval_id,
                 hidden,
                 sandbox_profile,
+                denied_hosts,
             } => {
                 tracing::debug!(decision_id = %decision_id, "allowed");
                 let decided_by = explanation.as_ref().map(|e| e.policy_version.as_str());
@@ -368,6 +369,7 @@ impl Gate {
                     sandbox_profile,
                     decided_by,
                     rule_id,
+                    denied_hosts,
                 );
                 tool_span::record_decision(
                     span,
