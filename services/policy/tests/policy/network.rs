@@ -152,6 +152,24 @@ async fn connections_of_a_session_to_one_destination_share_one_approval() {
         );
         assert_ne!(other, first, "{call}");
     }
+    // A destination is not learned as a rule: the refusal says what to do instead, and the
+    // approval still waits.
+    let e = alice
+        .decide_approval(pb::DecideApprovalRequest {
+            remember: Some(pb::Remember {
+                scope: pb::LearnedRuleScope::Session as i32,
+                ttl: None,
+            }),
+            ..approve(&first)
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), "RULE_NOT_LEARNABLE", "{}", e.message());
+    assert!(
+        e.message().contains("example.com:443") && e.message().contains("[[network]]"),
+        "{}",
+        e.message()
+    );
     // Approved for the session, later connections there go through.
     alice
         .decide_approval(pb::DecideApprovalRequest {
