@@ -623,7 +623,8 @@ impl Policy {
     }
 
     /// A `net.connect`: the worst of the `[[network]]` rules matching its destination and the
-    /// call-level `[[rule]]`s for `net.connect`, else the network default.
+    /// call-level `[[rule]]`s for `net.connect` (those naming no tools only when they ask or
+    /// deny), else the network default.
     fn classify_connect(&self, call: &ToolCall, ctx: &CallContext) -> Decision {
         let mut b = Builder::default();
         let mut tier: Option<Tier> = None;
@@ -645,7 +646,10 @@ impl Policy {
         }
         for r in &self.index.call_level[kind_index(ToolKind::NetConnect)] {
             let rule = &self.rules[*r as usize];
-            if rule.context_matches(ctx) {
+            // A rule that names no tools reaches connections only to make them stricter: an
+            // `auto` written for commands and files never opens the network.
+            let about_connections = rule.tools.is_some() || rule.tier != Tier::Auto;
+            if about_connections && rule.context_matches(ctx) {
                 worse(&mut tier, rule.tier);
                 b.user(rule);
             }

@@ -159,6 +159,19 @@ fn generic_rules_about_net_connect_still_apply() {
     assert_eq!(p.classify(&call, &ctx("agent")).tier, Tier::Auto);
     // Every host is denied to the intern's runs: the gate's DNS may refuse all names.
     assert_eq!(p.denied_hosts(Some("network"), &ctx("intern")), vec!["*"]);
+    // A rule naming no tools makes connections stricter, never looser: a blanket `auto`
+    // written for commands and files does not open the network, a blanket `ask` does ask.
+    let blanket = |tier: &str| {
+        Policy::from_toml(&format!(
+            "[[rule]]\nid = \"all\"\ndecision = \"{tier}\"\nreason = \"r\"\nprincipals = [\"agent\"]\n"
+        ))
+        .unwrap()
+        .classify(&connect("example.org", 443, Some("network")), &ctx("agent"))
+    };
+    let d = blanket("auto");
+    assert_eq!((d.tier, ids(&d)), (Tier::Ask, vec!["default"]));
+    let d = blanket("deny");
+    assert_eq!((d.tier, ids(&d)), (Tier::Deny, vec!["all"]));
 }
 
 #[test]
