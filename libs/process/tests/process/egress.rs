@@ -39,6 +39,12 @@ async fn gated(runner: &Runner, script: &str, cwd: std::os::fd::OwnedFd) -> (Out
     (collect(run).await, sockets)
 }
 
+/// [`gated`] with a runner and a workspace of its own.
+async fn gated_run(script: &str) -> (Outcome, GateSockets) {
+    let (_dir, cwd) = workspace();
+    gated(&runner(), script, cwd).await
+}
+
 /// The one connection queued on `listener` (the run has exited; its data is buffered).
 fn accepted(listener: std::os::fd::OwnedFd) -> (std::net::TcpStream, SocketAddr) {
     let l = TcpListener::from(listener);
@@ -94,14 +100,8 @@ async fn tcp_to_any_address_arrives_at_the_gate_with_its_original_destination() 
 
 #[tokio::test]
 async fn ipv6_tcp_arrives_at_the_gate_too() {
-    let r = runner();
-    let (_dir, cwd) = workspace();
-    let (out, gate) = gated(
-        &r,
-        "exec 3<>/dev/tcp/2606:2800:220:1::1/443 && echo v6 >&3 && echo connected",
-        cwd,
-    )
-    .await;
+    let (out, gate) =
+        gated_run("exec 3<>/dev/tcp/2606:2800:220:1::1/443 && echo v6 >&3 && echo connected").await;
     // A kernel without IPv6 gives the namespace none: the connection then fails, never leaks.
     let Some(tcp6) = gate.tcp6 else {
         stdout_is(&out, "");
@@ -154,13 +154,9 @@ async fn dns_to_any_resolver_reaches_the_stub_and_its_answer_comes_back() {
 /// IPv6 DNS likewise reaches the stub's IPv6 socket, when the namespace has IPv6.
 #[tokio::test]
 async fn ipv6_dns_reaches_the_stub_too() {
-    let r = runner();
-    let (_dir, cwd) = workspace();
-    let (out, gate) = gated(
-        &r,
+    let (out, gate) = gated_run(
         "python3 -c \"import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); \
          s.sendto(b'query6', ('2001:4860:4860::8888', 53)); print('sent')\"",
-        cwd,
     )
     .await;
     // Without IPv6 in the namespace the query cannot be sent at all.
@@ -183,17 +179,13 @@ async fn ipv6_dns_reaches_the_stub_too() {
 
 #[tokio::test]
 async fn udp_to_other_ports_and_ping_do_not_leave() {
-    let r = runner();
-    let (_dir, cwd) = workspace();
-    let (out, gate) = gated(
-        &r,
+    let (out, gate) = gated_run(
         "python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try:
     s.sendto(b'x', ('8.8.8.8', 123)); print('sent')
 except OSError as e:
     print('refused', e.errno)\"
 ping -c1 -W1 8.8.8.8 >/dev/null 2>&1 && echo pinged; true",
-        cwd,
     )
     .await;
     stdout_is(&out, format!("refused {}\n", libc::EPERM));
@@ -208,15 +200,11 @@ ping -c1 -W1 8.8.8.8 >/dev/null 2>&1 && echo pinged; true",
 
 #[tokio::test]
 async fn a_server_on_the_runs_own_loopback_is_not_redirected() {
-    let r = runner();
-    let (_dir, cwd) = workspace();
-    let (out, gate) = gated(
-        &r,
+    let (out, gate) = gated_run(
         "python3 -c \"import socket
 l = socket.socket(); l.bind(('127.0.0.1', 8080)); l.listen()
 c = socket.create_connection(('127.0.0.1', 8080), timeout=5); a, _ = l.accept()
 c.sendall(b'local'); print(a.recv(16).decode())\"",
-        cwd,
     )
     .await;
     stdout_is(&out, "local\n");
@@ -231,17 +219,13 @@ c.sendall(b'local'); print(a.recv(16).decode())\"",
 
 #[tokio::test]
 async fn mptcp_sockets_are_refused_so_programs_fall_back_to_tcp() {
-    let r = runner();
-    let (_dir, cwd) = workspace();
-    let (out, _gate) = gated(
-        &r,
+    let (out, _gate) = gated_run(
         "python3 -c \"import socket
 for family in (socket.AF_INET, socket.AF_INET6):
     try:
         socket.socket(family, socket.SOCK_STREAM, 262); print('mptcp')
     except OSError as e:
         print(e.errno)\"",
-        cwd,
     )
     .await;
     let want = format!("{0}\n{0}\n", libc::EPROTONOSUPPORT);
