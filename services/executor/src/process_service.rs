@@ -780,10 +780,10 @@ impl ExecutorService for ProcessAdapter {
                 disk_max_created_files: disk_files,
             }),
             workspace: Some(self.view.clone()),
-            // A `net.connect` is a running command's connection, not a call anyone makes.
+            // `net.connect` included: this executor's egress gate decides networked runs'
+            // connections through the policy.
             tools: ToolKind::ALL
                 .iter()
-                .filter(|k| **k != ToolKind::NetConnect)
                 .map(|k| toolgate_contracts::convert::tool_to_wire(*k) as i32)
                 .collect(),
             sandbox_profiles: c
