@@ -219,6 +219,10 @@ impl RunGate {
                 loop {
                     match listener.accept().await {
                         Ok((stream, _)) => {
+                            // The run's side as well as the outbound one: with Nagle on,
+                            // a request written in two parts waits out the run's delayed
+                            // ACK (~40 ms) before it reaches the destination.
+                            let _ = stream.set_nodelay(true);
                             let inner = inner.clone();
                             // A connection may go on for a moment after the run ends, so
                             // the bytes the run sent before it ended are counted.

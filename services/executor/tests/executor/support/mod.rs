@@ -14,7 +14,7 @@ use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClie
 pub(crate) use toolgate_runtime::auth::Bearer;
 
 /// A policy that allows everything the built-in baseline does not ask about or deny.
-pub(crate) const PERMISSIVE: &str = "default = \"auto\"\n";
+pub(crate) const PERMISSIVE: &str = "default = \"auto\"\nnetwork_default = \"auto\"\n";
 
 /// Asks a human about everything under `deploy/`, denies `terraform`, allows the rest.
 pub(crate) const GUARDED: &str = r#"
