@@ -72,6 +72,10 @@ pub(crate) struct Args {
     /// Free text shown to the approver.
     #[arg(long, default_value = "toolgate run")]
     description: String,
+    /// The sandbox profile to run under (`workspace`, `readonly`, `network`, ...; default: the
+    /// executor's). A policy rule that names a profile for the command wins.
+    #[arg(long, value_name = "PROFILE", default_value = "")]
+    profile: String,
     /// Print start and exit details to stderr.
     #[arg(short, long)]
     verbose: bool,
@@ -133,7 +137,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         stdin,
         timeout: args.timeout.map(crate::duration::to_proto),
         limits: None,
-        sandbox_profile: String::new(),
+        sandbox_profile: args.profile.clone(),
     };
     let channel = match client::connect("executor", &args.executor, &args.token).await {
         Ok(c) => c,
@@ -248,6 +252,9 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
                     if let Some(a) = &e.audit {
                         v["audit"] = audit_json(a);
                     }
+                    if !e.network.is_empty() {
+                        v["network"] = e.network.iter().map(destination_json).collect();
+                    }
                     (v, Some(exit_code(e.status.as_ref())))
                 }
                 None => continue,
@@ -340,6 +347,7 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
     if let Some(a) = &e.audit {
         report_audit(a);
     }
+    report_network(&e.network);
     if verbose {
         eprintln!(
             "toolgate: {}",
@@ -347,6 +355,27 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
         );
     }
     exit_code(e.status.as_ref())
+}
+
+/// Tells the person at the terminal which destinations the run's egress gate refused and why:
+/// a refused connection otherwise shows only as the program's own "connection reset".
+fn report_network(destinations: &[common::NetworkDestination]) {
+    use toolgate_core::display::escape;
+    for d in destinations.iter().filter(|d| d.refused > 0) {
+        eprintln!(
+            "toolgate: network: {} of {} connection(s) to {}:{} refused ({}){}",
+            d.refused,
+            d.connections,
+            escape(&d.host),
+            d.port,
+            escape(&d.refusal),
+            if d.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", escape(&d.message))
+            }
+        );
+    }
 }
 
 /// Tells the person at the terminal what the run changed in the protected set and what the
@@ -414,6 +443,25 @@ fn change_name(c: i32) -> &'static str {
         Ok(common::IntegrityChange::Removed) => "removed",
         _ => "changed",
     }
+}
+
+/// One destination of a `--json` `exited` line's `network`: what the run's egress gate saw.
+fn destination_json(d: &common::NetworkDestination) -> serde_json::Value {
+    serde_json::json!({
+        "host": d.host,
+        "port": d.port,
+        "protocol": d.protocol,
+        "address": d.address,
+        "tier": crate::render::tier(d.tier),
+        "rule_id": d.rule_id,
+        "approval_id": d.approval_id,
+        "connections": d.connections,
+        "refused": d.refused,
+        "bytes_sent": d.bytes_sent,
+        "bytes_received": d.bytes_received,
+        "refusal": d.refusal,
+        "message": d.message,
+    })
 }
 
 /// The `audit` of a `--json` `exited` line.
