@@ -23,6 +23,7 @@
 mod caps;
 mod cgroup;
 pub mod config;
+mod egress;
 mod event;
 pub mod limits;
 mod output;
@@ -36,6 +37,7 @@ pub use sys::{exit_quietly_on_broken_pipe, release_free_memory};
 
 pub use caps::{Capabilities, CgroupSupport, LimitsView, Namespaces, ProfileStatus};
 pub use config::{Config, EnvAllow, EnvPattern, Rlimits};
+pub use egress::{EgressHook, GATE_PORT, GateSockets, original_destination};
 pub use event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Output, Started, Status, Stream,
     StreamSummary, Usage, signal_name,

@@ -22,6 +22,7 @@ use toolgate_core::{Reason, ReasonedError};
 use crate::caps::{Capabilities, LimitsView, ProfileStatus, probe_host};
 use crate::cgroup::{Budget, Hierarchy, RunCgroup, Spares};
 use crate::config::{self, Config};
+use crate::egress::GateSockets;
 use crate::event::{
     CancelCause, Event, Exited, Isolation, KillMechanism, Started, Status, Stream, StreamSummary,
     Usage,
@@ -586,6 +587,16 @@ impl Runner {
         )
     }
 
+    /// Whether runs under profile `name` (empty: the default) are networked here: confined
+    /// in a gated network namespace whose only way out is the executor's egress gate, so
+    /// their [`RunSpec`] needs [`RunSpec::with_egress`] or the run is refused.
+    pub fn networked(&self, name: &str) -> bool {
+        matches!(
+            self.inner.sandboxes.resolve(name),
+            Ok(Resolved::Confined(b)) if b.profile.network
+        )
+    }
+
     /// The limits a run of `spec` gets (request values, else the configured defaults), or
     /// the error `try_run` would fail with: an environment name outside the allowlist or a
     /// value above its maximum. The executor asks the policy about exactly these values.
@@ -673,6 +684,7 @@ impl Runner {
             tripwire,
             hold,
             disk_watch,
+            egress,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
@@ -687,9 +699,20 @@ impl Runner {
                 limit: config.max_concurrent_runs,
             })?;
 
+        let mut gate = None;
         let (sandbox, profile_name) = match inner.sandboxes.resolve(&req.profile) {
             Ok(Resolved::Confined(built)) => {
-                let setup = inner.sandbox_setup(built, &req.cwd, &req.masks, None)?;
+                // Fail closed: nothing would serve a networked run's only way out.
+                if built.profile.network && egress.is_none() {
+                    return Err(Error::SandboxUnavailable {
+                        profile: built.name.clone(),
+                        missing: "its runs are networked and need the executor's egress gate, \
+                                  which this run was not given"
+                            .to_owned(),
+                    });
+                }
+                let (setup, sockets) = inner.sandbox_setup(built, &req.cwd, &req.masks, None)?;
+                gate = sockets;
                 (Some((setup, built)), built.name.clone())
             }
             Ok(Resolved::Unconfined(name)) => (None, name.to_owned()),
@@ -758,6 +781,11 @@ impl Runner {
         // run is seen, whenever it happens.
         let armed =
             crate::tripwire::Armed::arm(&tripwire).map_err(setup_err("watch the masked paths"))?;
+        // The sockets already listen: whatever the run sends before the gate serves them
+        // waits in their queues.
+        if let (Some(sockets), Some(hook)) = (gate, egress) {
+            (hook.0)(sockets);
+        }
         let started = Instant::now();
         let started_at = SystemTime::now();
         let spawned = prepared.and_then(|p| inner.spawn(p, [stdin, Io::Pipe, Io::Pipe]));

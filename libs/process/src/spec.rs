@@ -7,6 +7,7 @@ use bytes::Bytes;
 use toolgate_core::{AuditReport, Reason, ReasonedError};
 
 use crate::config::is_env_name;
+use crate::egress::EgressHook;
 
 /// Request validation errors; all are the caller's to fix.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +159,17 @@ pub struct RunSpec {
     pub(crate) hold: Option<Hold>,
     /// Sampled while the run lives and once after it: a limit it reports stops the run.
     pub(crate) disk_watch: Option<DiskWatch>,
+    /// Given the run's gate sockets when its profile is networked.
+    pub(crate) egress: Option<Egress>,
+}
+
+/// A run's egress hook, kept until the runner has the run's gated namespace.
+pub(crate) struct Egress(pub(crate) EgressHook);
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Egress")
+    }
 }
 
 /// What a caller keeps alive exactly as long as the runner holds the run's slot.
@@ -289,6 +301,16 @@ impl RunSpec {
         &self.request.profile
     }
 
+    /// Has the runner call `hook` with the run's [`crate::GateSockets`] when its profile is
+    /// networked ([`crate::Runner::networked`]), before the run's program starts; the hook
+    /// must serve them (the run's only way out). A networked run without a hook is refused.
+    /// Under any other profile the hook is dropped uncalled.
+    #[must_use]
+    pub fn with_egress(mut self, hook: EgressHook) -> Self {
+        self.egress = Some(Egress(hook));
+        self
+    }
+
     /// Hands the child a W3C trace context as `TRACEPARENT`, so its own telemetry joins the
     /// call's trace. It is set after the caller's additions and wins over them. A value that
     /// is not `version-traceid-spanid-flags` in lowercase hex is ignored.
@@ -356,6 +378,7 @@ impl TryFrom<RunRequest> for RunSpec {
             tripwire: Vec::new(),
             hold: None,
             disk_watch: None,
+            egress: None,
         })
     }
 }

@@ -300,6 +300,19 @@ pub struct ExecutorMetrics {
     admission_wait: Histogram,
     admission_refusals: Family<AdmissionLabels, Counter>,
     admission_reserved: Gauge,
+    egress_connections: Family<ResultLabels, Counter>,
+    egress_bytes: Family<DirectionLabels, Counter>,
+    egress_held: Gauge,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabels {
+    direction: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -337,6 +350,9 @@ impl ExecutorMetrics {
             admission_wait: Histogram::new(exponential_buckets(0.001, 2.0, 14)),
             admission_refusals: Family::default(),
             admission_reserved: Gauge::default(),
+            egress_connections: Family::default(),
+            egress_bytes: Family::default(),
+            egress_held: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("executor");
         r.register(
@@ -419,6 +435,25 @@ impl ExecutorMetrics {
             "Memory limits plus tmpfs sizes of the runs admitted now",
             m.admission_reserved.clone(),
         );
+        r.register(
+            "egress_connections",
+            "Connections runs opened through the egress gate, by result (`allowed` or the refusal)",
+            m.egress_connections.clone(),
+        );
+        r.register_with_unit(
+            "egress",
+            "Bytes spliced through the egress gate, by direction (`sent` by runs, `received`)",
+            Unit::Bytes,
+            m.egress_bytes.clone(),
+        );
+        r.register(
+            "egress_held_connections",
+            "Connections the egress gate holds open while a human decides",
+            m.egress_held.clone(),
+        );
+        for direction in ["sent", "received"] {
+            let _ = m.egress_bytes.get_or_create(&DirectionLabels { direction });
+        }
         // Series the alerts and the dashboard select by label exist from the start, at 0,
         // so a rate over them is 0 rather than absent ("no data") until the first event.
         for change in ["created", "modified", "removed", "audit_failed"] {
@@ -437,6 +472,26 @@ impl ExecutorMetrics {
             });
         }
         m
+    }
+
+    /// Counts a connection through the egress gate by result (`allowed`, or the refusal).
+    pub fn egress_connection(&self, result: &'static str) {
+        self.egress_connections
+            .get_or_create(&ResultLabels { result })
+            .inc();
+    }
+
+    /// Counts bytes spliced through the egress gate (`sent` or `received`).
+    pub fn egress_bytes(&self, direction: &'static str, bytes: u64) {
+        self.egress_bytes
+            .get_or_create(&DirectionLabels { direction })
+            .inc_by(bytes);
+    }
+
+    /// Marks a connection as held for a human; it counts until the guard is dropped.
+    pub fn egress_held(&self) -> InFlight {
+        self.egress_held.inc();
+        InFlight(self.egress_held.clone())
     }
 
     /// Marks a run as started; the run counts as in flight until the guard is dropped.

@@ -63,6 +63,7 @@ pub struct Authorized {
     rule_id: String,
     hidden: Hidden,
     sandbox_profile: String,
+    denied_hosts: Vec<String>,
 }
 
 /// The decision behind a call that ran, as the caller sees it: filesystem responses carry
@@ -133,7 +134,14 @@ impl Authorized {
             rule_id,
             hidden,
             sandbox_profile,
+            denied_hosts: Vec::new(),
         }
+    }
+
+    /// For a networked run: the host globs its gate's DNS answers NXDOMAIN for
+    /// (`Allowed.denied_hosts`).
+    pub fn denied_hosts(&self) -> &[String] {
+        &self.denied_hosts
     }
 
     /// The recorded decision the outcome is reported against.

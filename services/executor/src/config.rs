@@ -42,6 +42,45 @@ pub struct Config {
     pub labels: BTreeMap<String, String>,
     /// TLS, mutual TLS and the limits on connections and streams.
     pub transport: TransportConfig,
+    /// The egress gate of networked runs.
+    pub egress: EgressSection,
+}
+
+/// The egress gate (`[egress]`): how a networked run's connections are resolved, held and
+/// bounded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EgressSection {
+    /// The upstream DNS servers (`ip:port`) the gate resolves allowed names through; unset:
+    /// the `nameserver` lines of /etc/resolv.conf. None at all: every connection is refused
+    /// (`resolve_failed`).
+    pub resolvers: Option<Vec<String>>,
+    /// How long a connection waits for a human to decide its approval, in milliseconds
+    /// (never past the approval's expiry nor `max_approval_wait_ms`).
+    pub hold_ms: u64,
+    /// Longest wait for resolving a name and connecting to it, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Address ranges (`a.b.c.d/n`, `x::y/n`) a connection may reach after resolution
+    /// although they are private, loopback or link-local (an internal registry).
+    pub allow_ranges: Vec<String>,
+    /// Connections one run may open through the gate; later ones are refused.
+    pub max_connections_per_run: u32,
+    /// Distinct destinations (host and port) one run may reach; connections to more are
+    /// refused.
+    pub max_destinations_per_run: u32,
+}
+
+impl Default for EgressSection {
+    fn default() -> Self {
+        EgressSection {
+            resolvers: None,
+            hold_ms: 120_000,
+            connect_timeout_ms: 10_000,
+            allow_ranges: Vec::new(),
+            max_connections_per_run: 256,
+            max_destinations_per_run: 64,
+        }
+    }
 }
 
 /// How the executor reaches the policy service.
@@ -131,6 +170,7 @@ impl Default for Config {
             max_approval_wait_ms: 15 * 60 * 1000,
             labels: BTreeMap::new(),
             transport: TransportConfig::default(),
+            egress: EgressSection::default(),
         }
     }
 }
@@ -622,6 +662,7 @@ impl Config {
         }
         toolgate_runtime::auth::Authenticator::from_config(&self.auth)
             .map_err(|e| e.to_string())?;
+        crate::egress::Settings::from_config(&self.egress)?;
         Ok(())
     }
 

@@ -137,6 +137,12 @@ impl Confined {
         }
     }
 
+    /// Whether runs under `profile` go out only through the egress gate (their spec needs a
+    /// hook).
+    pub(crate) fn networked(&self, profile: &str) -> bool {
+        self.runner.networked(profile)
+    }
+
     /// What the runner can do on this host.
     pub(crate) fn capabilities(&self) -> &Capabilities {
         self.runner.capabilities()

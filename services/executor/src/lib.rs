@@ -13,6 +13,7 @@ mod bound;
 pub mod config;
 mod confined;
 mod disk;
+mod egress;
 mod fs_service;
 mod process_service;
 mod sweep;
@@ -36,6 +37,7 @@ use toolgate_runtime::{grpc, shutdown, telemetry};
 
 pub use authz::{Authorized, Authorizer, GrpcAuthorizer};
 pub use config::Config;
+pub use egress::Destination;
 pub use fs_service::FsService;
 pub use process_service::ProcessAdapter;
 
@@ -292,7 +294,13 @@ pub async fn serve_with(
         &admission_settings(&config, &runner),
         gate.metrics().clone(),
     );
-    let process = ProcessAdapter::new(confined, admission, gate.clone(), identity, view);
+    let egress = Arc::new(egress::Settings::from_config(&config.egress).map_err(Error::Config)?);
+    if egress.resolvers.is_empty() {
+        tracing::warn!(
+            "egress.resolvers: none configured and none in /etc/resolv.conf: networked runs' connections are refused (resolve_failed)"
+        );
+    }
+    let process = ProcessAdapter::new(confined, admission, gate.clone(), identity, view, egress);
     health.set_serving::<Fs>().await;
     health.set_serving::<Process>().await;
     health.set_serving::<Exec>().await;

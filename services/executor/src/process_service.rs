@@ -11,6 +11,7 @@
 //! and the runner kills the child and every descendant.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
@@ -38,6 +39,7 @@ use crate::authz::api::{ExecutorIdentity, Finished};
 use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, not_started};
 use crate::bound;
 use crate::confined::Confined;
+use crate::egress::{self, RunGate, RunInfo};
 use crate::fs_service::sha256_hex;
 use crate::tool_span::ToolSpan;
 use crate::wire::{self, CallContext};
@@ -50,6 +52,7 @@ pub struct ProcessAdapter {
     gate: Gate,
     identity: ExecutorIdentity,
     view: pb::WorkspaceView,
+    egress: Arc<egress::Settings>,
 }
 
 /// A run resolved and ready to be authorized.
@@ -70,6 +73,7 @@ impl ProcessAdapter {
         gate: Gate,
         identity: ExecutorIdentity,
         view: pb::WorkspaceView,
+        egress: Arc<egress::Settings>,
     ) -> Self {
         ProcessAdapter {
             confined,
@@ -77,6 +81,7 @@ impl ProcessAdapter {
             gate,
             identity,
             view,
+            egress,
         }
     }
 
@@ -164,8 +169,9 @@ impl ProcessAdapter {
         mut slot: Slot,
         spec: RunSpec,
         mut tool: ToolSpan,
-        trace_parent: Option<&str>,
+        call: &Call,
     ) -> Result<RunStream, Status> {
+        let trace_parent = call.trace_parent.as_deref();
         let span = tool.span().clone();
         let span = &span;
         let run_span = tracing::info_span!(
@@ -177,6 +183,8 @@ impl ProcessAdapter {
             status = Empty,
         );
         let started = SystemTime::now();
+        let (gate_events, gate_rx) = tokio::sync::mpsc::channel(16);
+        let mut egress = None;
         let run = run_span.in_scope(|| {
             // The policy may have decided the run under another profile than the request
             // named: the slot then holds what that profile reserves.
@@ -192,6 +200,24 @@ impl ProcessAdapter {
             // finds the runner still busy, nor the budget still in use. Refused, the spec (and
             // the slot with it) is dropped at once.
             spec.hold_until_done(slot);
+            let profile = match proof.sandbox_profile() {
+                "" => spec.profile().to_owned(),
+                p => p.to_owned(),
+            };
+            if self.confined.networked(&profile) {
+                let run_gate = RunGate::new(
+                    self.egress.clone(),
+                    self.gate.clone(),
+                    run_info(call, &spec, &proof, profile),
+                    gate_events,
+                );
+                let serving = run_gate.clone();
+                let runtime = tokio::runtime::Handle::current();
+                spec = spec.with_egress(Box::new(move |sockets| {
+                    serving.serve(sockets.into(), &runtime);
+                }));
+                egress = Some(run_gate);
+            }
             self.confined.run(&proof, spec)
         });
         let run = match run {
@@ -217,6 +243,7 @@ impl ProcessAdapter {
             isolation: None,
             clock: std::time::Instant::now(),
             done: false,
+            egress,
         };
         // The runner's own bounded channel is the response: a slow client stops the runner
         // reading the child's pipe, and when tonic drops this stream (client gone) the
@@ -227,14 +254,26 @@ impl ProcessAdapter {
         // The stream ends at `Exited`, without waiting for the runner to close the channel
         // (it still has clean-up to do), so the trailers leave with the final event and a
         // client's call completes on that one read.
-        let events =
-            tokio_stream::wrappers::ReceiverStream::new(events).scan(false, |ended, event| {
-                let item = (!*ended).then_some(event);
-                *ended |= matches!(item, Some(Event::Exited(_)));
-                std::future::ready(item)
-            });
-        let stream = events.map(move |event| {
+        //
+        // The run's egress gate adds its `AwaitingApproval` events while the run goes on.
+        let events = stream::select(
+            tokio_stream::wrappers::ReceiverStream::new(events).map(Item::Run),
+            tokio_stream::wrappers::ReceiverStream::new(gate_rx).map(Item::Gate),
+        )
+        .scan(false, |ended, item| {
+            let item = (!*ended).then_some(item);
+            *ended |= matches!(item, Some(Item::Run(Event::Exited(_))));
+            std::future::ready(item)
+        });
+        let stream = events.map(move |item| {
             let _keep = &cancel;
+            let event = match item {
+                Item::Run(event) => event,
+                Item::Gate(waiting) => {
+                    let event = pb::run_response::Event::AwaitingApproval(waiting);
+                    return (Ok(pb::RunResponse { event: Some(event) }), None);
+                }
+            };
             let recorded = record.observe(&event);
             match &event {
                 Event::Started(s) => {
@@ -250,13 +289,45 @@ impl ProcessAdapter {
         });
         // `Exited` leaves once the outcome is recorded (or could not be within
         // `RECORD_WAIT`): a run the client saw end is in the ledger.
-        let stream = stream.then(|(item, recorded)| async move {
+        let stream = stream.then(|(mut item, recorded)| async move {
             if let Some(recorded) = recorded {
-                recorded.await;
+                let network = recorded.await;
+                if let Ok(pb::RunResponse {
+                    event: Some(pb::run_response::Event::Exited(x)),
+                }) = &mut item
+                {
+                    x.network = network
+                        .iter()
+                        .map(crate::authz::contract::destination_to_wire)
+                        .collect();
+                }
             }
             item
         });
         Ok(Box::pin(stream))
+    }
+}
+
+/// What a run's response stream carries before it is on the wire.
+enum Item {
+    /// The runner's event.
+    Run(Event),
+    /// A connection of the run waits for a human.
+    Gate(pb::AwaitingApproval),
+}
+
+/// What the run's egress gate decides its connections for.
+fn run_info(call: &Call, spec: &RunSpec, proof: &Authorized, profile: String) -> RunInfo {
+    RunInfo {
+        principal: call.principal.clone(),
+        session_id: call.ctx.session_id.clone(),
+        call_id: call.ctx.call_id.clone(),
+        command: match spec.command() {
+            Command::Argv(a) => a.join(" "),
+            Command::Script(s) => s.clone(),
+        },
+        sandbox_profile: profile,
+        denied_hosts: proof.denied_hosts().to_vec(),
     }
 }
 
@@ -276,12 +347,14 @@ struct RunRecord {
     isolation: Option<Isolation>,
     clock: std::time::Instant,
     done: bool,
+    /// The run's egress gate, when its profile is networked: finished at `Exited`.
+    egress: Option<RunGate>,
 }
 
 impl RunRecord {
-    /// Notes `event`; at `Exited`, reports the outcome and returns what to wait for before
-    /// the event is sent.
-    fn observe(&mut self, event: &Event) -> Option<BoxFuture<'static, bool>> {
+    /// Notes `event`; at `Exited`, finishes the run's gate, reports the outcome and returns
+    /// what to wait for before the event is sent: the destinations its gate saw.
+    fn observe(&mut self, event: &Event) -> Option<BoxFuture<'static, Vec<egress::Destination>>> {
         match event {
             Event::Started(s) => {
                 self.started_at = s.started_at;
@@ -323,22 +396,41 @@ impl RunRecord {
                     RunStatus::Cancelled(_) => Some("cancelled"),
                     RunStatus::SpawnFailed { .. } => Some("spawn_failed"),
                 });
-                return Some(Box::pin(self.reporter.record(
-                    &self.proof,
-                    Ran {
-                        started_at: self.started_at,
-                        finished_at: x.finished_at,
+                let reporter = self.reporter.clone();
+                let decision_id = self.proof.decision_id().to_owned();
+                let egress = self.egress.take();
+                let (started_at, finished_at) = (self.started_at, x.finished_at);
+                let (status, usage, limit) = (x.status.clone(), x.usage, x.limit);
+                let (stdout, stderr) = ((&x.stdout).into(), (&x.stderr).into());
+                let isolation = self.isolation.take().map(Box::new);
+                let audit = x.audit.clone();
+                return Some(Box::pin(async move {
+                    // Every process of the run is gone: the gate closes and its counts are
+                    // final before the outcome and `Exited` carry them.
+                    let network = match egress {
+                        Some(g) => g.finish().await,
+                        None => Vec::new(),
+                    };
+                    for d in network.iter().filter(|d| !d.refusal.is_empty()) {
+                        tracing::info!(host = %d.host, port = d.port, refusal = d.refusal, refused = d.refused, "the run's egress gate refused a destination");
+                    }
+                    let ran = Ran {
+                        started_at,
+                        finished_at,
                         finished: Finished::Run {
-                            status: x.status.clone(),
-                            usage: x.usage,
-                            stdout: (&x.stdout).into(),
-                            stderr: (&x.stderr).into(),
-                            isolation: self.isolation.take().map(Box::new),
-                            audit: x.audit.clone(),
-                            limit: x.limit,
+                            status,
+                            usage,
+                            stdout,
+                            stderr,
+                            isolation,
+                            audit,
+                            limit,
+                            network: network.clone(),
                         },
-                    },
-                )));
+                    };
+                    reporter.record_for(&decision_id, ran).await;
+                    network
+                }));
             }
             _ => {}
         }
@@ -359,6 +451,9 @@ fn status_label(s: &RunStatus) -> &'static str {
 
 impl Drop for RunRecord {
     fn drop(&mut self) {
+        if let Some(g) = self.egress.take() {
+            g.abandon();
+        }
         if !self.done {
             self.metrics.run_finished("cancelled", self.clock.elapsed());
             self.reporter.report(
@@ -483,13 +578,9 @@ impl ProcessAdapter {
             ));
         };
         match verdict {
-            Verdict::Allowed(proof) => Ok(Response::new(self.start(
-                proof,
-                slot,
-                spec,
-                tool,
-                call.trace_parent.as_deref(),
-            )?)),
+            Verdict::Allowed(proof) => {
+                Ok(Response::new(self.start(proof, slot, spec, tool, &call)?))
+            }
             Verdict::Parked(parked) => {
                 // Waiting for a human holds no slot.
                 drop(slot);
@@ -506,9 +597,7 @@ impl ProcessAdapter {
                         .instrument(span.clone())
                         .await
                     {
-                        Ok((proof, slot)) => {
-                            this.start(proof, slot, spec, tool, call.trace_parent.as_deref())
-                        }
+                        Ok((proof, slot)) => this.start(proof, slot, spec, tool, &call),
                         Err(e) => {
                             tool.fail(&e);
                             Err(e)

@@ -149,7 +149,7 @@ impl Inner {
         masks: &Masks,
     ) -> Result<(Option<i32>, String), String> {
         let cwd: OwnedFd = File::open(ws).map_err(|e| e.to_string())?.into();
-        let setup = self
+        let (setup, _gate) = self
             .sandbox_setup(built, &cwd, masks, Some(ws))
             .map_err(|e| e.to_string())?;
         let bash = self.bash.to_string_lossy().into_owned();

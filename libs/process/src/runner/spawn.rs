@@ -264,10 +264,8 @@ impl Inner {
     /// What a run gets: under `built`'s sandbox, or unconfined (the operator's choice).
     pub(super) fn isolation(&self, built: Option<&Built>, profile: &str) -> Isolation {
         if let Some(b) = built {
-            let mut namespaces = vec!["user", "pid", "mount", "ipc", "uts"];
-            if !b.profile.network {
-                namespaces.push("net");
-            }
+            // A networked run's namespace is gated: its only way out is the executor's gate.
+            let namespaces = vec!["user", "pid", "mount", "ipc", "uts", "net"];
             return Isolation {
                 kill_mechanism: KillMechanism::PidNamespace,
                 own_process_group: true,
@@ -309,7 +307,7 @@ impl Inner {
         cwd: &OwnedFd,
         masks: &Masks,
         workspace: Option<&Path>,
-    ) -> Result<SandboxSetup, Error> {
+    ) -> Result<(SandboxSetup, Option<GateSockets>), Error> {
         // The directory the executor opened (confined by openat2), by its real path: the view
         // has the workspace at the same path, so this names the same directory inside.
         let cwd_path = std::fs::read_link(format!(

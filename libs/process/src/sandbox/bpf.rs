@@ -49,6 +49,8 @@ pub(crate) enum Cond {
     AnyBit { arg: u8, mask: u32 },
     /// Argument `arg` is none of these values.
     NoneOf { arg: u8, values: Vec<u32> },
+    /// Argument `arg` is exactly `value`.
+    Equals { arg: u8, value: u32 },
 }
 
 /// What a syscall gets.
@@ -187,7 +189,7 @@ fn block(b: &mut Builder, action: &Action) {
 
 fn cond_len(c: &Cond) -> usize {
     match c {
-        Cond::AnyBit { .. } => 2,
+        Cond::AnyBit { .. } | Cond::Equals { .. } => 2,
         Cond::NoneOf { values, .. } => 1 + values.len(),
     }
 }
@@ -198,6 +200,10 @@ fn emit_cond(b: &mut Builder, c: &Cond, fail: u8) {
         Cond::AnyBit { arg, mask } => {
             b.code.push(insn(LD_W_ABS, 0, 0, off_arg_low(*arg)));
             b.code.push(insn(JMP_JSET_K, 0, fail, *mask));
+        }
+        Cond::Equals { arg, value } => {
+            b.code.push(insn(LD_W_ABS, 0, 0, off_arg_low(*arg)));
+            b.code.push(insn(JMP_JEQ_K, 0, fail, *value));
         }
         Cond::NoneOf { arg, values } => {
             b.code.push(insn(LD_W_ABS, 0, 0, off_arg_low(*arg)));

@@ -21,10 +21,13 @@ use std::sync::Arc;
 
 use landlock::{Access, AccessFs};
 
+use crate::egress::GateSockets;
+
 pub(crate) use bpf::SockFilter;
 
 mod bpf;
 mod landlock_rules;
+pub(crate) mod netlink;
 mod netns;
 mod profile;
 mod seccomp;
@@ -41,7 +44,8 @@ use crate::sys::sandbox::{
     SandboxSetup,
 };
 use landlock_rules::{abi_of, fixed_landlock};
-use netns::{NET_POOL_TARGET, NetPool};
+use netlink::GatedPlan;
+use netns::{Gated, NET_POOL_TARGET, NetPool, make_gated};
 use seccomp::seccomp;
 use view::{EMPTY_DIR, EMPTY_FILE, FixedView, beneath, cstr, dir_chain, fixed_ops, host};
 
@@ -75,10 +79,13 @@ pub(crate) struct Sandboxes {
     /// Readable once the executor has exited; every child checks it right after setting its
     /// parent-death signal.
     executor: std::os::fd::OwnedFd,
-    /// The user namespace every sandboxed run enters, and the pool of ready network
-    /// namespaces owned by it; `None` when this host refuses to create one.
+    /// The user namespace every sandboxed run enters, and the pools of ready network
+    /// namespaces owned by it (plain and gated); `None` when this host refuses to create one.
     userns: Option<Arc<OwnedFd>>,
-    netns: Option<Arc<NetPool>>,
+    netns: Option<Arc<NetPool<OwnedFd>>>,
+    gated: Option<Arc<NetPool<Gated>>>,
+    /// What a gated namespace is made with when the pool has none ready.
+    gated_plan: GatedPlan,
 }
 
 /// What a run resolves to.
@@ -101,14 +108,21 @@ impl Sandboxes {
         .ok()
         .map(Arc::new);
         let user_ns = userns.is_some();
-        let needs_pool = config
-            .profiles
-            .values()
-            .any(|p| !p.unconfined && !p.network);
+        let confined = |network: bool| {
+            config
+                .profiles
+                .values()
+                .any(|p| !p.unconfined && p.network == network)
+        };
         let netns = userns
             .as_ref()
-            .filter(|_| needs_pool)
-            .map(|u| NetPool::start(Arc::clone(u), NET_POOL_TARGET));
+            .filter(|_| confined(false))
+            .map(|u| NetPool::plain(Arc::clone(u), NET_POOL_TARGET));
+        let gated_plan = GatedPlan::new(crate::egress::GATE_PORT);
+        let gated = userns
+            .as_ref()
+            .filter(|_| confined(true))
+            .map(|u| NetPool::gated(Arc::clone(u), gated_plan.clone(), NET_POOL_TARGET));
         let fixed = FixedView::probe(&config);
         let built = config
             .profiles
@@ -132,6 +146,8 @@ impl Sandboxes {
             executor,
             userns,
             netns,
+            gated,
+            gated_plan,
         })
     }
 
@@ -177,14 +193,15 @@ impl Sandboxes {
     }
 
     /// The child's plan for one run of `built` in `workspace` (host path; the run sees it at
-    /// the same path), starting in `cwd` (a host path inside the workspace).
+    /// the same path), starting in `cwd` (a host path inside the workspace); for a networked
+    /// profile, with the gate's sockets in the run's namespace.
     pub fn setup(
         &self,
         built: &Built,
         workspace: &Path,
         cwd: &Path,
         masks: &Masks,
-    ) -> io::Result<SandboxSetup> {
+    ) -> io::Result<(SandboxSetup, Option<GateSockets>)> {
         let mut ops = built.ops.clone();
         let ws_attrs = MOUNT_ATTR_NOSUID
             | MOUNT_ATTR_NODEV
@@ -257,16 +274,21 @@ impl Sandboxes {
             .as_ref()
             .ok_or_else(|| io::Error::other("no user namespace for runs"))?;
         // A network namespace from the pool when one is ready; else the run's first child
-        // creates one (what the pool saves is exactly that creation, ~0.4 ms).
-        let netns = if built.profile.network {
-            Netns::Host
+        // creates a plain one (what the pool saves is exactly that creation, ~0.4 ms), or a
+        // gated one is made here: a networked run's only way out is the executor's gate.
+        let (netns, gate) = if built.profile.network {
+            let gated = match self.gated.as_ref().and_then(|p| p.take()) {
+                Some(g) => g,
+                None => make_gated(userns, &self.gated_plan)?,
+            };
+            (Netns::Enter(gated.ns), Some(gated.sockets))
         } else {
             match self.netns.as_ref().and_then(|p| p.take()) {
-                Some(fd) => Netns::Enter(fd),
-                None => Netns::New,
+                Some(fd) => (Netns::Enter(fd), None),
+                None => (Netns::New, None),
             }
         };
-        Ok(SandboxSetup {
+        let setup = SandboxSetup {
             userns: std::os::fd::AsRawFd::as_raw_fd(&**userns),
             loopback: matches!(netns, Netns::New),
             netns,
@@ -276,7 +298,8 @@ impl Sandboxes {
             landlock: (landlock.handled_fs != 0).then_some(landlock),
             seccomp: built.seccomp.clone(),
             executor: std::os::fd::AsRawFd::as_raw_fd(&self.executor),
-        })
+        };
+        Ok((setup, gate))
     }
 }
 

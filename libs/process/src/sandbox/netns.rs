@@ -1,46 +1,91 @@
-//! The pool of ready network namespaces that confined runs without network enter.
+//! The pools of ready network namespaces that confined runs enter: plain ones (only their
+//! loopback) for runs without network, gated ones (whose only way out is the executor's
+//! egress gate) for networked runs.
 
-use std::os::fd::OwnedFd;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::Duration;
 
-/// Network namespaces kept ready for runs.
+use crate::egress::GateSockets;
+use crate::sandbox::netlink::GatedPlan;
+
+/// Network namespaces kept ready for runs, per pool.
 pub(super) const NET_POOL_TARGET: usize = 4;
 
-/// Network namespaces with only their loopback (up), created ahead of the runs that take them
-/// by a thread of their own: creating one costs ~0.4 ms, which a run start then does not pay.
-/// Each is used by exactly one run (a run's loopback is its own) and dies with it.
+/// A gated network namespace and the gate's sockets inside it.
 #[derive(Debug)]
-pub(crate) struct NetPool {
-    ready: Mutex<Vec<OwnedFd>>,
+pub(crate) struct Gated {
+    pub ns: OwnedFd,
+    pub sockets: GateSockets,
+}
+
+/// Namespaces created ahead of the runs that take them by a thread of their own: creating a
+/// plain one costs ~0.4 ms, a gated one more, which a run start then does not pay. Each is
+/// used by exactly one run (a run's loopback is its own) and dies with it.
+pub(crate) struct NetPool<T> {
+    ready: Mutex<Vec<T>>,
     wake: Condvar,
 }
 
-impl NetPool {
-    pub(super) fn start(userns: Arc<OwnedFd>, target: usize) -> Arc<NetPool> {
+impl<T> std::fmt::Debug for NetPool<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetPool").finish_non_exhaustive()
+    }
+}
+
+impl NetPool<OwnedFd> {
+    /// Plain namespaces (only their loopback, up) owned by `userns`.
+    pub(super) fn plain(userns: Arc<OwnedFd>, target: usize) -> Arc<Self> {
+        Self::start("toolgate-netns", target, move || {
+            crate::sys::new_netns(userns.as_fd())
+        })
+    }
+}
+
+impl NetPool<Gated> {
+    /// Gated namespaces owned by `userns`, programmed by `plan`.
+    pub(super) fn gated(userns: Arc<OwnedFd>, plan: GatedPlan, target: usize) -> Arc<Self> {
+        Self::start("toolgate-gatedns", target, move || {
+            make_gated(&userns, &plan)
+        })
+    }
+}
+
+/// One gated namespace, made now.
+pub(super) fn make_gated(userns: &OwnedFd, plan: &GatedPlan) -> io::Result<Gated> {
+    crate::sys::new_gated_netns(userns.as_fd(), plan).map(|(ns, sockets)| Gated { ns, sockets })
+}
+
+impl<T: Send + 'static> NetPool<T> {
+    fn start(
+        name: &str,
+        target: usize,
+        make: impl FnMut() -> io::Result<T> + Send + 'static,
+    ) -> Arc<Self> {
         let pool = Arc::new(NetPool {
             ready: Mutex::new(Vec::with_capacity(target)),
             wake: Condvar::new(),
         });
-        let weak: Weak<NetPool> = Arc::downgrade(&pool);
+        let weak: Weak<NetPool<T>> = Arc::downgrade(&pool);
         // The thread is detached and ends once the pool is dropped. If it cannot be spawned the
         // pool stays empty and every run creates its own namespace, as without a pool.
         let _ = std::thread::Builder::new()
-            .name("toolgate-netns".into())
-            .spawn(move || refill(&weak, &userns, target));
+            .name(name.into())
+            .spawn(move || refill(&weak, make, target));
         pool
     }
 
     /// A ready namespace, if any; wakes the refill thread.
-    pub(super) fn take(&self) -> Option<OwnedFd> {
-        let fd = self.ready.lock().ok()?.pop();
+    pub(super) fn take(&self) -> Option<T> {
+        let item = self.ready.lock().ok()?.pop();
         self.wake.notify_one();
-        fd
+        item
     }
 }
 
 /// Keeps `target` namespaces ready until the pool is dropped.
-fn refill(pool: &Weak<NetPool>, userns: &OwnedFd, target: usize) {
+fn refill<T>(pool: &Weak<NetPool<T>>, mut make: impl FnMut() -> io::Result<T>, target: usize) {
     loop {
         let Some(p) = pool.upgrade() else { return };
         let short = p.ready.lock().map_or(0, |r| target.saturating_sub(r.len()));
@@ -50,10 +95,10 @@ fn refill(pool: &Weak<NetPool>, userns: &OwnedFd, target: usize) {
             }
             continue;
         }
-        match crate::sys::new_netns(std::os::fd::AsFd::as_fd(userns)) {
-            Ok(fd) => {
+        match make() {
+            Ok(item) => {
                 if let Ok(mut r) = p.ready.lock() {
-                    r.push(fd);
+                    r.push(item);
                 }
             }
             // The kernel refuses for now (a namespace limit): runs create their own, which

@@ -21,11 +21,12 @@ pub struct Profile {
     /// No sandbox at all: the run sees the host as the executor does. Only a profile the
     /// operator defines can be unconfined; none of the shipped ones is.
     pub unconfined: bool,
-    /// Share the host's network namespace (egress). Off: the run has only its own loopback.
+    /// Egress through the executor's gate: the run gets a gated network namespace of its own
+    /// whose TCP connections and DNS queries all reach the gate, which decides by destination
+    /// (see [`crate::GateSockets`]). Off: the run has only its own loopback.
     pub network: bool,
-    /// With `network`, the TCP ports the run may connect to (Landlock, ABI 4 or later); empty
-    /// allows every port. Landlock only allows, so a port not listed (the ledger database, the
-    /// policy service) is unreachable.
+    /// With `network`, the TCP ports the run may connect to at all (Landlock, ABI 4 or later),
+    /// before the gate decides; empty allows every port to reach the gate.
     pub tcp_connect_ports: Vec<u16>,
     /// The workspace is read-only too.
     pub read_only_workspace: bool,
@@ -54,11 +55,12 @@ impl Profile {
         }
     }
 
-    /// Workspace read-write with egress to the usual package and source ports.
+    /// Workspace read-write with egress through the executor's gate, which decides per
+    /// destination (host and port), so no port is ruled out here.
     pub fn network() -> Profile {
         Profile {
             network: true,
-            tcp_connect_ports: vec![22, 80, 443, 9418],
+            tcp_connect_ports: Vec::new(),
             ..Profile::workspace()
         }
     }

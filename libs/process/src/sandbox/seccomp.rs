@@ -60,6 +60,9 @@ pub(super) const NS_FLAGS: u32 = (libc::CLONE_NEWUSER
     | libc::CLONE_NEWUTS
     | libc::CLONE_NEWCGROUP
     | 0x80) as u32;
+/// `IPPROTO_MPTCP`: multipath TCP, refused so programs fall back to plain TCP, which the
+/// gated namespace redirects to the egress gate (MPTCP subflows are not what the gate reads).
+pub(super) const IPPROTO_MPTCP: u32 = 262;
 /// The set-id mode bits.
 pub(super) const SET_ID: u32 = libc::S_ISUID | libc::S_ISGID;
 /// Flags of open(2) that create a file: `O_CREAT`, and `__O_TMPFILE` (`O_TMPFILE` without its
@@ -114,6 +117,18 @@ fn seccomp_rules() -> Vec<(u32, Action)> {
         rules.push((nr(libc::SYS_creat), when(vec![setid(1)])));
         rules.push((nr(libc::SYS_open), when(vec![creating(1), setid(2)])));
     }
+    // Multipath TCP: EPROTONOSUPPORT is what a kernel without it answers, and what makes
+    // programs (curl, Go) fall back to TCP.
+    rules.push((
+        nr(libc::SYS_socket),
+        Action::When {
+            rules: vec![vec![Cond::Equals {
+                arg: 2,
+                value: IPPROTO_MPTCP,
+            }]],
+            ret: ret_errno(libc::EPROTONOSUPPORT),
+        },
+    ));
     // Calls whose arguments a filter cannot read (a struct behind a pointer) answer ENOSYS,
     // so the C library falls back to the older call the rules above check.
     for n in [libc::SYS_clone3, libc::SYS_openat2] {

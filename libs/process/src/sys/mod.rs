@@ -10,12 +10,14 @@
 //!   (`spawn::child`) what the cloned child does to itself before exec;
 //! - `sandbox`: the child's half of the run sandbox (mounts, capabilities, Landlock, seccomp);
 //! - `namespaces`: the runner's user namespace and the per-run network namespaces;
+//! - `gate`: the original destination of a connection the egress gate's redirect accepted;
 //! - `wait`: `wait4`, for the exit status and resource usage;
 //! - `probe`: which namespaces a child could create, and the Landlock ABI;
 //! - `pidfd`: pidfds of the executor and of a run;
 //! - this file: the process-wide switches (SIGPIPE, giving free memory back).
 #![allow(unsafe_code)]
 
+mod gate;
 mod namespaces;
 mod pidfd;
 mod probe;
@@ -25,7 +27,8 @@ mod wait;
 
 use std::io;
 
-pub(crate) use namespaces::{new_netns, new_userns};
+pub(crate) use gate::original_destination;
+pub(crate) use namespaces::{new_gated_netns, new_netns, new_userns};
 pub(crate) use pidfd::{own_pidfd, watch_exit, watch_readable};
 pub(crate) use probe::{landlock_abi, probe_namespaces};
 pub(crate) use spawn::{ChildSetup, Exec, spawn};

@@ -6,6 +6,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+use crate::egress::GateSockets;
+use crate::sandbox::netlink::{Batch, GatedPlan};
+
 use super::spawn::CHILD_STACK;
 use super::{os_err, sandbox, wait4};
 
@@ -15,30 +18,7 @@ fn in_helper_child(
     f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
     slot: &mut HelperSlot,
 ) -> io::Result<OwnedFd> {
-    let mut stack: Vec<u8> = vec![0; CHILD_STACK];
-    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
-    // SAFETY: as in `spawn`: every signal blocked across the clone, a stack of its own, and
-    // `slot` outlives the child, which this thread waits for (CLONE_VFORK).
-    let pid = unsafe {
-        let mut all: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            f,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::SIGCHLD,
-            std::ptr::from_mut(slot).cast(),
-        );
-        let err = os_err();
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(err);
-        }
-        pid
-    };
-    drop(stack);
-    let _ = wait4(pid, true);
+    clone_helper(f, std::ptr::from_mut(slot).cast())?;
     if slot.fd >= 0 {
         // SAFETY: the child opened this descriptor in our shared table and handed it over.
         Ok(unsafe { OwnedFd::from_raw_fd(slot.fd) })
@@ -49,6 +29,39 @@ fn in_helper_child(
             libc::EIO
         }))
     }
+}
+
+/// Clones `f(arg)` as a `CLONE_VM | CLONE_VFORK | CLONE_FILES` child and waits for it. `arg`
+/// must point at a slot that outlives the call; the child reports through it.
+fn clone_helper(
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) -> io::Result<()> {
+    let mut stack: Vec<u8> = vec![0; CHILD_STACK];
+    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
+    // SAFETY: as in `spawn`: every signal blocked across the clone, a stack of its own, and
+    // the slot behind `arg` outlives the child, which this thread waits for (CLONE_VFORK).
+    let pid = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            f,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::SIGCHLD,
+            arg,
+        );
+        let err = os_err();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(err);
+        }
+        pid
+    };
+    drop(stack);
+    let _ = wait4(pid, true);
+    Ok(())
 }
 
 /// What a helper child reads and reports.
@@ -149,5 +162,249 @@ unsafe fn report(slot: *mut HelperSlot, r: io::Result<RawFd>) -> ! {
             ),
         }
         libc::_exit(0)
+    }
+}
+
+/// What a gated namespace's helper child reads and reports.
+struct GatedSlot<'a> {
+    userns: RawFd,
+    plan: &'a GatedPlan,
+    /// Where acknowledgements are received (allocated before the clone).
+    recv: &'a mut [u8],
+    /// The namespace, `tcp4`, `tcp6`, `dns4`, `dns6`; -1 for none. Written as each is
+    /// opened, so the parent owns (and closes) them whatever fails later.
+    fds: [RawFd; 5],
+    /// The errno of the step that failed, and which step.
+    err: libc::c_int,
+    step: &'static str,
+}
+
+/// A network namespace owned by `userns` whose only way out is the egress gate: loopback up
+/// with an extra address, every destination routed through `lo`, the nftables ruleset of
+/// `plan` and MPTCP off; with the gate's sockets made inside it.
+pub(crate) fn new_gated_netns(
+    userns: BorrowedFd<'_>,
+    plan: &GatedPlan,
+) -> io::Result<(OwnedFd, GateSockets)> {
+    let mut recv = vec![0u8; 16 << 10];
+    let mut slot = GatedSlot {
+        userns: userns.as_raw_fd(),
+        plan,
+        recv: &mut recv,
+        fds: [-1; 5],
+        err: 0,
+        step: "",
+    };
+    clone_helper(make_gated_netns, std::ptr::from_mut(&mut slot).cast())?;
+    // SAFETY: every descriptor >= 0 was opened by the child in our shared table and is ours.
+    let [ns, tcp4, tcp6, dns4, dns6] = slot
+        .fds
+        .map(|fd| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }));
+    match (ns, tcp4, dns4) {
+        (Some(ns), Some(tcp4), Some(dns4)) if slot.err == 0 => Ok((
+            ns,
+            GateSockets {
+                tcp4,
+                tcp6,
+                dns4,
+                dns6,
+            },
+        )),
+        _ => {
+            let errno = if slot.err > 0 { slot.err } else { libc::EIO };
+            let e = io::Error::from_raw_os_error(errno);
+            Err(io::Error::new(e.kind(), format!("{}: {e}", slot.step)))
+        }
+    }
+}
+
+extern "C" fn make_gated_netns(arg: *mut libc::c_void) -> libc::c_int {
+    let slot = arg.cast::<GatedSlot<'_>>();
+    // SAFETY: the parent's slot, alive while this CLONE_VFORK child runs; raw syscalls only,
+    // on buffers the parent allocated.
+    unsafe {
+        let fail = |step: &'static str, e: io::Error| -> ! {
+            std::ptr::write_volatile(&raw mut (*slot).step, step);
+            std::ptr::write_volatile(
+                &raw mut (*slot).err,
+                e.raw_os_error().unwrap_or(libc::EINVAL),
+            );
+            libc::_exit(0)
+        };
+        let keep = |i: usize, fd: RawFd| std::ptr::write_volatile(&raw mut (*slot).fds[i], fd);
+        let plan = (*slot).plan;
+        if libc::setns((*slot).userns, libc::CLONE_NEWUSER) != 0 {
+            fail("enter the runner's user namespace", os_err());
+        }
+        if libc::unshare(libc::CLONE_NEWNET) != 0 {
+            fail("create a network namespace", os_err());
+        }
+        let ns = libc::open(
+            c"/proc/self/ns/net".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        );
+        if ns < 0 {
+            fail("open the network namespace", os_err());
+        }
+        keep(0, ns);
+        if let Err(e) = sandbox::loopback_up() {
+            fail("bring up lo", e);
+        }
+        if let Err(e) = exchange(libc::NETLINK_ROUTE, &plan.routes_v4, (*slot).recv) {
+            fail("add the IPv4 address and route", e);
+        }
+        // Without IPv6 in this kernel the run simply has none.
+        let v6 = exchange(libc::NETLINK_ROUTE, &plan.routes_v6, (*slot).recv).is_ok();
+        match sandbox::write_file(c"/proc/sys/net/mptcp/enabled", b"0") {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => fail("turn MPTCP off", e),
+            _ => {}
+        }
+        if let Err(e) = exchange(libc::NETLINK_NETFILTER, &plan.nft, (*slot).recv) {
+            fail("program nftables", e);
+        }
+        match bound(libc::AF_INET, libc::SOCK_STREAM, plan.gate_port) {
+            Ok(fd) => keep(1, fd),
+            Err(e) => fail("listen on the gate's IPv4 port", e),
+        }
+        match bound(libc::AF_INET, libc::SOCK_DGRAM, 53) {
+            Ok(fd) => keep(3, fd),
+            Err(e) => fail("bind the DNS stub's IPv4 port", e),
+        }
+        if v6 {
+            if let Ok(fd) = bound(libc::AF_INET6, libc::SOCK_STREAM, plan.gate_port) {
+                keep(2, fd);
+            }
+            if let Ok(fd) = bound(libc::AF_INET6, libc::SOCK_DGRAM, 53) {
+                keep(4, fd);
+            }
+        }
+        libc::_exit(0)
+    }
+}
+
+/// A non-blocking, close-on-exec socket of `kind` bound to loopback's `port` (IPv6: only
+/// IPv6), listening when it is TCP.
+fn bound(family: libc::c_int, kind: libc::c_int, port: u16) -> io::Result<RawFd> {
+    let one: libc::c_int = 1;
+    let int_len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: socket/setsockopt/bind/listen/close on a descriptor this function owns, with
+    // sockaddr structs of the family's layout and their exact sizes.
+    unsafe {
+        let fd = libc::socket(family, kind | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(os_err());
+        }
+        let r = (|| {
+            let on = std::ptr::from_ref(&one).cast();
+            if libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, on, int_len) != 0 {
+                return Err(os_err());
+            }
+            let r = if family == libc::AF_INET6 {
+                if libc::setsockopt(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, on, int_len) != 0 {
+                    return Err(os_err());
+                }
+                let mut sa: libc::sockaddr_in6 = std::mem::zeroed();
+                sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                sa.sin6_port = port.to_be();
+                sa.sin6_addr.s6_addr = std::net::Ipv6Addr::LOCALHOST.octets();
+                libc::bind(
+                    fd,
+                    std::ptr::from_ref(&sa).cast(),
+                    std::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+                )
+            } else {
+                let mut sa: libc::sockaddr_in = std::mem::zeroed();
+                sa.sin_family = libc::AF_INET as libc::sa_family_t;
+                sa.sin_port = port.to_be();
+                sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+                libc::bind(
+                    fd,
+                    std::ptr::from_ref(&sa).cast(),
+                    std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                )
+            };
+            if r != 0 || (kind == libc::SOCK_STREAM && libc::listen(fd, 1024) != 0) {
+                return Err(os_err());
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => Ok(fd),
+            Err(e) => {
+                libc::close(fd);
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Sends `batch` on a new netlink socket of `protocol` and reads until every message that
+/// asked for one is acknowledged; the first error any of them reports fails the exchange.
+/// No allocation: `buf` receives the replies.
+fn exchange(protocol: libc::c_int, batch: &Batch, buf: &mut [u8]) -> io::Result<()> {
+    // SAFETY: socket/setsockopt/send/recv/close on a descriptor this function owns and on
+    // live buffers of the lengths given; the replies are read with unaligned loads, within
+    // `n` bytes.
+    unsafe {
+        let s = libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            protocol,
+        );
+        if s < 0 {
+            return Err(os_err());
+        }
+        let r = (|| {
+            // A kernel that never answers must not hang the runner's thread.
+            let tv = libc::timeval {
+                tv_sec: 5,
+                tv_usec: 0,
+            };
+            if libc::setsockopt(
+                s,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                std::ptr::from_ref(&tv).cast(),
+                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+            ) != 0
+            {
+                return Err(os_err());
+            }
+            let sent = libc::send(s, batch.bytes.as_ptr().cast(), batch.bytes.len(), 0);
+            if sent < 0 {
+                return Err(os_err());
+            }
+            if sent as usize != batch.bytes.len() {
+                return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
+            }
+            let mut acked = 0;
+            while acked < batch.acks {
+                let n = libc::recv(s, buf.as_mut_ptr().cast(), buf.len(), 0);
+                if n < 0 {
+                    return Err(os_err());
+                }
+                let n = n as usize;
+                let mut at = 0;
+                while at + 20 <= n {
+                    let len = std::ptr::read_unaligned(buf.as_ptr().add(at).cast::<u32>()) as usize;
+                    let kind = std::ptr::read_unaligned(buf.as_ptr().add(at + 4).cast::<u16>());
+                    if len < 16 {
+                        break;
+                    }
+                    if kind == libc::NLMSG_ERROR as u16 {
+                        let errno =
+                            std::ptr::read_unaligned(buf.as_ptr().add(at + 16).cast::<i32>());
+                        if errno != 0 {
+                            return Err(io::Error::from_raw_os_error(-errno));
+                        }
+                        acked += 1;
+                    }
+                    at += (len + 3) & !3;
+                }
+            }
+            Ok(())
+        })();
+        libc::close(s);
+        r
     }
 }

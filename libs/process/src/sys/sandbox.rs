@@ -99,10 +99,8 @@ impl std::fmt::Debug for Bpf {
 /// Which network namespace a run gets.
 #[derive(Debug)]
 pub(crate) enum Netns {
-    /// The host's (a profile that allows the network).
-    Host,
-    /// A prepared one with only its loopback, up (from the runner's pool); closed here once
-    /// the run holds it.
+    /// A prepared one (from the runner's pools): only its loopback, up, or gated for a
+    /// networked run; closed here once the run holds it.
     Enter(std::os::fd::OwnedFd),
     /// A new one, created by the run's first child (the pool was empty).
     New,

@@ -7,5 +7,6 @@ mod common;
 
 mod corpus_env_os;
 mod corpus_res;
+mod egress;
 mod limits;
 mod runs;

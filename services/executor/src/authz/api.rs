@@ -96,6 +96,8 @@ pub enum Verdict {
         hidden: Option<HiddenGlobs>,
         /// The profile to run under; empty: the request's.
         sandbox_profile: String,
+        /// For a run: host globs its egress gate's DNS answers NXDOMAIN for.
+        denied_hosts: Vec<String>,
     },
     /// A human must decide first.
     Pending {
@@ -233,7 +235,11 @@ pub enum Finished {
         audit: Option<Result<toolgate_core::AuditReport, String>>,
         /// The resource limit the run ran into, if any.
         limit: Option<toolgate_process::LimitExceeded>,
+        /// The destinations its egress gate saw.
+        network: Vec<crate::egress::Destination>,
     },
+    /// A `net.connect` decision at the end of its run: the one destination it let through.
+    Connection(Box<crate::egress::Destination>),
     /// A run whose client went away before it ended.
     Disconnected,
     /// A call refused after its decision but before it started (no run slot, sandbox

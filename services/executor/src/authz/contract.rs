@@ -49,6 +49,7 @@ pub fn policy_answer(r: pb::AuthorizeResponse) -> Result<PolicyAnswer, PolicyFai
                 globs: h.globs,
             }),
             sandbox_profile: a.sandbox_profile,
+            denied_hosts: a.denied_hosts,
         },
         Some(R::Pending(p)) => Verdict::Pending {
             decision_id: p.decision_id,
@@ -147,6 +148,7 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
             isolation,
             audit,
             limit,
+            network,
         } => {
             let stats = |s: &super::api::OutputStats| common::OutputStats {
                 total_bytes: s.total_bytes,
@@ -170,9 +172,20 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
                 }),
                 audit: audit.as_ref().map(audit_to_wire),
                 limit_exceeded: limit.map(crate::process_service::limit_to_wire),
+                network: network.iter().map(destination_to_wire).collect(),
                 ..Default::default()
             }
         }
+        Finished::Connection(d) => pb::Outcome {
+            status: Some(common::ExitStatus {
+                status: Some(common::exit_status::Status::Completed(common::Completed {
+                    summary: "ok".to_owned(),
+                })),
+            }),
+            result_code: "OK".to_owned(),
+            network: vec![destination_to_wire(&d)],
+            ..Default::default()
+        },
         Finished::NotStarted { code, reason } => pb::Outcome {
             not_started: true,
             result_code: code.to_owned(),
@@ -195,6 +208,30 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
     pb::RecordOutcomeRequest {
         decision_id: r.decision_id,
         outcome: Some(outcome),
+    }
+}
+
+/// A destination of a run's report on the wire.
+pub fn destination_to_wire(d: &crate::egress::Destination) -> common::NetworkDestination {
+    common::NetworkDestination {
+        host: d.host.clone(),
+        port: u32::from(d.port),
+        protocol: "tcp".to_owned(),
+        address: d.address.clone(),
+        tier: match d.tier {
+            "auto" => common::Tier::Auto,
+            "ask" => common::Tier::Ask,
+            "deny" => common::Tier::Deny,
+            _ => common::Tier::Unspecified,
+        } as i32,
+        rule_id: d.rule_id.clone(),
+        approval_id: d.approval_id.clone(),
+        connections: d.connections,
+        refused: d.refused,
+        bytes_sent: d.bytes_sent,
+        bytes_received: d.bytes_received,
+        refusal: d.refusal.to_owned(),
+        message: d.message.clone(),
     }
 }
 

@@ -69,6 +69,21 @@ impl Parked {
             destination: String::new(),
         }
     }
+
+    /// Ends the wait no later than the approval's expiry: waiting past it cannot succeed.
+    pub(crate) fn until_expiry(mut self) -> Self {
+        if let Some(expires) = self.expires_at {
+            let left = expires
+                .duration_since(SystemTime::now())
+                .unwrap_or(Duration::ZERO);
+            let by_expiry = Instant::now() + left;
+            if by_expiry < self.deadline {
+                self.deadline = by_expiry;
+                self.wait_deadline = expires;
+            }
+        }
+        self
+    }
 }
 
 /// Asks the policy service about calls and reports their outcomes; cheap to clone.
@@ -358,10 +373,11 @@ impl Gate {
                 approval_id,
                 hidden,
                 sandbox_profile,
+                denied_hosts,
             } => {
                 tracing::debug!(decision_id = %decision_id, "allowed");
                 let decided_by = explanation.as_ref().map(|e| e.policy_version.as_str());
-                let proof = Authorized::from_allowed(
+                let mut proof = Authorized::from_allowed(
                     decision_id,
                     approval_id,
                     hidden,
@@ -369,6 +385,7 @@ impl Gate {
                     decided_by,
                     rule_id,
                 );
+                proof.denied_hosts = denied_hosts;
                 tool_span::record_decision(
                     span,
                     proof.tier(),

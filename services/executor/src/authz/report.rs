@@ -50,7 +50,7 @@ impl Reporter {
     /// Reports `outcome` for the call `proof` allowed, in the background. Safe to call from
     /// `Drop`: without a runtime the outcome is logged as lost.
     pub(crate) fn report(&self, proof: &Authorized, outcome: Ran) {
-        self.spawn(proof, outcome);
+        self.spawn(proof.decision_id(), outcome);
     }
 
     /// Reports `outcome` and waits until it is recorded, at most [`RECORD_WAIT`]: true when
@@ -60,7 +60,16 @@ impl Reporter {
         proof: &Authorized,
         outcome: Ran,
     ) -> impl Future<Output = bool> + Send + 'static {
-        let recorded = self.spawn(proof, outcome);
+        self.record_for(proof.decision_id(), outcome)
+    }
+
+    /// [`Reporter::record`] for the decision `decision_id`.
+    pub(crate) fn record_for(
+        &self,
+        decision_id: &str,
+        outcome: Ran,
+    ) -> impl Future<Output = bool> + Send + 'static {
+        let recorded = self.spawn(decision_id, outcome);
         async move {
             let Some(recorded) = recorded else {
                 return false;
@@ -73,9 +82,9 @@ impl Reporter {
     }
 
     /// Starts the delivery; the receiver says whether it succeeded.
-    fn spawn(&self, proof: &Authorized, outcome: Ran) -> Option<oneshot::Receiver<bool>> {
+    fn spawn(&self, decision_id: &str, outcome: Ran) -> Option<oneshot::Receiver<bool>> {
         let request = OutcomeReport {
-            decision_id: proof.decision_id().to_owned(),
+            decision_id: decision_id.to_owned(),
             started_at: outcome.started_at,
             finished_at: outcome.finished_at,
             finished: outcome.finished,

@@ -8,6 +8,7 @@ mod transport;
 
 mod admission;
 mod disk;
+mod egress;
 mod enforcement;
 mod filesystem;
 mod harm;

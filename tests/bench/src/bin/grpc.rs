@@ -167,6 +167,7 @@ impl toolgate_executor::Authorizer for AllowAll {
                         globs: Vec::new(),
                     }),
                     sandbox_profile: String::new(),
+                    denied_hosts: Vec::new(),
                 },
                 explanation: None,
             })

@@ -39,7 +39,6 @@ pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int 
             return fail(os_err());
         }
         match &sb.netns {
-            sandbox::Netns::Host => {}
             sandbox::Netns::Enter(fd) => {
                 if libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
                     return fail(os_err());
