@@ -10,7 +10,7 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -83,16 +83,47 @@ impl Net {
         self.ws().join("ca.pem").display().to_string()
     }
 
-    /// `toolgate run --profile network --json` with `args` (`--script ...` or `-- argv`).
-    fn command(&self, args: &[&str]) -> std::process::Command {
-        let mut all = vec!["run", "--profile", "network", "--json", "--timeout", "60s"];
+    /// `toolgate run --profile network --json --wait` with `args` (`--script ...` or `-- argv`),
+    /// started.
+    fn spawn(&self, args: &[&str]) -> Stream<'_> {
+        let mut all = vec![
+            "run",
+            "--profile",
+            "network",
+            "--json",
+            "--timeout",
+            "60s",
+            "--wait",
+            "60s",
+        ];
         all.extend(args);
-        self.up.command("agent", &all)
+        let mut child = self
+            .up
+            .command("agent", &all)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start toolgate run");
+        let out = BufReader::new(child.stdout.take().unwrap());
+        let mut err = child.stderr.take().unwrap();
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut err, &mut s);
+            s
+        });
+        Stream {
+            up: &self.up,
+            child,
+            out,
+            stderr,
+            events: Vec::new(),
+            started: false,
+        }
     }
 
+    /// [`Net::spawn`] to its end.
     fn run(&self, args: &[&str]) -> Run {
-        let o = self.command(args).output().expect("run toolgate");
-        Run::parse(&o)
+        self.spawn(args).finish()
     }
 
     /// A bash script in a `network` run.
@@ -101,19 +132,82 @@ impl Net {
     }
 }
 
+/// A `toolgate run --json` in progress.
+struct Stream<'a> {
+    up: &'a Up,
+    child: Child,
+    out: BufReader<std::process::ChildStdout>,
+    stderr: std::thread::JoinHandle<String>,
+    /// Every event so far.
+    events: Vec<Value>,
+    started: bool,
+}
+
+impl Stream<'_> {
+    /// The next event, or None at the end. The approval the command itself needs before it
+    /// starts (the policy may ask about running a network client at all: that is not what these
+    /// tests are about) is granted on the way, as a human would; what the gate asks once the
+    /// run has started is left to the test.
+    fn next(&mut self) -> Option<Value> {
+        loop {
+            let mut line = String::new();
+            if self.out.read_line(&mut line).expect("read toolgate run") == 0 {
+                return None;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            self.events.push(v.clone());
+            match v["event"].as_str() {
+                Some("started") => self.started = true,
+                Some("awaiting_approval") if !self.started => {
+                    let id = v["approval_id"].as_str().expect("approval id");
+                    let o = self.up.run("approver", &["approvals", "approve", id]);
+                    assert!(o.status.success(), "{}", text(&o));
+                    continue;
+                }
+                _ => {}
+            }
+            return Some(v);
+        }
+    }
+
+    /// Reads events until one satisfies `found`, and returns it.
+    fn until(&mut self, what: &str, found: impl Fn(&Value) -> bool) -> Value {
+        while let Some(v) = self.next() {
+            if found(&v) {
+                return v;
+            }
+        }
+        panic!("the run ended before {what}: {:?}", self.events)
+    }
+
+    /// Reads to the end and waits for the CLI.
+    fn finish(mut self) -> Run {
+        while self.next().is_some() {}
+        let status = self.child.wait().expect("wait for toolgate run");
+        let stderr = self.stderr.join().unwrap_or_default();
+        Run::parse(status.code(), &self.events, &stderr)
+    }
+}
+
 impl Run {
-    fn parse(o: &Output) -> Run {
+    fn parse(code: Option<i32>, events: &[Value], stderr: &str) -> Run {
         let mut run = Run {
-            code: o.status.code(),
+            code,
             stdout: String::new(),
             stderr: String::new(),
             network: Vec::new(),
-            raw: text(o),
+            raw: format!(
+                "status {code:?}\n--- events\n{}\n--- stderr\n{stderr}",
+                events
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
         };
-        for line in String::from_utf8_lossy(&o.stdout).lines() {
-            let Ok(v) = serde_json::from_str::<Value>(line) else {
-                continue;
-            };
+        for v in events {
             match v["event"].as_str() {
                 Some("output") => {
                     let data = v["data"].as_str().unwrap_or("<not utf-8>");
@@ -298,51 +392,43 @@ fn git_clones_over_ssh_from_an_allowed_host() {
     assert_eq!(d["address"], format!("{ALLOWED_IP}:22"), "{d}");
 }
 
-/// Polls `toolgate approvals list --state pending --json` until an approval mentions `needle`.
-fn pending_approval(up: &Up, needle: &str, deadline: Duration) -> Value {
-    let until = Instant::now() + deadline;
-    loop {
-        let o = up.run(
-            "approver",
-            &["approvals", "list", "--state", "pending", "--json"],
-        );
-        assert!(o.status.success(), "{}", text(&o));
-        let found = String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .flat_map(|v| match v {
-                Value::Array(a) => a,
-                v => vec![v],
-            })
-            .find(|a| a.to_string().contains(needle));
-        if let Some(a) = found {
-            return a;
-        }
-        assert!(Instant::now() < until, "no pending approval for {needle}");
-        std::thread::sleep(Duration::from_millis(100));
+/// The pending approvals `toolgate approvals list --json` shows.
+fn pending(up: &Up) -> Vec<Value> {
+    let o = up.run(
+        "approver",
+        &["approvals", "list", "--state", "pending", "--json"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    match serde_json::from_slice::<Value>(&o.stdout) {
+        Ok(Value::Array(a)) => a,
+        other => panic!("approvals list --json: {other:?}\n{}", text(&o)),
     }
 }
 
 #[test]
 fn an_unlisted_host_asks_and_the_approved_connection_proceeds() {
     let net = Net::start();
-    let child = net
-        .command(&[
-            "--",
-            "curl",
-            "-sS",
-            "--max-time",
-            "50",
-            "http://unlisted.test/",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let approval = pending_approval(&net.up, "unlisted.test", Duration::from_secs(30));
-    let id = approval["approval_id"].as_str().unwrap().to_owned();
+    let mut run = net.spawn(&[
+        "--",
+        "curl",
+        "-sS",
+        "--max-time",
+        "50",
+        "http://unlisted.test/",
+    ]);
+    // The gate holds the connection and says so on the run's stream.
+    let asked = run.until("the gate asks about unlisted.test", |v| {
+        v["event"] == "awaiting_approval"
+    });
+    let id = asked["approval_id"].as_str().unwrap().to_owned();
+    let listed = pending(&net.up);
+    let approval = listed
+        .iter()
+        .find(|a| a["approval_id"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not pending: {listed:?}"));
     assert_eq!(approval["call"]["tool"], "net.connect", "{approval}");
-    // Nothing reached the host while the human had not decided.
+    assert!(approval.to_string().contains("unlisted.test"), "{approval}");
+    // Nothing reached the host while no human had decided.
     assert!(
         !net.inet.log().contains("unlisted.test"),
         "{}",
@@ -350,7 +436,7 @@ fn an_unlisted_host_asks_and_the_approved_connection_proceeds() {
     );
     let o = net.up.run("approver", &["approvals", "approve", &id]);
     assert!(o.status.success(), "{}", text(&o));
-    let run = Run::parse(&child.wait_with_output().unwrap());
+    let run = run.finish();
     run.assert_ok();
     assert_eq!(
         run.stdout,
@@ -597,37 +683,20 @@ fn dns_txt_exfiltration_is_refused_and_never_reaches_a_resolver() {
     );
 }
 
-/// Reads `toolgate run --json` lines from `child` until an output event contains `needle`.
-fn await_output(child: &mut Child, needle: &str) -> BufReader<std::process::ChildStdout> {
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(out.read_line(&mut line).unwrap() > 0, "run ended: {seen}");
-        seen.push_str(&line);
-        if line.contains("\"output\"") && line.contains(needle) {
-            return out;
-        }
-    }
-}
-
 #[test]
 fn inbound_connections_never_reach_a_run() {
     let net = Net::start();
-    let mut child = net
-        .command(&[
-            "--script",
-            "python3 -m http.server 8080 --bind 0.0.0.0 >/dev/null 2>&1 &
-             until curl -s -o /dev/null http://127.0.0.1:8080/; do sleep 0.05; done
-             echo listening
-             while test ! -e done; do sleep 0.05; done
-             kill %1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut out = await_output(&mut child, "listening");
+    let mut run = net.spawn(&[
+        "--script",
+        "python3 -m http.server 8080 --bind 0.0.0.0 >/dev/null 2>&1 &
+         until curl -s -o /dev/null http://127.0.0.1:8080/; do sleep 0.05; done
+         echo listening
+         while test ! -e done; do sleep 0.05; done
+         kill %1",
+    ]);
+    run.until("the run's server listens", |v| {
+        v["event"] == "output" && v["data"] == "listening\n"
+    });
     // From the fake internet, on every address it has: nothing listens on 8080.
     let o = net
         .inet
@@ -644,9 +713,7 @@ fn inbound_connections_never_reach_a_run() {
         .output()
         .unwrap();
     std::fs::write(net.ws().join("done"), b"").unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    assert_eq!(child.wait().unwrap().code(), Some(0), "{rest}");
+    run.finish().assert_ok();
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         format!("127.0.0.1 errno 111\n{ALLOWED_IP} errno 111\n0.0.0.0 errno 111\n"),
