@@ -667,6 +667,38 @@ pub struct RunCommandOutput {
     /// The resource limits the run got and what enforced them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limits: Option<RunLimitsOutput>,
+    /// Where a networked run connected through the executor's egress gate, and what was
+    /// refused (and why).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<NetworkDestinationOutput>,
+}
+
+/// One destination a networked run reached or was refused.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct NetworkDestinationOutput {
+    /// The host name the run looked up, or the IP literal it used.
+    pub host: String,
+    /// The port; 0 for a refused DNS lookup.
+    pub port: u32,
+    /// `auto`, `ask` or `deny`: how the policy decided it (empty when it did not).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub decision: String,
+    /// Connections opened (allowed and refused).
+    pub connections: u32,
+    /// Connections refused.
+    pub refused: u32,
+    /// Bytes the run sent.
+    pub bytes_sent: u64,
+    /// Bytes it received.
+    pub bytes_received: u64,
+    /// Why connections were refused: `denied`, `approval_denied`, `approval_expired`,
+    /// `ip_literal`, `forbidden_address`, `sni_mismatch`, `host_mismatch`, `resolve_failed`,
+    /// `connect_failed`, `policy_unavailable`, `query_type`, ...
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub refusal: String,
+    /// What to do about the refusal, naming the rule or approval.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 /// The resource limit a run ran into.

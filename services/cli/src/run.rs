@@ -169,6 +169,14 @@ async fn follow(mut stream: tonic::Streaming<pb::RunResponse>, verbose: bool) ->
             Err(status) => return refused(status),
         };
         let result = match event {
+            Some(Event::AwaitingApproval(a)) if !a.destination.is_empty() => {
+                // A connection of the running command, held by the executor's egress gate.
+                eprintln!(
+                    "toolgate: connection to {} waits for approval {}: toolgate approvals approve {}",
+                    a.destination, a.approval_id, a.approval_id
+                );
+                Ok(())
+            }
             Some(Event::AwaitingApproval(a)) => {
                 eprintln!(
                     "toolgate: {}\ntoolgate: waiting until {} for a decision; approve with: toolgate approvals approve {}\ntoolgate: awaiting approval {}",
@@ -212,7 +220,8 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
             Ok(Some(m)) => match m.event {
                 Some(Event::AwaitingApproval(a)) => (
                     serde_json::json!({"event": "awaiting_approval", "approval_id": a.approval_id,
-                        "message": a.message, "wait_deadline": a.wait_deadline.map(|t| t.to_string())}),
+                        "message": a.message, "wait_deadline": a.wait_deadline.map(|t| t.to_string()),
+                        "destination": (!a.destination.is_empty()).then_some(a.destination)}),
                     None,
                 ),
                 Some(Event::Started(s)) => (
@@ -347,7 +356,7 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
     if let Some(a) = &e.audit {
         report_audit(a);
     }
-    report_network(&e.network);
+    report_network(&e.network, verbose);
     if verbose {
         eprintln!(
             "toolgate: {}",
@@ -357,25 +366,39 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
     exit_code(e.status.as_ref())
 }
 
-/// Tells the person at the terminal which destinations the run's egress gate refused and why:
-/// a refused connection otherwise shows only as the program's own "connection reset".
-fn report_network(destinations: &[common::NetworkDestination]) {
-    use toolgate_core::display::escape;
-    for d in destinations.iter().filter(|d| d.refused > 0) {
-        eprintln!(
-            "toolgate: network: {} of {} connection(s) to {}:{} refused ({}){}",
-            d.refused,
-            d.connections,
-            escape(&d.host),
-            d.port,
-            escape(&d.refusal),
-            if d.message.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", escape(&d.message))
-            }
-        );
+/// Tells the person at the terminal which destinations the run's egress gate refused, and
+/// with `verbose` every destination with its bytes.
+fn report_network(network: &[common::NetworkDestination], verbose: bool) {
+    for d in network {
+        let target = if d.port == 0 {
+            format!("lookup of {}", d.host)
+        } else {
+            format!("connection to {}:{}", d.host, d.port)
+        };
+        if d.refused > 0 {
+            eprintln!(
+                "toolgate: {target} refused ({}, {} of {}): {}",
+                d.refusal,
+                d.refused,
+                d.connections.max(d.refused),
+                d.message
+            );
+        } else if verbose {
+            eprintln!(
+                "toolgate: {target} via {}: {} connection(s), {} bytes sent, {} received",
+                d.address, d.connections, d.bytes_sent, d.bytes_received
+            );
+        }
     }
+}
+
+/// A destination of the run's report as `--json` prints it.
+fn destination_json(d: &common::NetworkDestination) -> serde_json::Value {
+    serde_json::json!({"host": d.host, "port": d.port, "protocol": d.protocol,
+        "address": d.address, "tier": crate::render::tier(d.tier), "rule_id": d.rule_id,
+        "approval_id": d.approval_id, "connections": d.connections, "refused": d.refused,
+        "bytes_sent": d.bytes_sent, "bytes_received": d.bytes_received,
+        "refusal": d.refusal, "message": d.message})
 }
 
 /// Tells the person at the terminal what the run changed in the protected set and what the
@@ -443,25 +466,6 @@ fn change_name(c: i32) -> &'static str {
         Ok(common::IntegrityChange::Removed) => "removed",
         _ => "changed",
     }
-}
-
-/// One destination of a `--json` `exited` line's `network`: what the run's egress gate saw.
-fn destination_json(d: &common::NetworkDestination) -> serde_json::Value {
-    serde_json::json!({
-        "host": d.host,
-        "port": d.port,
-        "protocol": d.protocol,
-        "address": d.address,
-        "tier": crate::render::tier(d.tier),
-        "rule_id": d.rule_id,
-        "approval_id": d.approval_id,
-        "connections": d.connections,
-        "refused": d.refused,
-        "bytes_sent": d.bytes_sent,
-        "bytes_received": d.bytes_received,
-        "refusal": d.refusal,
-        "message": d.message,
-    })
 }
 
 /// The `audit` of a `--json` `exited` line.

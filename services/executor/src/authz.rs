@@ -114,6 +114,7 @@ impl Authorized {
         sandbox_profile: String,
         decided_by: Option<&str>,
         rule_id: String,
+        denied_hosts: Vec<String>,
     ) -> Self {
         let hidden = match hidden {
             None => Hidden::Absent,
@@ -134,14 +135,8 @@ impl Authorized {
             rule_id,
             hidden,
             sandbox_profile,
-            denied_hosts: Vec::new(),
+            denied_hosts,
         }
-    }
-
-    /// For a networked run: the host globs its gate's DNS answers NXDOMAIN for
-    /// (`Allowed.denied_hosts`).
-    pub fn denied_hosts(&self) -> &[String] {
-        &self.denied_hosts
     }
 
     /// The recorded decision the outcome is reported against.
@@ -173,6 +168,15 @@ impl Authorized {
     /// under; empty when the answer named none (the request's profile stands).
     pub fn sandbox_profile(&self) -> &str {
         &self.sandbox_profile
+    }
+
+    /// For a run under a networked profile: the host globs (`example.com`, `*.example.com`,
+    /// `*`; lowercase, no trailing dot) the policy's network rules deny on every port in
+    /// this call's context, exactly as the `allowed` answer carried them. The run's egress
+    /// gate answers these names as nonexistent; every connection is still decided by its
+    /// own `net.connect`. Empty for other calls.
+    pub fn denied_hosts(&self) -> &[String] {
+        &self.denied_hosts
     }
 
     /// What this call must never reveal: the paths whose read the policy denies, exactly as
@@ -250,6 +254,7 @@ mod tests {
                 String::new(),
                 decided_by,
                 rule_id,
+                Vec::new(),
             )
         }
     }

@@ -4,7 +4,9 @@
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 
-use crate::tools::{LimitExceededOutput, RunCommandOutput, RunLimitsOutput, StreamOutput};
+use crate::tools::{
+    LimitExceededOutput, NetworkDestinationOutput, RunCommandOutput, RunLimitsOutput, StreamOutput,
+};
 
 /// Fills `out` from the final event and the streamed heads.
 pub(super) fn finish(out: &mut RunCommandOutput, x: pb::Exited, stdout: &[u8], stderr: &[u8]) {
@@ -43,6 +45,27 @@ pub(super) fn finish(out: &mut RunCommandOutput, x: pb::Exited, stdout: &[u8], s
         limit: l.limit,
         message: l.message,
     });
+    out.network = x
+        .network
+        .into_iter()
+        .map(|d| NetworkDestinationOutput {
+            decision: match common::Tier::try_from(d.tier) {
+                Ok(common::Tier::Auto) => "auto",
+                Ok(common::Tier::Ask) => "ask",
+                Ok(common::Tier::Deny) => "deny",
+                _ => "",
+            }
+            .to_owned(),
+            host: d.host,
+            port: d.port,
+            connections: d.connections,
+            refused: d.refused,
+            bytes_sent: d.bytes_sent,
+            bytes_received: d.bytes_received,
+            refusal: d.refusal,
+            message: d.message,
+        })
+        .collect();
 }
 
 /// The limits a run got, from its `Started` event.
@@ -98,6 +121,13 @@ pub(super) fn run_text(o: &RunCommandOutput) -> String {
         text.push_str(&format!("\n{}", l.message));
     } else if o.oom_killed {
         text.push_str("\nthe kernel's OOM killer killed a process of the run");
+    }
+    // What the egress gate refused: the model should not retry those blindly.
+    for d in o.network.iter().filter(|d| d.refused > 0) {
+        text.push_str(&format!(
+            "\nnetwork: {}:{} refused ({}): {}",
+            d.host, d.port, d.refusal, d.message
+        ));
     }
     for (name, s) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
         if !s.text.is_empty() {

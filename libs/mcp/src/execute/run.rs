@@ -82,6 +82,10 @@ impl Cx<'_> {
         let mut progress = 0u64;
         while let Some(event) = stream.message().await? {
             let note = match event.event {
+                Some(Event::AwaitingApproval(w)) if !w.destination.is_empty() => Some(format!(
+                    "the command's connection to {} waits for a human to decide approval {}: {}",
+                    w.destination, w.approval_id, w.message
+                )),
                 Some(Event::AwaitingApproval(w)) => Some(format!(
                     "waiting for a human to decide approval {}: {}",
                     w.approval_id, w.message

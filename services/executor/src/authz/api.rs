@@ -96,7 +96,7 @@ pub enum Verdict {
         hidden: Option<HiddenGlobs>,
         /// The profile to run under; empty: the request's.
         sandbox_profile: String,
-        /// For a run: host globs its egress gate's DNS answers NXDOMAIN for.
+        /// For a networked run: the host globs its egress gate's DNS answers as nonexistent.
         denied_hosts: Vec<String>,
     },
     /// A human must decide first.

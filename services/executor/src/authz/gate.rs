@@ -377,15 +377,15 @@ impl Gate {
             } => {
                 tracing::debug!(decision_id = %decision_id, "allowed");
                 let decided_by = explanation.as_ref().map(|e| e.policy_version.as_str());
-                let mut proof = Authorized::from_allowed(
+                let proof = Authorized::from_allowed(
                     decision_id,
                     approval_id,
                     hidden,
                     sandbox_profile,
                     decided_by,
                     rule_id,
+                    denied_hosts,
                 );
-                proof.denied_hosts = denied_hosts;
                 tool_span::record_decision(
                     span,
                     proof.tier(),

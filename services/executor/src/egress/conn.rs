@@ -365,10 +365,15 @@ async fn splice(
     }
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
-    let _ = tokio::try_join!(
-        pump(cr, uw, &dest.sent, run, "sent"),
-        pump(ur, cw, &dest.received, run, "received")
-    );
+    // The end of the run waits for what the run sent to be read (its side is closed by
+    // then, so that is prompt), not for the destination to close.
+    let reading = run.live_guard();
+    let sent = async move {
+        let r = pump(cr, uw, &dest.sent, run, "sent").await;
+        drop(reading);
+        r
+    };
+    let _ = tokio::try_join!(sent, pump(ur, cw, &dest.received, run, "received"));
 }
 
 async fn pump(
@@ -387,5 +392,70 @@ async fn pump(
         to.write_all(&buf[..n]).await?;
         counter.fetch_add(n as u64, Ordering::Relaxed);
         run.metrics.egress_bytes(direction, n as u64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::AtomicU32;
+
+    use tokio::sync::OnceCell;
+
+    use super::*;
+    use crate::egress::run::Last;
+
+    fn dest(host: &str, port: u16) -> Dest {
+        Dest {
+            host: host.into(),
+            port,
+            literal: false,
+            decision: OnceCell::new(),
+            addresses: OnceCell::new(),
+            connections: AtomicU32::new(0),
+            refused: AtomicU32::new(0),
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            first_seen: std::time::SystemTime::now(),
+            last: Mutex::new(Last::default()),
+        }
+    }
+
+    fn why(d: &Dest, s: Sniffed) -> Option<&'static str> {
+        mismatch(d, &s).map(|r| r.reason)
+    }
+
+    #[test]
+    fn the_server_name_or_host_must_be_the_decided_name() {
+        let tls = dest("pypi.org", 443);
+        assert_eq!(why(&tls, Sniffed::Tls(Some("pypi.org".into()))), None);
+        // Domain fronting: decided for one name, TLS for another.
+        assert_eq!(
+            why(&tls, Sniffed::Tls(Some("evil.example".into()))),
+            Some("sni_mismatch")
+        );
+        assert_eq!(why(&tls, Sniffed::Tls(None)), Some("sni_mismatch"));
+        // Port 443 is TLS with the name, nothing else.
+        assert_eq!(
+            why(&tls, Sniffed::Http(Some("pypi.org".into()))),
+            Some("sni_mismatch")
+        );
+        assert_eq!(why(&tls, Sniffed::Other), Some("sni_mismatch"));
+        assert_eq!(why(&tls, Sniffed::Incomplete), Some("sni_mismatch"));
+
+        let web = dest("files.example", 8080);
+        assert_eq!(why(&web, Sniffed::Http(Some("files.example".into()))), None);
+        assert_eq!(
+            why(&web, Sniffed::Http(Some("metadata.google.internal".into()))),
+            Some("host_mismatch")
+        );
+        assert_eq!(why(&web, Sniffed::Http(None)), Some("host_mismatch"));
+        // TLS on another port is checked too; other protocols pass.
+        assert_eq!(
+            why(&web, Sniffed::Tls(Some("other.example".into()))),
+            Some("sni_mismatch")
+        );
+        assert_eq!(why(&dest("git.example", 22), Sniffed::Other), None);
+        assert_eq!(why(&dest("git.example", 22), Sniffed::Incomplete), None);
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{OnceCell, mpsc, watch};
 use toolgate_contracts::executor::v1::AwaitingApproval;
@@ -23,7 +23,7 @@ const MAX_NAMES: usize = 4096;
 const MAX_DNS_REFUSALS: usize = 64;
 /// How long the end of a run waits for its connections to wind down (their last bytes
 /// counted) before they are dropped.
-const DRAIN: std::time::Duration = std::time::Duration::from_millis(250);
+const DRAIN: Duration = Duration::from_millis(250);
 
 /// The listening sockets of a run's gated namespace, made by the process runner.
 #[derive(Debug)]
@@ -84,7 +84,8 @@ pub(super) struct Inner {
     pub events: mpsc::Sender<AwaitingApproval>,
     /// Set when the run ended: every task stops.
     pub stop: watch::Sender<bool>,
-    /// Tasks still running.
+    /// Serving loops and connections still reading what the run sent: the report is final
+    /// once none is left.
     pub live: watch::Sender<usize>,
     report: OnceLock<Vec<Destination>>,
 }
@@ -218,9 +219,9 @@ impl RunGate {
                     match listener.accept().await {
                         Ok((stream, _)) => {
                             let inner = inner.clone();
-                            let live = inner.live_guard();
-                            tokio::spawn(inner.clone().until_stopped(async move {
-                                let _live = live;
+                            // A connection may go on for a moment after the run ends, so
+                            // the bytes the run sent before it ended are counted.
+                            tokio::spawn(inner.clone().until_stopped(DRAIN, async move {
                                 conn::handle(inner, stream).await;
                             }));
                         }
@@ -231,7 +232,7 @@ impl RunGate {
                     }
                 }
             };
-            tokio::spawn(self.inner.clone().until_stopped(task));
+            tokio::spawn(self.inner.clone().until_stopped(Duration::ZERO, task));
         }
         for socket in sockets.dns {
             let inner = self.inner.clone();
@@ -258,7 +259,7 @@ impl RunGate {
                     }
                 }
             };
-            tokio::spawn(self.inner.clone().until_stopped(task));
+            tokio::spawn(self.inner.clone().until_stopped(Duration::ZERO, task));
         }
     }
 
@@ -290,21 +291,25 @@ impl RunGate {
 }
 
 impl Inner {
-    fn live_guard(&self) -> Live {
+    pub(super) fn live_guard(&self) -> Live {
         self.live.send_modify(|n| *n += 1);
         Live(self.live.clone())
     }
 
-    /// `work`, cut short when the run ends.
-    pub(super) fn until_stopped(
+    /// `work`, cut short `grace` after the run ends.
+    fn until_stopped(
         self: Arc<Self>,
+        grace: Duration,
         work: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut stop = self.stop.subscribe();
         async move {
             tokio::select! {
                 () = work => {}
-                _ = stop.wait_for(|s| *s) => {}
+                _ = async {
+                    let _ = stop.wait_for(|s| *s).await;
+                    tokio::time::sleep(grace).await;
+                } => {}
             }
         }
     }

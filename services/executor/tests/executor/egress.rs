@@ -20,8 +20,8 @@ const DNS: &str = "127.77.0.53";
 /// What the test's web server answers.
 const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nConnection: close\r\n\r\nhello\n";
 
-/// A DNS server answering `web.test` with [`WEB`] (A), nothing for AAAA, NXDOMAIN for the
-/// rest. Returns its address.
+/// A DNS server answering `web.test` with [`WEB`] and `loop.test` with 127.0.0.1 (A), nothing
+/// for AAAA, NXDOMAIN for the rest. Returns its address.
 fn dns_server() -> SocketAddr {
     let sock = std::net::UdpSocket::bind((DNS, 0)).expect("bind the test DNS server");
     let addr = sock.local_addr().unwrap();
@@ -44,12 +44,17 @@ fn dns_server() -> SocketAddr {
             r[3] = 0x80;
             r[10] = 0;
             r[11] = 0;
-            if labels.join(".") != "web.test" {
+            let address = match labels.join(".").as_str() {
+                "web.test" => WEB,
+                "loop.test" => "127.0.0.1",
+                _ => "",
+            };
+            if address.is_empty() {
                 r[3] |= 3;
             } else if qtype == 1 {
                 r[7] = 1;
                 r.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 30, 0, 4]);
-                r.extend(WEB.split('.').map(|o| o.parse::<u8>().unwrap()));
+                r.extend(address.split('.').map(|o| o.parse::<u8>().unwrap()));
             }
             let _ = sock.send_to(&r, from);
         }
@@ -213,7 +218,7 @@ async fn an_asked_destination_holds_the_connection_until_a_human_approves() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_networked_run_reaches_a_name_through_the_gate_and_is_refused_an_ip_literal() {
+async fn a_networked_run_reaches_a_name_but_not_an_ip_literal_nor_the_executors_loopback() {
     let sb = Sandbox::new();
     let dns = dns_server();
     let port = web_server();
@@ -258,6 +263,25 @@ async fn a_networked_run_reaches_a_name_through_the_gate_and_is_refused_an_ip_li
     assert_eq!((d.port, d.connections, d.refused), (80, 1, 1));
     assert_eq!(d.refusal, "ip_literal");
     assert_eq!(d.address, "", "nothing left the gate");
+
+    // A name the policy allows that resolves to the executor's own loopback (DNS
+    // rebinding): refused after resolution, nothing leaves the gate.
+    let o = run(
+        &exe,
+        networked(&format!("python3 get.py http://loop.test:{port}/")),
+    )
+    .await
+    .expect("the run starts");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("403 ") && out.contains("forbidden_address"),
+        "{out}"
+    );
+    let d = destination(&o, "loop.test");
+    assert_eq!(
+        (d.refusal.as_str(), d.refused, d.address.as_str()),
+        ("forbidden_address", 1, "")
+    );
 
     // Other lookups than A and AAAA are refused and reported; the query goes to any
     // address on port 53 and reaches the gate's stub.
