@@ -95,6 +95,12 @@ pub fn call_rows(c: &ToolCall) -> Vec<(&'static str, String)> {
         );
     }
     row("path", c.path.as_deref().map(|p| escape(p).into_owned()));
+    row("host", c.host.as_deref().map(|h| escape(h).into_owned()));
+    row("port", c.port.map(|p| p.to_string()));
+    row(
+        "protocol",
+        c.protocol.as_deref().map(|p| escape(p).into_owned()),
+    );
     row("cwd", c.cwd.as_deref().map(|p| escape(p).into_owned()));
     if c.content_size.is_some() || c.content_sha256.is_some() {
         row(
@@ -335,6 +341,27 @@ mod tests {
                 "tool        process.run\n",
                 "argv        rm -rf 'it'\\''s \\x1b[8m'\n",
                 "binds       big.sh first 1048576 of 9000000 bytes sha256:cdcdcdcdcdcdcdcd…, changed 1.5\n",
+            )
+        );
+    }
+
+    #[test]
+    fn a_connection_shows_its_destination_inert() {
+        let mut c = ToolCall::new(crate::ToolKind::NetConnect);
+        c.host = Some("evil.example\x1b[2K\rregistry.npmjs.org".into());
+        c.port = Some(443);
+        c.protocol = Some("tcp".into());
+        c.sandbox_profile = Some("network".into());
+        let text = call_text(&c);
+        assert!(inert(&text.replace('\n', "")), "{text}");
+        assert_eq!(
+            text,
+            concat!(
+                "tool        net.connect\n",
+                "host        evil.example\\x1b[2K\\rregistry.npmjs.org\n",
+                "port        443\n",
+                "protocol    tcp\n",
+                "sandbox     network\n",
             )
         );
     }

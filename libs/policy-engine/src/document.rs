@@ -95,6 +95,11 @@ struct RawDocument {
     rule: Vec<Spanned<RawRule>>,
     #[serde(default)]
     example: Vec<Spanned<RawExample>>,
+    /// Destinations of runs' connections (`[[network]]`).
+    #[serde(default)]
+    network: Vec<Spanned<crate::network::RawNetwork>>,
+    /// The decision for a connection no `[[network]]` rule matches.
+    network_default: Option<Spanned<String>>,
     /// What the kernel sandbox of each named profile guarantees (`[profiles.<name>]`).
     #[serde(default)]
     profiles: BTreeMap<String, Spanned<RawProfile>>,
@@ -107,10 +112,12 @@ struct RawDocument {
 struct RawProfile {
     confined: Option<bool>,
     network: Option<bool>,
+    /// The network is reached only through the egress gate (meaningful with `network`).
+    egress_gated: Option<bool>,
     read_only_workspace: Option<bool>,
 }
 
-type List = Option<Spanned<Vec<Spanned<String>>>>;
+pub(crate) type List = Option<Spanned<Vec<Spanned<String>>>>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -146,6 +153,12 @@ pub(crate) struct RawExample {
     pub principal: Option<String>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// `net.connect`: the destination host, port and protocol (`tcp` when absent).
+    pub host: Option<String>,
+    pub port: Option<u32>,
+    pub protocol: Option<String>,
+    /// The sandbox profile of the run (a `net.connect`'s run, or a `process.run`).
+    pub sandbox: Option<String>,
     pub decision: Spanned<String>,
 }
 
@@ -234,9 +247,8 @@ pub(crate) struct Rule {
     pub except: Vec<CommandPattern>,
     pub flags: Vec<String>,
     pub not_flags: Vec<String>,
-    pub sessions: Option<HashSet<String>>,
-    pub principals: Option<HashSet<String>>,
-    pub labels: BTreeMap<String, String>,
+    /// Who and where: sessions, principals, labels.
+    pub selectors: Selectors,
     /// The sandbox profile every run this rule matches is decided under (`None`: whatever the
     /// request asked for, or the executor's default).
     pub sandbox: Option<String>,
@@ -250,6 +262,30 @@ impl Rule {
 
     /// Whether the session, principal and label selectors accept `ctx`.
     pub(crate) fn context_matches(&self, ctx: &crate::CallContext) -> bool {
+        self.selectors.matches(ctx)
+    }
+
+    /// Whether one command layer matches the command selectors (not the path selector).
+    pub(crate) fn command_matches(&self, name: &str, args: &[String]) -> bool {
+        self.commands.iter().any(|p| p.matches(name, args))
+            && !self.except.iter().any(|p| p.matches(name, args))
+            && (self.flags.is_empty() || self.flags.iter().any(|f| has_flag(args, f)))
+            && !self.not_flags.iter().any(|f| has_flag(args, f))
+    }
+}
+
+/// The context selectors every kind of rule has: `sessions`, `principals`, `labels`. An
+/// absent selector accepts every context.
+#[derive(Debug, Default)]
+pub(crate) struct Selectors {
+    pub sessions: Option<HashSet<String>>,
+    pub principals: Option<HashSet<String>>,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Selectors {
+    /// Whether `ctx` is accepted by every selector.
+    pub(crate) fn matches(&self, ctx: &crate::CallContext) -> bool {
         self.sessions
             .as_ref()
             .is_none_or(|s| s.contains(&ctx.session_id))
@@ -263,12 +299,48 @@ impl Rule {
                 .all(|(k, v)| ctx.labels.get(k) == Some(v))
     }
 
-    /// Whether one command layer matches the command selectors (not the path selector).
-    pub(crate) fn command_matches(&self, name: &str, args: &[String]) -> bool {
-        self.commands.iter().any(|p| p.matches(name, args))
-            && !self.except.iter().any(|p| p.matches(name, args))
-            && (self.flags.is_empty() || self.flags.iter().any(|f| has_flag(args, f)))
-            && !self.not_flags.iter().any(|f| has_flag(args, f))
+    /// Parses the selectors of a rule; `err` builds the error for a field's span.
+    pub(crate) fn parse(
+        sessions: &List,
+        principals: &List,
+        labels: Option<Spanned<BTreeMap<String, String>>>,
+        err: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+    ) -> Result<Selectors, Error> {
+        let set = |l: &List, field: &str| -> Result<Option<HashSet<String>>, Error> {
+            Ok(nonempty(l, field, err)?.map(|v| v.into_iter().map(Spanned::into_inner).collect()))
+        };
+        let labels = match labels {
+            None => BTreeMap::new(),
+            Some(l) if l.get_ref().is_empty() => {
+                return Err(err(
+                    l.span(),
+                    "`labels` is empty, so the rule could never match; remove it or add labels"
+                        .to_owned(),
+                ));
+            }
+            Some(l) => l.into_inner(),
+        };
+        Ok(Selectors {
+            sessions: set(sessions, "sessions")?,
+            principals: set(principals, "principals")?,
+            labels,
+        })
+    }
+}
+
+/// The values of a list field; an empty list is an error, since the rule could never match.
+pub(crate) fn nonempty(
+    l: &List,
+    field: &str,
+    err: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<Option<Vec<Spanned<String>>>, Error> {
+    match l {
+        None => Ok(None),
+        Some(v) if v.get_ref().is_empty() => Err(err(
+            v.span(),
+            format!("`{field}` is empty, so the rule could never match; remove it or list values"),
+        )),
+        Some(v) => Ok(Some(v.get_ref().clone())),
     }
 }
 
@@ -294,6 +366,9 @@ pub(crate) struct Parsed {
     pub profiles: BTreeMap<String, crate::profile::Guarantees>,
     pub safe_commands: bool,
     pub rules: Vec<Rule>,
+    pub network: Vec<crate::network::NetworkRule>,
+    /// What a `net.connect` nothing matches gets.
+    pub network_default: Tier,
     pub examples: Vec<(usize, RawExample)>,
     pub version: String,
 }
@@ -358,18 +433,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
                 "`reason` must say why, for the model and the approver".to_owned(),
             ));
         }
-        let nonempty = |l: &List, field: &str| -> Result<Option<Vec<Spanned<String>>>, Error> {
-            match l {
-                None => Ok(None),
-                Some(v) if v.get_ref().is_empty() => Err(err(
-                    v.span(),
-                    format!(
-                        "`{field}` is empty, so the rule could never match; remove it or list values"
-                    ),
-                )),
-                Some(v) => Ok(Some(v.get_ref().clone())),
-            }
-        };
+        let nonempty = |l: &List, field: &str| nonempty(l, field, &err);
         let tools = match nonempty(&r.tools, "tools")? {
             None => None,
             Some(list) => Some(
@@ -453,22 +517,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
                 });
             }
         }
-        let set = |l: &List, field: &str| -> Result<Option<HashSet<String>>, Error> {
-            Ok(nonempty(l, field)?.map(|v| v.into_iter().map(Spanned::into_inner).collect()))
-        };
-        let sessions = set(&r.sessions, "sessions")?;
-        let principals = set(&r.principals, "principals")?;
-        let labels = match r.labels {
-            None => BTreeMap::new(),
-            Some(l) if l.get_ref().is_empty() => {
-                return Err(err(
-                    l.span(),
-                    "`labels` is empty, so the rule could never match; remove it or add labels"
-                        .to_owned(),
-                ));
-            }
-            Some(l) => l.into_inner(),
-        };
+        let selectors = Selectors::parse(&r.sessions, &r.principals, r.labels, &err)?;
         let sandbox = match r.sandbox {
             None => None,
             Some(p) => {
@@ -510,12 +559,21 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
             except,
             flags,
             not_flags,
-            sessions,
-            principals,
-            labels,
+            selectors,
             sandbox,
         });
     }
+    let network = crate::network::parse(raw.network, &mut seen, &line)?;
+    // Unless the document says otherwise, a destination nothing speaks about asks (or is
+    // denied, when everything unmatched is): `default = "auto"` is about commands and files,
+    // never a licence to reach every host.
+    let network_default = match &raw.network_default {
+        None => default.max(Tier::Ask),
+        Some(d) => d.get_ref().parse().map_err(|m| Error::Invalid {
+            line: line(d.span()),
+            message: format!("network_default: {m}"),
+        })?,
+    };
     let profiles = profiles(&raw.profiles, &line)?;
     let examples = raw
         .example
@@ -527,6 +585,8 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
         profiles,
         safe_commands: raw.safe_commands.unwrap_or(true),
         rules,
+        network,
+        network_default,
         examples,
         version: version(text)?,
     })
@@ -559,6 +619,7 @@ fn profiles(
         let g = Guarantees {
             confined: r.confined.unwrap_or(false),
             network: r.network.unwrap_or(true),
+            egress_gated: r.egress_gated.unwrap_or(false),
             read_only_workspace: r.read_only_workspace.unwrap_or(false),
         };
         // Claiming fewer guarantees only makes decisions stricter; claiming more than the

@@ -16,6 +16,7 @@ use crate::baseline::{self, BaselineRule};
 use crate::call::{CallContext, ToolCall};
 use crate::document::{self, Error, ProgramMatch, Rule};
 use crate::memo::AnalysisMemo;
+use crate::network::{Host, NetworkIndex, NetworkRule};
 use crate::paths::{self, Access};
 use crate::profile::{DecidedProfile, Guarantees};
 use crate::shell::{self, Analysis, ShellPath};
@@ -177,7 +178,12 @@ struct Index {
 pub struct Policy {
     rules: Vec<Rule>,
     index: Index,
+    /// `[[network]]` rules and their index by host.
+    network: Vec<NetworkRule>,
+    network_index: NetworkIndex,
     default: Tier,
+    /// What a `net.connect` no rule matches gets.
+    network_default: Tier,
     safe_commands: bool,
     /// Guarantees of the sandbox profiles the policy knows, by name.
     profiles: std::collections::BTreeMap<String, Guarantees>,
@@ -202,10 +208,15 @@ impl Policy {
         let parsed = document::parse(text)?;
         let index =
             build_index(&parsed.rules).map_err(|message| Error::Invalid { line: 1, message })?;
+        let network_index = NetworkIndex::build(&parsed.network)
+            .map_err(|message| Error::Invalid { line: 1, message })?;
         let policy = Policy {
             rules: parsed.rules,
             index,
+            network: parsed.network,
+            network_index,
             default: parsed.default,
+            network_default: parsed.network_default,
             safe_commands: parsed.safe_commands,
             profiles: parsed.profiles,
             version: parsed.version,
@@ -278,9 +289,14 @@ impl Policy {
         self.safe_commands
     }
 
-    /// Number of user rules.
+    /// The tier of `net.connect` calls no rule matches.
+    pub fn network_default_tier(&self) -> Tier {
+        self.network_default
+    }
+
+    /// Number of user rules (`[[rule]]` and `[[network]]`).
     pub fn rule_count(&self) -> usize {
-        self.rules.len()
+        self.rules.len() + self.network.len()
     }
 
     /// Every baseline rule then every user rule, in order.
@@ -302,7 +318,30 @@ impl Policy {
                 source: RuleSource::User,
                 line: r.line,
             }))
+            .chain(self.network.iter().map(|r| RuleSummary {
+                id: r.id.clone(),
+                tier: r.tier,
+                reason: r.reason.clone(),
+                source: RuleSource::User,
+                line: r.line,
+            }))
             .collect()
+    }
+
+    /// The host globs a run under `profile` in `ctx` may not reach on any port: the names of
+    /// every `deny` network rule without `ports` (TCP or any protocol) that applies, and `*`
+    /// when a rule denies every `net.connect` in this context. The egress gate's DNS stub
+    /// answers these names as nonexistent. Address blocks are left out: the stub answers
+    /// names, and the gate decides every connection anyway.
+    pub fn denied_hosts(&self, profile: Option<&str>, ctx: &CallContext) -> Vec<String> {
+        let all_denied = self.index.call_level[kind_index(ToolKind::NetConnect)]
+            .iter()
+            .map(|r| &self.rules[*r as usize])
+            .any(|r| r.tier == Tier::Deny && r.context_matches(ctx));
+        if all_denied {
+            return vec!["*".to_owned()];
+        }
+        crate::network::denied_names(&self.network, profile, ctx)
     }
 
     /// Path globs of `deny` rules that apply to `kind` in `ctx` (rules without command
@@ -342,6 +381,9 @@ impl Policy {
     /// one a matching rule requires, else the call's. What that profile contains counts as
     /// `auto`; an unknown, unconfined or missing profile contains nothing.
     pub fn classify(&self, call: &ToolCall, ctx: &CallContext) -> Decision {
+        if call.tool == ToolKind::NetConnect {
+            return self.classify_connect(call, ctx);
+        }
         if call.tool != ToolKind::ProcessRun {
             return self.classify_under(call, ctx, None);
         }
@@ -580,6 +622,59 @@ impl Policy {
         }
     }
 
+    /// A `net.connect`: the worst of the `[[network]]` rules matching its destination and the
+    /// call-level `[[rule]]`s for `net.connect` (those naming no tools only when they ask or
+    /// deny), else the network default.
+    fn classify_connect(&self, call: &ToolCall, ctx: &CallContext) -> Decision {
+        let mut b = Builder::default();
+        let mut tier: Option<Tier> = None;
+        let host = Host::parse(call.host.as_deref().unwrap_or_default());
+        let protocol = call.protocol.as_deref().unwrap_or("tcp");
+        // A port the wire cannot hold matches no rule with `ports`, only those without.
+        let port = call.port.and_then(|p| u16::try_from(p).ok()).unwrap_or(0);
+        for r in self.network_index.matching(
+            &self.network,
+            &host,
+            port,
+            protocol,
+            call.sandbox_profile.as_deref(),
+            ctx,
+        ) {
+            let rule = &self.network[r as usize];
+            worse(&mut tier, rule.tier);
+            b.push(&rule.id, rule.tier, &rule.reason, RuleSource::User);
+        }
+        for r in &self.index.call_level[kind_index(ToolKind::NetConnect)] {
+            let rule = &self.rules[*r as usize];
+            // A rule that names no tools reaches connections only to make them stricter: an
+            // `auto` written for commands and files never opens the network.
+            let about_connections = rule.tools.is_some() || rule.tier != Tier::Auto;
+            if about_connections && rule.context_matches(ctx) {
+                worse(&mut tier, rule.tier);
+                b.user(rule);
+            }
+        }
+        let tier = tier.unwrap_or_else(|| {
+            b.push(
+                "default",
+                self.network_default,
+                "no network rule matched this destination; the policy's network default applies",
+                RuleSource::Default,
+            )
+        });
+        let message = message(tier, &b, call);
+        Decision {
+            tier,
+            matches: b.matches,
+            commands: Vec::new(),
+            paths: Vec::new(),
+            policy_version: self.version.clone(),
+            message,
+            sandbox_profile: None,
+            profile: Some(self.decided_profile(call.sandbox_profile.as_deref())),
+        }
+    }
+
     /// User rules whose command selectors match some layer of `c` (and whose path selector,
     /// if any, matches one of its paths).
     fn command_rules(&self, c: &shell::ShellCommand, ctx: &CallContext) -> Vec<u32> {
@@ -789,6 +884,7 @@ fn example_call(ex: &document::RawExample) -> Result<(ToolCall, CallContext), St
     let tool = match &ex.tool {
         Some(t) => t.get_ref().parse::<ToolKind>()?,
         None if ex.script.is_some() || ex.argv.is_some() => ToolKind::ProcessRun,
+        None if ex.host.is_some() => ToolKind::NetConnect,
         None => return Err("give `tool`, or `script` / `argv` for process.run".to_owned()),
     };
     let mut call = ToolCall::new(tool);
@@ -797,10 +893,18 @@ fn example_call(ex: &document::RawExample) -> Result<(ToolCall, CallContext), St
     call.path.clone_from(&ex.path);
     call.recursive = ex.recursive;
     call.cwd.clone_from(&ex.cwd);
+    call.host.clone_from(&ex.host);
+    call.port = ex.port;
+    call.protocol.clone_from(&ex.protocol);
+    call.sandbox_profile.clone_from(&ex.sandbox);
     if tool == ToolKind::ProcessRun && call.script.is_some() == call.argv.is_some() {
         return Err("a process.run example needs exactly one of `script` or `argv`".to_owned());
     }
-    if tool != ToolKind::ProcessRun && call.path.is_none() {
+    if tool == ToolKind::NetConnect {
+        if call.host.is_none() || call.port.is_none() {
+            return Err("a net.connect example needs `host` and `port`".to_owned());
+        }
+    } else if tool != ToolKind::ProcessRun && call.path.is_none() {
         return Err(format!("a {tool} example needs `path`"));
     }
     let ctx = CallContext {
@@ -937,6 +1041,16 @@ fn message(tier: Tier, b: &Builder, call: &ToolCall) -> String {
                 .iter()
                 .find(|p| p.tier == tier)
                 .map(|p| format!("{} of `{}`", p.access.as_str(), p.path))
+        })
+        .or_else(|| {
+            (call.tool == ToolKind::NetConnect).then(|| {
+                format!(
+                    "connection to {}:{} ({})",
+                    call.host.as_deref().unwrap_or("?"),
+                    call.port.unwrap_or_default(),
+                    call.protocol.as_deref().unwrap_or("tcp")
+                )
+            })
         })
         .unwrap_or_else(|| format!("{} call", call.tool));
     let reasons = worst

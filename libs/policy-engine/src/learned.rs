@@ -718,6 +718,17 @@ pub fn propose(call: &ToolCall, decision: &Decision) -> Result<Pattern, Refusal>
                 .map_or_else(|| "default".to_owned(), |m| m.rule_id.clone()),
         });
     }
+    if call.tool == ToolKind::NetConnect {
+        // A destination is policy, not a command shape: it belongs in the document, where
+        // it is reviewed with the other network rules and applies to every run alike.
+        return Err(Refusal::NotLearnable {
+            why: format!(
+                "a destination is not learned as a rule; approve {}:{} for the session instead, or add a [[network]] rule for it to the policy",
+                call.host.as_deref().unwrap_or("?"),
+                call.port.unwrap_or_default()
+            ),
+        });
+    }
     if call.tool != ToolKind::ProcessRun {
         return Err(Refusal::NotLearnable {
             why: format!(

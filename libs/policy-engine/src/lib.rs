@@ -16,6 +16,7 @@ pub mod document;
 pub mod engine;
 pub mod learned;
 mod memo;
+pub mod network;
 pub mod paths;
 pub mod profile;
 pub mod reload;

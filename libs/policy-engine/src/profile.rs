@@ -19,6 +19,11 @@ pub struct Guarantees {
     pub confined: bool,
     /// The run can reach the network (`false`: only its own loopback).
     pub network: bool,
+    /// The run reaches the network only through the executor's egress gate, which asks the
+    /// policy about every destination (`net.connect`, decided by the `[[network]]` rules):
+    /// what code does with the network is then decided per destination, so code is
+    /// contained as under no network.
+    pub egress_gated: bool,
     /// The workspace is read-only too, so nothing in it can be destroyed.
     pub read_only_workspace: bool,
 }
@@ -28,6 +33,7 @@ impl Guarantees {
     pub const NONE: Guarantees = Guarantees {
         confined: false,
         network: true,
+        egress_gated: false,
         read_only_workspace: false,
     };
 
@@ -37,9 +43,15 @@ impl Guarantees {
             && match c {
                 Containment::Never => false,
                 Containment::Filesystem => true,
-                Containment::Code => !self.network,
-                Containment::Destruction => !self.network && self.read_only_workspace,
+                Containment::Code => self.network_decided(),
+                Containment::Destruction => self.network_decided() && self.read_only_workspace,
             }
+    }
+
+    /// Whether every connection the run could make is decided by the policy: no network, or
+    /// only through the egress gate.
+    fn network_decided(self) -> bool {
+        !self.network || self.egress_gated
     }
 
     /// Whether code nothing else speaks about (an unknown program, a write nothing names)
@@ -52,6 +64,7 @@ impl Guarantees {
     pub fn at_least(self, other: Guarantees) -> bool {
         (self.confined || !other.confined)
             && (!self.network || other.network)
+            && (self.network_decided() || !other.network_decided())
             && (self.read_only_workspace || !other.read_only_workspace)
     }
 
@@ -67,10 +80,11 @@ impl Guarantees {
             } else {
                 "writes confined to the workspace and private /tmp and HOME"
             },
-            if self.network {
-                "network reachable"
-            } else {
-                "no network"
+            match (self.network, self.egress_gated) {
+                (false, _) => "no network",
+                (true, true) =>
+                    "network only through the egress gate, each destination decided by the policy",
+                (true, false) => "network reachable",
             }
         )
     }
@@ -81,6 +95,7 @@ pub fn builtin() -> BTreeMap<String, Guarantees> {
     let workspace = Guarantees {
         confined: true,
         network: false,
+        egress_gated: false,
         read_only_workspace: false,
     };
     BTreeMap::from([
@@ -96,6 +111,7 @@ pub fn builtin() -> BTreeMap<String, Guarantees> {
             "network".to_owned(),
             Guarantees {
                 network: true,
+                egress_gated: true,
                 ..workspace
             },
         ),
@@ -142,7 +158,16 @@ mod tests {
         assert!(ws.contains(Containment::Code) && ws.contains(Containment::Filesystem));
         assert!(!ws.contains(Containment::Destruction) && !ws.contains(Containment::Never));
         assert!(ro.contains(Containment::Destruction));
-        assert!(!net.contains(Containment::Code) && net.contains(Containment::Filesystem));
+        // `network` reaches out only through the egress gate: code is contained, every
+        // destination is a `net.connect` decision.
+        assert!(net.contains(Containment::Code) && net.contains(Containment::Filesystem));
+        assert!(!net.contains(Containment::Destruction));
+        let open = Guarantees {
+            egress_gated: false,
+            ..net
+        };
+        assert!(!open.contains(Containment::Code) && open.contains(Containment::Filesystem));
+        assert!(net.at_least(open) && !open.at_least(net));
         assert!(!Guarantees::NONE.contains(Containment::Filesystem));
         assert!(ro.at_least(ws) && !ws.at_least(ro) && ws.at_least(net) && !net.at_least(ws));
         assert!(ws.at_least(Guarantees::NONE) && !Guarantees::NONE.at_least(ws));

@@ -61,6 +61,7 @@ fn profile_json(p: &DecidedProfile) -> Value {
         "known": p.known,
         "confined": p.guarantees.confined,
         "network": p.guarantees.network,
+        "egress_gated": p.guarantees.egress_gated,
         "read_only_workspace": p.guarantees.read_only_workspace,
     })
 }
@@ -232,6 +233,12 @@ pub fn explain_text(d: &Decision) -> String {
             p.path
         );
         why(&mut out, &p.rule_ids);
+    }
+    if d.commands.is_empty() && d.paths.is_empty() {
+        // A call decided as a whole (a `net.connect`): every rule that matched it.
+        let ids: Vec<String> = d.matches.iter().map(|m| m.rule_id.clone()).collect();
+        let _ = writeln!(out, "\n{:<6}  the whole call", d.tier.as_str());
+        why(&mut out, &ids);
     }
     let _ = writeln!(out, "\npolicy version: {}", d.policy_version);
     out

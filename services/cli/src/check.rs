@@ -33,11 +33,18 @@ pub(crate) struct CheckArgs {
     /// A workspace label `key=value` (repeatable).
     #[arg(long = "label", value_parser = parse_label)]
     labels: Vec<(String, String)>,
-    /// The sandbox profile a `process.run` runs under: the executor's default `workspace`
-    /// unless given. A profile the policy does not know (`unconfined`, say) is decided with no
-    /// sandbox guarantee.
-    #[arg(long, default_value = toolgate_process::DEFAULT_PROFILE)]
-    profile: String,
+    /// The sandbox profile the call's run executes under: the executor's default `workspace`
+    /// for a `process.run`, `network` for a `--connect`, unless given. A profile the policy
+    /// does not know (`unconfined`, say) is decided with no sandbox guarantee.
+    #[arg(long)]
+    profile: Option<String>,
+    /// Classify a connection a run makes (`net.connect`) to `HOST:PORT` (`[::1]:443` for an
+    /// IPv6 literal), as the run's egress gate would ask about it.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["path", "script"])]
+    connect: Option<String>,
+    /// The transport of `--connect`.
+    #[arg(long, default_value = "tcp", requires = "connect")]
+    protocol: String,
     /// The bash script to classify as `process.run`.
     #[arg(last = true)]
     script: Vec<String>,
@@ -49,14 +56,18 @@ pub(crate) struct ExplainArgs {
     /// A policy document; the shipped default policy when omitted.
     #[arg(long)]
     policy: Option<PathBuf>,
-    /// The sandbox profile the script runs under (the executor's default unless given).
-    #[arg(long, default_value = toolgate_process::DEFAULT_PROFILE)]
-    profile: String,
+    /// The sandbox profile the run executes under (the executor's default for a script,
+    /// `network` for `--connect`, unless given).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Explain a connection a run makes (`net.connect`) to `HOST:PORT` instead of a script.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with = "script")]
+    connect: Option<String>,
     /// Print the `toolgate check --json` object instead.
     #[arg(long)]
     json: bool,
     /// The bash script to explain.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "connect")]
     script: Vec<String>,
 }
 
@@ -64,8 +75,14 @@ pub(crate) struct ExplainArgs {
 /// matched it, and which sandbox guarantee made it auto or why it asks. Exits like `check`.
 pub(crate) fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     let policy = load(args.policy.as_deref())?;
-    let mut call = ToolCall::script(args.script.join(" "));
-    call.sandbox_profile = Some(args.profile);
+    let call = match &args.connect {
+        Some(dest) => connect_call(dest, "tcp", args.profile)?,
+        None => {
+            let mut call = ToolCall::script(args.script.join(" "));
+            call.sandbox_profile = Some(run_profile(args.profile));
+            call
+        }
+    };
     let decision = policy.classify(&call, &CallContext::default());
     if args.json {
         println!("{}", toolgate_policy_engine::to_json(&decision, None));
@@ -81,6 +98,39 @@ fn exit_for(tier: toolgate_core::Tier) -> anyhow::Result<()> {
         toolgate_core::Tier::Ask => Err(crate::client::Exit(EXIT_ASK).into()),
         toolgate_core::Tier::Deny => Err(crate::client::Exit(EXIT_DENY).into()),
     }
+}
+
+/// The profile of a `process.run`: the one given, else the executor's default.
+fn run_profile(given: Option<String>) -> String {
+    given.unwrap_or_else(|| toolgate_process::DEFAULT_PROFILE.to_owned())
+}
+
+/// The `net.connect` the egress gate of a run under `profile` (default `network`) would ask
+/// about for a connection to `dest` (`HOST:PORT`, `[v6]:PORT`).
+fn connect_call(dest: &str, protocol: &str, profile: Option<String>) -> anyhow::Result<ToolCall> {
+    let (host, port) = dest
+        .rsplit_once(':')
+        .with_context(|| format!("--connect `{dest}`: give HOST:PORT, for example pypi.org:443"))?;
+    // An IPv6 literal only in brackets: unbracketed, `2001:db8::1:443` has no clear port.
+    let host = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) if v6.parse::<std::net::Ipv6Addr>().is_ok() => v6,
+        _ if !host.is_empty() && !host.contains([':', '[', ']']) => host,
+        _ => anyhow::bail!(
+            "--connect `{dest}`: give HOST:PORT, with an IPv6 address in brackets ([2001:db8::1]:443)"
+        ),
+    };
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .with_context(|| format!("--connect `{dest}`: `{port}` is not a port (1 to 65535)"))?;
+    Ok(ToolCall {
+        host: Some(host.to_owned()),
+        port: Some(u32::from(port)),
+        protocol: Some(protocol.to_owned()),
+        sandbox_profile: Some(profile.unwrap_or_else(|| "network".to_owned())),
+        ..ToolCall::new(ToolKind::NetConnect)
+    })
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -106,15 +156,25 @@ pub(crate) const EXIT_DENY: u8 = 3;
 /// and CI: 0 auto, 2 ask, 3 deny; 1 is a usage or policy error (nothing was classified).
 pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
     let policy = load(args.policy.as_deref())?;
-    let tool: ToolKind = args.tool.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let tool: ToolKind = match &args.connect {
+        Some(_) => ToolKind::NetConnect,
+        None => args.tool.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+    };
     let call = match tool {
+        ToolKind::NetConnect => connect_call(
+            args.connect.as_deref().context(
+                "net.connect needs --connect HOST:PORT, for example: toolgate check --connect pypi.org:443",
+            )?,
+            &args.protocol,
+            args.profile,
+        )?,
         ToolKind::ProcessRun => {
             anyhow::ensure!(
                 !args.script.is_empty(),
                 "give the script after `--`, for example: toolgate check -- 'ls && rm -rf build'"
             );
             let mut call = ToolCall::script(args.script.join(" "));
-            call.sandbox_profile = Some(args.profile);
+            call.sandbox_profile = Some(run_profile(args.profile));
             call
         }
         fs => {

@@ -87,6 +87,13 @@ pub(crate) fn summary(call: Option<&pb::ToolCall>) -> String {
         escape(s).into_owned()
     } else if !c.argv.is_empty() {
         c.argv.iter().map(|w| word(w)).collect::<Vec<_>>().join(" ")
+    } else if let Some(host) = &c.host {
+        format!(
+            "{}:{} ({})",
+            escape(host),
+            c.port.unwrap_or_default(),
+            escape(c.protocol.as_deref().unwrap_or("tcp"))
+        )
     } else {
         escape(c.path.as_deref().unwrap_or_default()).into_owned()
     };
@@ -295,6 +302,9 @@ fn call_json(c: &pb::ToolCall) -> Value {
         "timeout_ms": opt(c.timeout_ms),
         "sandbox_profile": opt(c.sandbox_profile.clone()),
         "bound_files": c.bound_files,
+        "host": opt(c.host.clone()),
+        "port": opt(c.port),
+        "protocol": opt(c.protocol.clone()),
     })
 }
 
@@ -531,6 +541,17 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(summary(Some(&s)), r"process.run ls\nrm -rf /");
+        let n = pb::ToolCall {
+            tool: common::ToolKind::NetConnect as i32,
+            host: Some("evil.example\x1b[2K".into()),
+            port: Some(443),
+            protocol: Some("tcp".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            summary(Some(&n)),
+            r"net.connect evil.example\x1b[2K:443 (tcp)"
+        );
         assert_eq!(clip("abcdef", 4), "abc…");
     }
 }

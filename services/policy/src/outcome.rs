@@ -5,7 +5,9 @@
 
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::common::v1::exit_status::Status as Exit;
+use toolgate_contracts::convert::{tier_from_wire, tier_to_wire};
 use toolgate_contracts::policy::v1 as pb;
+use toolgate_core::Tier;
 use toolgate_ledger::{DecisionId, ExecutorIdentity, ExitStatus, NewOutcome, NotStarted, Outcome};
 
 use crate::core::PolicyError;
@@ -93,9 +95,12 @@ pub(crate) fn from_wire(
         stdout_truncated,
         stderr_truncated,
         error,
-        isolation: o
-            .isolation
-            .map(|i| isolation_json(&i, o.limit_exceeded.as_ref())),
+        isolation: match o.isolation {
+            Some(i) => Some(isolation_json(&i, o.limit_exceeded.as_ref(), &o.network)),
+            // A call without isolation that still reports destinations keeps them.
+            None if !o.network.is_empty() => Some(destinations_only_json(&o.network)),
+            None => None,
+        },
         integrity: o.audit.map(|a| audit_json(&a)),
     })
 }
@@ -221,8 +226,13 @@ fn audit_from_json(text: &str) -> Option<common::IntegrityAudit> {
     })
 }
 
-/// The stored form of a run's isolation: a JSON object with the wire field names.
-fn isolation_json(i: &pb::RunIsolation, limit: Option<&common::LimitExceeded>) -> String {
+/// The stored form of a run's isolation: a JSON object with the wire field names, plus the
+/// limit that ended the run and the destinations its egress gate saw, if any.
+fn isolation_json(
+    i: &pb::RunIsolation,
+    limit: Option<&common::LimitExceeded>,
+    network: &[common::NetworkDestination],
+) -> String {
     let mut v = serde_json::json!({
         "sandbox_profile": i.sandbox_profile,
         "sandboxed": i.sandboxed,
@@ -252,7 +262,73 @@ fn isolation_json(i: &pb::RunIsolation, limit: Option<&common::LimitExceeded>) -
             "message": l.message,
         });
     }
+    if !network.is_empty() {
+        v["destinations"] = destinations_json(network);
+    }
     v.to_string()
+}
+
+/// The stored form of destinations reported without an isolation record.
+fn destinations_only_json(network: &[common::NetworkDestination]) -> String {
+    serde_json::json!({ "destinations": destinations_json(network) }).to_string()
+}
+
+/// Where a run connected, with the wire field names (the tier by its name).
+fn destinations_json(network: &[common::NetworkDestination]) -> serde_json::Value {
+    network
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "host": d.host,
+                "port": d.port,
+                "protocol": d.protocol,
+                "address": d.address,
+                "tier": tier_from_wire(d.tier).map(Tier::as_str),
+                "rule_id": d.rule_id,
+                "approval_id": d.approval_id,
+                "connections": d.connections,
+                "refused": d.refused,
+                "bytes_sent": d.bytes_sent,
+                "bytes_received": d.bytes_received,
+                "refusal": d.refusal,
+                "message": d.message,
+            })
+        })
+        .collect()
+}
+
+/// The stored destinations of a run, empty for records without them.
+fn destinations_from_json(text: &str) -> Vec<common::NetworkDestination> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
+        return Vec::new();
+    };
+    let Some(list) = v.get("destinations").and_then(|d| d.as_array()) else {
+        return Vec::new();
+    };
+    list.iter()
+        .map(|d| {
+            let s = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
+            let n = |k: &str| d[k].as_u64().unwrap_or_default();
+            common::NetworkDestination {
+                host: s("host"),
+                port: n("port") as u32,
+                protocol: s("protocol"),
+                address: s("address"),
+                tier: d["tier"]
+                    .as_str()
+                    .and_then(|t| t.parse::<Tier>().ok())
+                    .map_or(common::Tier::Unspecified, tier_to_wire) as i32,
+                rule_id: s("rule_id"),
+                approval_id: s("approval_id"),
+                connections: n("connections") as u32,
+                refused: n("refused") as u32,
+                bytes_sent: n("bytes_sent"),
+                bytes_received: n("bytes_received"),
+                refusal: s("refusal"),
+                message: s("message"),
+            }
+        })
+        .collect()
 }
 
 /// The stored run limits of an isolation record, if it has them.
@@ -284,6 +360,8 @@ fn limit_exceeded_from_json(text: &str) -> Option<common::LimitExceeded> {
 /// The wire form of a stored isolation; fields it lacks stay at their defaults.
 fn isolation_from_json(text: &str) -> Option<pb::RunIsolation> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    // Only destinations were stored: the call had no isolation record.
+    v.get("sandbox_profile")?;
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
     let b = |k: &str| v[k].as_bool().unwrap_or_default();
     Some(pb::RunIsolation {
@@ -383,7 +461,11 @@ pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
         isolation: o.isolation.as_deref().and_then(isolation_from_json),
         audit: o.integrity.as_deref().and_then(audit_from_json),
         limit_exceeded: o.isolation.as_deref().and_then(limit_exceeded_from_json),
-        network: Vec::new(),
+        network: o
+            .isolation
+            .as_deref()
+            .map(destinations_from_json)
+            .unwrap_or_default(),
         // A recorded outcome is an execution; a call that did not start has none.
         not_started: false,
     }
@@ -512,16 +594,101 @@ mod tests {
             limits: Some(limits.clone()),
             ..Default::default()
         };
-        let text = isolation_json(&isolation, Some(&hit));
+        let text = isolation_json(&isolation, Some(&hit), &[]);
         assert_eq!(
             isolation_from_json(&text).and_then(|i| i.limits),
             Some(limits)
         );
         assert_eq!(limit_exceeded_from_json(&text), Some(hit));
         // Records from before limits were reported read back without them.
-        let old = isolation_json(&pb::RunIsolation::default(), None);
+        let old = isolation_json(&pb::RunIsolation::default(), None, &[]);
         assert_eq!(isolation_from_json(&old).and_then(|i| i.limits), None);
         assert_eq!(limit_exceeded_from_json(&old), None);
+    }
+
+    fn destination(host: &str, tier: common::Tier) -> common::NetworkDestination {
+        common::NetworkDestination {
+            host: host.into(),
+            port: 443,
+            protocol: "tcp".into(),
+            address: "93.184.216.34:443".into(),
+            tier: tier as i32,
+            rule_id: "package-registries".into(),
+            approval_id: String::new(),
+            connections: 3,
+            refused: 1,
+            bytes_sent: 1_234,
+            bytes_received: 5 << 30,
+            refusal: "sni_mismatch".into(),
+            message: "the TLS name was not the one resolved".into(),
+        }
+    }
+
+    fn stored(n: NewOutcome) -> Outcome {
+        Outcome {
+            executor_principal: Some(exec()),
+            decision_id: n.decision_id,
+            approval_id: None,
+            executor: n.executor,
+            started_at: n.started_at,
+            finished_at: n.finished_at,
+            exit: n.exit,
+            stdout_bytes: n.stdout_bytes,
+            stderr_bytes: n.stderr_bytes,
+            stdout_truncated: n.stdout_truncated,
+            stderr_truncated: n.stderr_truncated,
+            error: n.error,
+            recorded_at: n.finished_at,
+            isolation: n.isolation,
+            integrity: n.integrity,
+        }
+    }
+
+    #[test]
+    fn the_destinations_a_run_reached_are_stored_and_read_back() {
+        let network = vec![
+            destination("registry.npmjs.org", common::Tier::Auto),
+            destination("example.com", common::Tier::Ask),
+            destination("metadata.google.internal", common::Tier::Deny),
+        ];
+        let run = pb::Outcome {
+            status: Some(common::ExitStatus {
+                status: Some(Exit::Exited(0)),
+            }),
+            times: times(),
+            isolation: Some(pb::RunIsolation {
+                sandbox_profile: "network".into(),
+                network: true,
+                ..Default::default()
+            }),
+            network: network.clone(),
+            ..Default::default()
+        };
+        let d = DecisionId::try_from("dec_1").unwrap();
+        let back = to_wire(&stored(from_wire(d.clone(), run).unwrap()));
+        assert_eq!(back.network, network);
+        assert_eq!(
+            back.isolation.map(|i| i.sandbox_profile).as_deref(),
+            Some("network")
+        );
+        // Without an isolation record the destinations are kept, and no isolation appears.
+        let bare = pb::Outcome {
+            times: times(),
+            result_code: "OK".into(),
+            network: network.clone(),
+            ..Default::default()
+        };
+        let back = to_wire(&stored(from_wire(d.clone(), bare).unwrap()));
+        assert_eq!((back.network, back.isolation), (network, None));
+        // Records from before destinations were reported read back without them.
+        let none = pb::Outcome {
+            times: times(),
+            result_code: "OK".into(),
+            ..Default::default()
+        };
+        let n = from_wire(d, none).unwrap();
+        assert!(n.isolation.is_none());
+        assert!(to_wire(&stored(n)).network.is_empty());
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod corpus;
 mod delete;
 mod differential;
 mod fuzz;
+mod network;
 mod properties;
 mod reload;
 mod sandbox;

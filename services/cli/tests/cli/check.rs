@@ -329,3 +329,63 @@ fn completions_generate_for_bash_zsh_and_fish() {
     }
     assert!(!toolgate(&["completions", "tcsh"]).status.success());
 }
+
+/// `toolgate check --connect HOST:PORT`: what a run's egress gate would be told about a
+/// connection, with the shipped network rules.
+fn connect_decision(args: &[&str]) -> (String, serde_json::Value) {
+    let mut all = vec!["check", "--json", "--connect"];
+    all.extend_from_slice(args);
+    let out = toolgate(&all);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: one JSON object ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let decision = v["decision"]
+        .as_str()
+        .expect("top-level decision")
+        .to_owned();
+    assert_eq!(out.status.code(), Some(exit_code(&decision)), "{args:?}");
+    (decision, v)
+}
+
+#[test]
+fn check_connect_decides_a_destination_by_the_network_rules() {
+    let (d, v) = connect_decision(&["pypi.org:443"]);
+    assert_eq!(d, "auto");
+    assert!(v.to_string().contains("package-registries"), "{v}");
+    // The registries are auto only on 443 and only for runs under the network profile.
+    assert_eq!(connect_decision(&["pypi.org:80"]).0, "ask");
+    assert_eq!(
+        connect_decision(&["pypi.org:443", "--profile", "workspace"]).0,
+        "ask"
+    );
+    assert_eq!(connect_decision(&["example.com:443"]).0, "ask");
+    for dest in [
+        "metadata.google.internal:80",
+        "169.254.169.254:80",
+        "[2001:db8::1]:443",
+    ] {
+        assert_eq!(connect_decision(&[dest]).0, "deny", "{dest}");
+    }
+    // The table names the destination and the rule.
+    let out = toolgate(&["check", "--connect", "Metadata.Google.Internal.:80"]);
+    assert_eq!(out.status.code(), Some(3));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("connection to Metadata.Google.Internal.:80 (tcp)"),
+        "{table}"
+    );
+    assert!(table.contains("cloud-metadata"), "{table}");
+    // A malformed destination is a usage error, not a decision.
+    for bad in ["pypi.org", "pypi.org:0", "pypi.org:http", "2001:db8::1:443"] {
+        let out = toolgate(&["check", "--connect", bad]);
+        assert_eq!(out.status.code(), Some(1), "{bad}");
+        assert!(text(&out).contains("--connect"), "{bad}: {}", text(&out));
+    }
+    // `policy explain --connect` says which rules matched.
+    let out = toolgate(&["policy", "explain", "--connect", "registry.npmjs.org:443"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out).contains("package-registries"), "{}", text(&out));
+}

@@ -75,6 +75,10 @@ pub enum Authorization {
         hidden: Option<HiddenPaths>,
         /// The sandbox profile in force.
         sandbox_profile: String,
+        /// For a `process.run` under a networked profile: the host globs the `[[network]]`
+        /// rules deny on every port in this call's context, which the run's egress gate
+        /// answers as nonexistent names. Empty otherwise.
+        denied_hosts: Vec<String>,
     },
     /// A human must decide first.
     Pending {

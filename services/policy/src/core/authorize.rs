@@ -113,6 +113,7 @@ impl PolicyCore {
             // The executor checks the hidden paths come from the version that decided.
             h.policy_version.clone_from(&decision.policy_version);
         }
+        let denied_hosts = denied_hosts(&policy, &call, &ctx);
 
         let authorization = if decision.tier == Tier::Ask {
             let asked = self
@@ -139,6 +140,7 @@ impl PolicyCore {
                     lease_expires_at: asked.decision.lease_expires_at,
                     hidden,
                     sandbox_profile,
+                    denied_hosts,
                 },
                 AskVerdict::Pending => Authorization::Pending {
                     decision_id,
@@ -190,6 +192,7 @@ impl PolicyCore {
                     lease_expires_at: d.lease_expires_at,
                     hidden,
                     sandbox_profile,
+                    denied_hosts,
                 }
             }
         };
@@ -263,6 +266,22 @@ impl PolicyCore {
             .await?;
         Ok(recorded.recorded_at < before)
     }
+}
+
+/// `Allowed.denied_hosts`: for a run whose profile in force reaches the network, the names
+/// its egress gate's DNS answers as nonexistent (from the same policy that decided).
+fn denied_hosts(
+    policy: &toolgate_policy_engine::Policy,
+    call: &toolgate_policy_engine::ToolCall,
+    ctx: &CallContext,
+) -> Vec<String> {
+    let profile = call.sandbox_profile.as_deref();
+    if call.tool != toolgate_core::ToolKind::ProcessRun
+        || !policy.decided_profile(profile).guarantees.network
+    {
+        return Vec::new();
+    }
+    policy.denied_hosts(profile, ctx)
 }
 
 /// What a replayed `call_id` of an allowed call answers: it ran (with its outcome), it may

@@ -24,13 +24,14 @@ pub(crate) fn authorize_response(a: Authorized) -> pb::AuthorizeResponse {
             lease_expires_at,
             hidden,
             sandbox_profile,
+            denied_hosts,
         } => R::Allowed(pb::Allowed {
             decision_id: decision_id.as_str().to_owned(),
             approval_id: id(approval_id),
             lease_expires_at: lease_expires_at.map(timestamp),
             hidden: hidden.map(hidden_paths),
             sandbox_profile,
-            denied_hosts: Vec::new(),
+            denied_hosts,
         }),
         Authorization::Pending {
             decision_id,

@@ -212,26 +212,6 @@ async fn a_replayed_call_id_is_in_flight_then_unknown_and_executed_only_with_an_
     assert!(done.outcome.is_some());
 }
 
-fn result(r: &pb::AuthorizeResponse) -> &R {
-    r.result.as_ref().expect("a result")
-}
-
-fn pending_id(r: &pb::AuthorizeResponse) -> String {
-    match result(r) {
-        R::Pending(p) => p.approval_id.clone(),
-        other => panic!("expected pending, got {other:?}"),
-    }
-}
-
-fn approve(id: &str) -> pb::DecideApprovalRequest {
-    pb::DecideApprovalRequest {
-        approval_id: id.into(),
-        verdict: pb::Verdict::Approve as i32,
-        reason: "looks fine".into(),
-        ..Default::default()
-    }
-}
-
 const TERRAFORM: &[&str] = &["terraform", "apply", "-auto-approve"];
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 

@@ -10,5 +10,6 @@ mod health;
 mod learned;
 mod memory;
 mod metrics;
+mod network;
 mod policy;
 mod restart;

@@ -391,3 +391,30 @@ pub(crate) fn exited(code: i32) -> pb::Outcome {
 
 /// A generous bound for things that happen "soon" (wake-ups, sweeps).
 pub(crate) const SOON: Duration = Duration::from_secs(20);
+
+/// The result of an Authorize answer.
+pub(crate) fn result(
+    r: &pb::AuthorizeResponse,
+) -> &toolgate_contracts::policy::v1::authorize_response::Result {
+    r.result.as_ref().expect("a result")
+}
+
+/// The approval a pending answer parks on.
+pub(crate) fn pending_id(r: &pb::AuthorizeResponse) -> String {
+    match result(r) {
+        toolgate_contracts::policy::v1::authorize_response::Result::Pending(p) => {
+            p.approval_id.clone()
+        }
+        other => panic!("expected pending, got {other:?}"),
+    }
+}
+
+/// An approval of `id`, once.
+pub(crate) fn approve(id: &str) -> pb::DecideApprovalRequest {
+    pb::DecideApprovalRequest {
+        approval_id: id.into(),
+        verdict: pb::Verdict::Approve as i32,
+        reason: "looks fine".into(),
+        ..Default::default()
+    }
+}
