@@ -245,6 +245,27 @@ impl Run {
     fn assert_ok(&self) {
         assert_eq!(self.code, Some(0), "{}", self.raw);
     }
+
+    /// Asserts the run exited 0 having printed `stdout`, and that the gate let it reach
+    /// allowed.test on each of `ports` under the `allowed-test` rule, at the address it pinned,
+    /// with bytes both ways.
+    fn assert_reached_allowed(&self, stdout: &str, ports: &[u16]) {
+        self.assert_ok();
+        assert_eq!(self.stdout, stdout, "{}", self.raw);
+        for &port in ports {
+            let d = self.destination("allowed.test", port);
+            assert_eq!(d["tier"], "auto", "{d}");
+            assert_eq!(d["rule_id"], "allowed-test", "{d}");
+            assert_eq!(d["address"], format!("{ALLOWED_IP}:{port}"), "{d}");
+            assert_eq!(
+                (&d["refused"], &d["refusal"]),
+                (&0.into(), &"".into()),
+                "{d}"
+            );
+            assert!(d["bytes_sent"].as_u64() > Some(0), "{d}");
+            assert!(d["bytes_received"].as_u64() > Some(0), "{d}");
+        }
+    }
 }
 
 /// The reply of a fake web server at `addr:port` asked for `host`.
@@ -259,23 +280,10 @@ fn curl_reaches_an_allowed_host_by_name_over_http_and_https() {
         "curl -sS http://allowed.test/ && curl -sS --cacert {} https://allowed.test/",
         net.ca()
     ));
-    run.assert_ok();
-    assert_eq!(
-        run.stdout,
-        hello(ALLOWED_IP, 80, "allowed.test") + &hello(ALLOWED_IP, 443, "allowed.test"),
-        "{}",
-        run.raw
+    run.assert_reached_allowed(
+        &(hello(ALLOWED_IP, 80, "allowed.test") + &hello(ALLOWED_IP, 443, "allowed.test")),
+        &[80, 443],
     );
-    for port in [80, 443] {
-        let d = run.destination("allowed.test", port);
-        assert_eq!(d["tier"], "auto", "{d}");
-        assert_eq!(d["rule_id"], "allowed-test", "{d}");
-        assert_eq!(d["address"], format!("{ALLOWED_IP}:{port}"), "{d}");
-        assert_eq!(d["refused"], 0, "{d}");
-        assert_eq!(d["refusal"], "", "{d}");
-        assert!(d["bytes_sent"].as_u64() > Some(0), "{d}");
-        assert!(d["bytes_received"].as_u64() > Some(0), "{d}");
-    }
     assert!(
         net.inet
             .log()
@@ -300,12 +308,9 @@ s.sendall(b\"GET / HTTP/1.0\\r\\nHost: allowed.test\\r\\n\\r\\n\")
 print(s.recv(65536).decode().split(\"\\r\\n\\r\\n\", 1)[1], end=\"\")'",
         net.ca()
     ));
-    run.assert_ok();
-    assert_eq!(
-        run.stdout,
-        hello(ALLOWED_IP, 443, "allowed.test") + &hello(ALLOWED_IP, 80, "allowed.test"),
-        "{}",
-        run.raw
+    run.assert_reached_allowed(
+        &(hello(ALLOWED_IP, 443, "allowed.test") + &hello(ALLOWED_IP, 80, "allowed.test")),
+        &[443, 80],
     );
 }
 
@@ -323,14 +328,7 @@ fn python_urllib_reaches_an_allowed_host_by_name() {
             net.ca()
         ),
     ]);
-    run.assert_ok();
-    assert_eq!(
-        run.stdout,
-        hello(ALLOWED_IP, 443, "allowed.test"),
-        "{}",
-        run.raw
-    );
-    assert_eq!(run.destination("allowed.test", 443)["tier"], "auto");
+    run.assert_reached_allowed(&hello(ALLOWED_IP, 443, "allowed.test"), &[443]);
 }
 
 #[test]
@@ -340,14 +338,7 @@ fn node_https_get_reaches_an_allowed_host_by_name() {
         "NODE_EXTRA_CA_CERTS={} node -e \"require('https').get('https://allowed.test/', r => r.pipe(process.stdout)).on('error', e => {{ console.error(e); process.exit(1) }})\"",
         net.ca()
     ));
-    run.assert_ok();
-    assert_eq!(
-        run.stdout,
-        hello(ALLOWED_IP, 443, "allowed.test"),
-        "{}",
-        run.raw
-    );
-    assert_eq!(run.destination("allowed.test", 443)["tier"], "auto");
+    run.assert_reached_allowed(&hello(ALLOWED_IP, 443, "allowed.test"), &[443]);
 }
 
 #[test]
@@ -357,8 +348,7 @@ fn git_clones_over_https_from_an_allowed_host() {
         "GIT_SSL_CAINFO={} git clone -q https://allowed.test/repo.git cloned && cat cloned/README",
         net.ca()
     ));
-    run.assert_ok();
-    assert_eq!(run.stdout, "served by the fake internet\n", "{}", run.raw);
+    run.assert_reached_allowed("served by the fake internet\n", &[443]);
     assert!(net.ws().join("cloned/.git").is_dir());
     assert!(
         net.inet.log().contains(&format!(
@@ -385,11 +375,7 @@ fn git_clones_over_ssh_from_an_allowed_host() {
         ws_key.display(),
         net.inet.repository().display()
     ));
-    run.assert_ok();
-    assert_eq!(run.stdout, "served by the fake internet\n", "{}", run.raw);
-    let d = run.destination("allowed.test", 22);
-    assert_eq!(d["tier"], "auto", "{d}");
-    assert_eq!(d["address"], format!("{ALLOWED_IP}:22"), "{d}");
+    run.assert_reached_allowed("served by the fake internet\n", &[22]);
 }
 
 /// The pending approvals `toolgate approvals list --json` shows.

@@ -28,14 +28,14 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 use toolgate_bench::{
-    Goal, Samples, fmt_duration, heading, print_side, report_ratio, sample_count,
+    Goal, Samples, fmt_duration, heading, print_side, report_ratio, runtime, sample_count, tokens,
 };
 use toolgate_contracts::common::v1::{CallContext, exit_status};
 use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::policy::v1 as pol;
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
-use toolgate_runtime::auth::{AuthConfig, Bearer, Role, TokenEntry};
+use toolgate_runtime::auth::{Bearer, Role};
 
 /// Set (to the fake internet's directory) in the copy of this program that runs inside it.
 const INSIDE: &str = "TOOLGATE_BENCH_EGRESS_DIR";
@@ -325,28 +325,5 @@ impl Gate {
             }
         }
         panic!("the Run stream ended without an Exited event")
-    }
-}
-
-fn runtime(name: &str) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-fn tokens(entries: &[(&str, Role, &str)]) -> AuthConfig {
-    AuthConfig {
-        tokens: entries
-            .iter()
-            .map(|(principal, role, token)| TokenEntry {
-                principal: (*principal).into(),
-                role: *role,
-                token: Some((*token).into()),
-                token_file: None,
-            })
-            .collect(),
-        tokens_file: None,
     }
 }
