@@ -305,7 +305,10 @@ fn a_client_that_ignores_proxy_settings_is_captured_transparently() {
          python3 -c 'import socket
 s = socket.create_connection((\"allowed.test\", 80))
 s.sendall(b\"GET / HTTP/1.0\\r\\nHost: allowed.test\\r\\n\\r\\n\")
-print(s.recv(65536).decode().split(\"\\r\\n\\r\\n\", 1)[1], end=\"\")'",
+reply = b\"\"
+while chunk := s.recv(65536):
+    reply += chunk
+print(reply.decode().split(\"\\r\\n\\r\\n\", 1)[1], end=\"\")'",
         net.ca()
     ));
     run.assert_reached_allowed(
