@@ -328,6 +328,44 @@ impl Selectors {
     }
 }
 
+/// What every kind of rule must have, checked the same way: an id that is not empty,
+/// reserved (`baseline.*`, `sandbox.*`, `default`: the ids the engine reports itself) or
+/// already taken by any rule, since the ledger names a rule by its id alone; a known
+/// decision; and a reason. Answers the decision.
+pub(crate) fn rule_head(
+    id: &Spanned<String>,
+    decision: &Spanned<String>,
+    reason: &Spanned<String>,
+    seen: &mut HashSet<String>,
+    err: &dyn Fn(std::ops::Range<usize>, String) -> Error,
+) -> Result<Tier, Error> {
+    let name = id.get_ref().trim();
+    if name.is_empty() {
+        return Err(err(id.span(), "`id` must not be empty".to_owned()));
+    }
+    if name.starts_with("baseline.") || name.starts_with("sandbox.") || name == "default" {
+        return Err(err(
+            id.span(),
+            "ids starting with `baseline.` or `sandbox.` and the id `default` are reserved"
+                .to_owned(),
+        ));
+    }
+    if !seen.insert(name.to_owned()) {
+        return Err(err(id.span(), "duplicate rule id".to_owned()));
+    }
+    let tier = decision
+        .get_ref()
+        .parse()
+        .map_err(|m: String| err(decision.span(), m))?;
+    if reason.get_ref().trim().is_empty() {
+        return Err(err(
+            reason.span(),
+            "`reason` must say why, for the model and the approver".to_owned(),
+        ));
+    }
+    Ok(tier)
+}
+
 /// The values of a list field; an empty list is an error, since the rule could never match.
 pub(crate) fn nonempty(
     l: &List,
@@ -410,29 +448,7 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
             rule: id.clone(),
             message,
         };
-        if id.is_empty() {
-            return Err(err(r.id.span(), "`id` must not be empty".to_owned()));
-        }
-        if id.starts_with("baseline.") || id == "default" {
-            return Err(err(
-                r.id.span(),
-                "ids starting with `baseline.` and the id `default` are reserved".to_owned(),
-            ));
-        }
-        if !seen.insert(id.clone()) {
-            return Err(err(r.id.span(), "duplicate rule id".to_owned()));
-        }
-        let tier: Tier = r
-            .decision
-            .get_ref()
-            .parse()
-            .map_err(|m: String| err(r.decision.span(), m))?;
-        if r.reason.get_ref().trim().is_empty() {
-            return Err(err(
-                r.reason.span(),
-                "`reason` must say why, for the model and the approver".to_owned(),
-            ));
-        }
+        let tier = rule_head(&r.id, &r.decision, &r.reason, &mut seen, &err)?;
         let nonempty = |l: &List, field: &str| nonempty(l, field, &err);
         let tools = match nonempty(&r.tools, "tools")? {
             None => None,

@@ -16,7 +16,7 @@ use toml::Spanned;
 use toolgate_core::Tier;
 
 use crate::CallContext;
-use crate::document::{Error, List, Selectors, nonempty};
+use crate::document::{Error, List, Selectors, nonempty, rule_head};
 
 /// `[[network]]` as written.
 #[derive(Deserialize)]
@@ -235,30 +235,7 @@ pub(crate) fn parse(
             rule: id.clone(),
             message,
         };
-        if id.is_empty() {
-            return Err(err(r.id.span(), "`id` must not be empty".to_owned()));
-        }
-        if id.starts_with("baseline.") || id.starts_with("sandbox.") || id == "default" {
-            return Err(err(
-                r.id.span(),
-                "ids starting with `baseline.` or `sandbox.` and the id `default` are reserved"
-                    .to_owned(),
-            ));
-        }
-        if !seen.insert(id.clone()) {
-            return Err(err(r.id.span(), "duplicate rule id".to_owned()));
-        }
-        let tier: Tier = r
-            .decision
-            .get_ref()
-            .parse()
-            .map_err(|m: String| err(r.decision.span(), m))?;
-        if r.reason.get_ref().trim().is_empty() {
-            return Err(err(
-                r.reason.span(),
-                "`reason` must say why, for the model and the approver".to_owned(),
-            ));
-        }
+        let tier = rule_head(&r.id, &r.decision, &r.reason, seen, &err)?;
         let Some(host_list) = nonempty(&r.hosts, "hosts", &err)? else {
             return Err(Error::Rule {
                 line: rule_line,

@@ -258,6 +258,17 @@ fn bad_network_rules_are_rejected_naming_the_field() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("duplicate rule id"), "{e}");
+    // The ids the engine reports itself cannot be taken by either kind of rule.
+    for (table, extra) in [("network", "hosts = [\"*\"]\n"), ("rule", "")] {
+        for id in ["sandbox.network", "baseline.x", "default"] {
+            let e = Policy::from_toml(&format!(
+                "[[{table}]]\nid = \"{id}\"\ndecision = \"auto\"\nreason = \"r\"\n{extra}"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains("reserved"), "{table} {id}: {e}");
+        }
+    }
 }
 
 #[test]
