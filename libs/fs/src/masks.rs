@@ -424,6 +424,11 @@ impl Workspace {
                     FileType::Directory => Action::HideDir,
                     _ => Action::HideFile,
                 }
+            } else if kind == FileType::Socket {
+                // A host service's socket (a database, a Docker daemon) would be a way out
+                // of the run's network namespace: masked like a hidden file. A socket the
+                // run creates itself appears after the walk and is its own.
+                Action::HideFile
             } else if kind == FileType::Directory && name == ".git" {
                 Action::Git
             } else if self.is_protected(&path) {

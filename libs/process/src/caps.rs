@@ -45,7 +45,7 @@ pub struct ProfileStatus {
     pub name: String,
     /// `Ok(landlock_abi)` when enforceable (0 for an unconfined profile), else what is missing.
     pub available: Result<i32, String>,
-    /// The profile shares the host network.
+    /// The profile's runs reach the network (through the executor's egress gate when confined).
     pub network: bool,
     /// The profile runs without any sandbox (an operator's explicit choice).
     pub unconfined: bool,

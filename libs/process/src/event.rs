@@ -70,7 +70,8 @@ pub struct Isolation {
     pub sandbox_profile: String,
     /// The run is sandboxed (false only under an operator's unconfined profile).
     pub sandboxed: bool,
-    /// The run shares the host's network.
+    /// The run may reach the network: through the executor's egress gate when sandboxed
+    /// (its own gated network namespace), as the host does when unconfined.
     pub network: bool,
     /// The resource limits the run got and what enforces them.
     pub limits: crate::limits::EnforcedLimits,

@@ -768,7 +768,7 @@ impl Runner {
             req.cwd,
             run_cgroup.as_ref(),
             enforced.cpu_seconds,
-            sandbox.map(|(setup, built)| (setup, built.profile.network)),
+            sandbox.map(|(setup, _)| setup),
         );
 
         let (tx, rx) = mpsc::channel(config.event_buffer);

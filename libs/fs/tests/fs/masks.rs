@@ -91,3 +91,19 @@ fn git_is_pinned_with_what_it_obeys_bound() {
     assert_eq!(m.pinned, vec![PathBuf::from(".git")]);
     assert!(m.snapshot.contains(Path::new(".git/config")));
 }
+
+/// A unix socket a host process listens on in the workspace is masked in a run's view like a
+/// hidden file (it would reach past the run's network namespace); the cache sees one appear.
+#[test]
+fn a_host_unix_socket_in_the_workspace_is_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("tmp")).unwrap();
+    let ws = workspace(root);
+    let hidden = HiddenPaths::none();
+    assert!(ws.run_masks(&hidden).unwrap().hidden_files.is_empty());
+    let _server = std::os::unix::net::UnixListener::bind(root.join("tmp/app.sock")).unwrap();
+    let m = ws.run_masks(&hidden).unwrap();
+    assert_eq!(m.hidden_files, vec![PathBuf::from("tmp/app.sock")]);
+    assert_eq!(m.pinned, vec![PathBuf::from("tmp")]);
+}

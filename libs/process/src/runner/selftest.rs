@@ -8,6 +8,7 @@ use std::os::fd::OwnedFd;
 use std::path::Path;
 
 use super::{Inner, Io};
+use crate::egress::GateSockets;
 use crate::sandbox::{Built, Masks};
 use crate::sys;
 
@@ -100,16 +101,35 @@ impl Inner {
                 "mv .git .git-away && echo ESCAPED".to_owned(),
             ),
         ];
-        if !built.profile.network {
-            checks.push((
-                "reach the host's loopback",
-                format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo ESCAPED"),
-            ));
+        // Every confined run has a loopback of its own, networked ones included.
+        checks.push((
+            "reach the host's loopback",
+            format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo ESCAPED"),
+        ));
+        if built.profile.network {
+            checks.extend([
+                (
+                    GATE_ONLY,
+                    format!("exec 3<>/dev/tcp/{TEST_NET}/{port} && echo CONNECTED"),
+                ),
+                (
+                    "send UDP past the DNS stub",
+                    format!("echo x > /dev/udp/{TEST_NET}/{port} && echo ESCAPED"),
+                ),
+                (
+                    "open an MPTCP socket",
+                    "python3 -c 'import socket; socket.socket(socket.AF_INET, \
+                     socket.SOCK_STREAM, 262)' 2>/dev/null && echo ESCAPED"
+                        .to_owned(),
+                ),
+            ]);
         }
         let mut report = Vec::new();
         for (name, script) in checks {
-            let (_, stdout) = self.probe_script(built, &ws, &script, &masks)?;
-            let escaped = if stdout.contains(CANARY)
+            let (_, stdout, gate) = self.probe_script(built, &ws, &script, &masks)?;
+            let escaped = if name == GATE_ONLY {
+                gate_only(&stdout, gate, port)
+            } else if stdout.contains(CANARY)
                 || stdout.contains(SECRET)
                 || stdout.contains("ESCAPED")
                 || stdout.contains("SEEN")
@@ -147,9 +167,9 @@ impl Inner {
         ws: &Path,
         script: &str,
         masks: &Masks,
-    ) -> Result<(Option<i32>, String), String> {
+    ) -> Result<(Option<i32>, String, Option<GateSockets>), String> {
         let cwd: OwnedFd = File::open(ws).map_err(|e| e.to_string())?.into();
-        let (setup, _gate) = self
+        let (setup, gate) = self
             .sandbox_setup(built, &cwd, masks, Some(ws))
             .map_err(|e| e.to_string())?;
         let bash = self.bash.to_string_lossy().into_owned();
@@ -163,7 +183,7 @@ impl Inner {
                 cwd,
                 None,
                 None,
-                Some((setup, built.profile.network)),
+                Some(setup),
             )
             .map_err(|e| e.to_string())?;
         let child = self
@@ -175,7 +195,29 @@ impl Inner {
             let _ = File::from(fd).take(64 << 10).read_to_string(&mut stdout);
         }
         let reaped = sys::wait4(child.pid, true).map_err(|e| e.to_string())?;
-        Ok((reaped.and_then(|r| r.exit_code()), stdout))
+        Ok((reaped.and_then(|r| r.exit_code()), stdout, gate))
+    }
+}
+
+/// The check whose connection must land on the gate.
+const GATE_ONLY: &str = "connect anywhere but through the gate";
+/// An address of TEST-NET-1 (RFC 5737), never anyone's.
+const TEST_NET: &str = "192.0.2.1";
+
+/// What got through when a networked run connected to `TEST_NET:port`: nothing when the
+/// connection failed or is the one queued at the gate with that original destination.
+fn gate_only(stdout: &str, gate: Option<GateSockets>, port: u16) -> Option<String> {
+    if !stdout.contains("CONNECTED") {
+        return None;
+    }
+    let want = std::net::SocketAddr::from(([192, 0, 2, 1], port));
+    let arrived = gate.and_then(|g| std::net::TcpListener::from(g.tcp4).accept().ok());
+    match arrived.map(|(s, _)| crate::sys::original_destination(std::os::fd::AsFd::as_fd(&s))) {
+        Some(Ok(dst)) if dst == want => None,
+        Some(other) => Some(format!(
+            "a connection to {want} reached the gate as {other:?}"
+        )),
+        None => Some(format!("a connection to {want} succeeded without the gate")),
     }
 }
 

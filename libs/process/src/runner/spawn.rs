@@ -16,8 +16,6 @@ pub(super) enum Io {
 pub(super) struct Prepared {
     pub(super) exec: sys::Exec,
     pub(super) setup: ChildSetup,
-    /// A sandboxed child keeps the host's network namespace (its profile allows egress).
-    pub(super) share_network: bool,
 }
 
 /// A spawned child: its pid and the executor's ends of its pipes.
@@ -42,7 +40,7 @@ impl Inner {
         cwd: OwnedFd,
         cgroup: Option<&RunCgroup>,
         cpu_seconds: Option<u64>,
-        sandbox: Option<(SandboxSetup, bool)>,
+        sandbox: Option<SandboxSetup>,
     ) -> io::Result<Prepared> {
         let home = home
             .to_str()
@@ -104,7 +102,6 @@ impl Inner {
         } else {
             self.plan.pid_limit
         };
-        let share_network = sandbox.as_ref().is_some_and(|(_, network)| *network);
         let setup = ChildSetup {
             cwd,
             mount_proc: pid_ns,
@@ -134,13 +131,9 @@ impl Inner {
                 .transpose()
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in a cgroup path"))?
                 .unwrap_or_default(),
-            sandbox: sandbox.map(|(setup, _)| setup),
+            sandbox,
         };
-        Ok(Prepared {
-            exec,
-            setup,
-            share_network,
-        })
+        Ok(Prepared { exec, setup })
     }
 
     /// A per-run HOME directory on disk, unless runs get a tmpfs HOME.
@@ -211,13 +204,7 @@ impl Inner {
         let clone = move || {
             let fds =
                 [0, 1, 2].map(|i| theirs[i].as_ref().map_or(dev_null.as_fd(), |fd| fd.as_fd()));
-            sys::spawn(
-                &prepared.exec,
-                fds,
-                &prepared.setup,
-                new_pid_namespace,
-                prepared.share_network,
-            )
+            sys::spawn(&prepared.exec, fds, &prepared.setup, new_pid_namespace)
         };
         let pid = if sandboxed {
             self.spawner.call(clone)??
@@ -355,7 +342,7 @@ impl Inner {
                 self.sandbox_pid_limit = pid_limit;
                 let attempt = self
                     .probe_script(&built, dir.path(), "exit 0", &Masks::default())
-                    .map(|(code, _)| code == Some(0));
+                    .map(|(code, _, _)| code == Some(0));
                 match attempt {
                     Ok(true) => {
                         last_err = None;

@@ -216,6 +216,21 @@ enum Expr<'a> {
     Redirect,
 }
 
+/// The packet is of `family` and its destination address starts with `prefix` (the address
+/// is at `offset` in the network header).
+fn daddr_is<'a>(family: &'a [u8; 1], offset: u32, prefix: &'a [u8]) -> [Expr<'a>; 4] {
+    [
+        Expr::Meta(NFT_META_NFPROTO),
+        Expr::Cmp(NFT_CMP_EQ, family),
+        Expr::Payload {
+            base: NFT_PAYLOAD_NETWORK_HEADER,
+            offset,
+            len: u32::try_from(prefix.len()).expect("an address"),
+        },
+        Expr::Cmp(NFT_CMP_EQ, prefix),
+    ]
+}
+
 impl Writer {
     fn data(&mut self, kind: u16, value: &[u8]) {
         self.nest(kind);
@@ -338,26 +353,10 @@ pub(crate) fn ruleset(gate_port: u16) -> Batch {
     let gate = gate_port.to_be_bytes();
     let v4 = [NFPROTO_IPV4];
     let v6 = [NFPROTO_IPV6];
-    let ip_daddr_127 = [
-        Expr::Meta(NFT_META_NFPROTO),
-        Expr::Cmp(NFT_CMP_EQ, &v4),
-        Expr::Payload {
-            base: NFT_PAYLOAD_NETWORK_HEADER,
-            offset: 16,
-            len: 1,
-        },
-        Expr::Cmp(NFT_CMP_EQ, &[127]),
-    ];
-    let ip6_daddr_1 = [
-        Expr::Meta(NFT_META_NFPROTO),
-        Expr::Cmp(NFT_CMP_EQ, &v6),
-        Expr::Payload {
-            base: NFT_PAYLOAD_NETWORK_HEADER,
-            offset: 24,
-            len: 16,
-        },
-        Expr::Cmp(NFT_CMP_EQ, &std::net::Ipv6Addr::LOCALHOST.octets()),
-    ];
+    let localhost6 = std::net::Ipv6Addr::LOCALHOST.octets();
+    // `ip daddr 127.0.0.0/8` (its first byte) and `ip6 daddr ::1`.
+    let ip_daddr_127 = daddr_is(&v4, 16, &[127]);
+    let ip6_daddr_1 = daddr_is(&v6, 24, &localhost6);
     fn with<'a>(head: &[Expr<'a>], verdict: u32) -> Vec<Expr<'a>> {
         head.iter()
             .copied()

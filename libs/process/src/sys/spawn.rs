@@ -121,8 +121,8 @@ struct ChildArgs<'a> {
 
 /// Spawns `exec` with `fds` as its standard streams (0, 1, 2) after applying `setup`, as PID 1
 /// of a new PID namespace when `new_pid_namespace`, and returns its pid. With a sandbox the
-/// child is also born in new user, mount, IPC, UTS and (unless `share_network`) network
-/// namespaces.
+/// child is also born in new user, mount, IPC and UTS namespaces, and enters its network
+/// namespace (its own, plain or gated).
 ///
 /// The child is cloned with `CLONE_VM | CLONE_VFORK`, the way `posix_spawn` starts one: it
 /// borrows the executor's memory until it execs, and this thread waits until then. A `fork`
@@ -135,7 +135,6 @@ pub(crate) fn spawn(
     fds: [BorrowedFd<'_>; 3],
     setup: &ChildSetup,
     new_pid_namespace: bool,
-    share_network: bool,
 ) -> io::Result<i32> {
     let terminated = |v: &[CString]| {
         v.iter()
@@ -177,7 +176,6 @@ pub(crate) fn spawn(
     } else {
         child_main
     };
-    let _ = share_network;
     // SAFETY: the signal sets are plain data filled by sigfillset and pthread_sigmask. Every
     // signal stays blocked across the clone, so no handler of the executor ever runs in the
     // child, which shares its memory; the child resets the handlers before it unblocks. The child
