@@ -63,7 +63,7 @@ pub struct EgressSection {
     /// Address ranges (`a.b.c.d/n`, `x::y/n`) a connection may reach after resolution
     /// although they are private, loopback or link-local (an internal registry).
     pub allow_ranges: Vec<String>,
-    /// Connections one run may open through the gate; later ones are refused.
+    /// Connections one run may have open through the gate at once; more are refused.
     pub max_connections_per_run: u32,
     /// Distinct destinations (host and port) one run may reach; connections to more are
     /// refused.

@@ -256,24 +256,8 @@ impl ProcessAdapter {
         // client's call completes on that one read.
         //
         // The run's egress gate adds its `AwaitingApproval` events while the run goes on.
-        let events = stream::select(
-            tokio_stream::wrappers::ReceiverStream::new(events).map(Item::Run),
-            tokio_stream::wrappers::ReceiverStream::new(gate_rx).map(Item::Gate),
-        )
-        .scan(false, |ended, item| {
-            let item = (!*ended).then_some(item);
-            *ended |= matches!(item, Some(Item::Run(Event::Exited(_))));
-            std::future::ready(item)
-        });
-        let stream = events.map(move |item| {
+        let runner = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
             let _keep = &cancel;
-            let event = match item {
-                Item::Run(event) => event,
-                Item::Gate(waiting) => {
-                    let event = pb::run_response::Event::AwaitingApproval(waiting);
-                    return (Ok(pb::RunResponse { event: Some(event) }), None);
-                }
-            };
             let recorded = record.observe(&event);
             match &event {
                 Event::Started(s) => {
@@ -286,6 +270,23 @@ impl ProcessAdapter {
                 Event::Output(_) => {}
             }
             (Ok(to_wire(event, &receipt)), recorded)
+        });
+        let waits = tokio_stream::wrappers::ReceiverStream::new(gate_rx).map(|waiting| {
+            let event = pb::run_response::Event::AwaitingApproval(waiting);
+            (Ok(pb::RunResponse { event: Some(event) }), None)
+        });
+        let stream = stream::select(runner, waits).scan(false, |ended, item| {
+            let item = (!*ended).then_some(item);
+            *ended |= matches!(
+                &item,
+                Some((
+                    Ok(pb::RunResponse {
+                        event: Some(pb::run_response::Event::Exited(_))
+                    }),
+                    _
+                ))
+            );
+            std::future::ready(item)
         });
         // `Exited` leaves once the outcome is recorded (or could not be within
         // `RECORD_WAIT`): a run the client saw end is in the ledger.
@@ -306,14 +307,6 @@ impl ProcessAdapter {
         });
         Ok(Box::pin(stream))
     }
-}
-
-/// What a run's response stream carries before it is on the wire.
-enum Item {
-    /// The runner's event.
-    Run(Event),
-    /// A connection of the run waits for a human.
-    Gate(pb::AwaitingApproval),
 }
 
 /// What the run's egress gate decides its connections for.
@@ -403,7 +396,7 @@ impl RunRecord {
                 let (status, usage, limit) = (x.status.clone(), x.usage, x.limit);
                 let (stdout, stderr) = ((&x.stdout).into(), (&x.stderr).into());
                 let isolation = self.isolation.take().map(Box::new);
-                let audit = x.audit.clone();
+                let audit = x.audit.clone().map(Box::new);
                 return Some(Box::pin(async move {
                     // Every process of the run is gone: the gate closes and its counts are
                     // final before the outcome and `Exited` carry them.

@@ -151,6 +151,36 @@ async fn dns_to_any_resolver_reaches_the_stub_and_its_answer_comes_back() {
     stdout_is(&out, "(b'answer', ('8.8.8.8', 53))\n");
 }
 
+/// IPv6 DNS likewise reaches the stub's IPv6 socket, when the namespace has IPv6.
+#[tokio::test]
+async fn ipv6_dns_reaches_the_stub_too() {
+    let r = runner();
+    let (_dir, cwd) = workspace();
+    let (out, gate) = gated(
+        &r,
+        "python3 -c \"import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); \
+         s.sendto(b'query6', ('2001:4860:4860::8888', 53)); print('sent')\"",
+        cwd,
+    )
+    .await;
+    // Without IPv6 in the namespace the query cannot be sent at all.
+    let Some(dns6) = gate.dns6 else {
+        assert_ne!(out.stdout_str(), "sent\n");
+        return;
+    };
+    stdout_is(&out, "sent\n");
+    let dns = UdpSocket::from(dns6);
+    assert_eq!(
+        dns.local_addr().unwrap(),
+        "[::1]:53".parse::<SocketAddr>().unwrap()
+    );
+    let mut buf = [0u8; 16];
+    let (n, _) = dns
+        .recv_from(&mut buf)
+        .expect("the query is queued at the stub");
+    assert_eq!(&buf[..n], b"query6");
+}
+
 #[tokio::test]
 async fn udp_to_other_ports_and_ping_do_not_leave() {
     let r = runner();

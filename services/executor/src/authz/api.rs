@@ -232,7 +232,7 @@ pub enum Finished {
         /// What it was given, from its `Started` event.
         isolation: Option<Box<Isolation>>,
         /// What the after-run audit of the protected set found and undid.
-        audit: Option<Result<toolgate_core::AuditReport, String>>,
+        audit: Option<Box<Result<toolgate_core::AuditReport, String>>>,
         /// The resource limit the run ran into, if any.
         limit: Option<toolgate_process::LimitExceeded>,
         /// The destinations its egress gate saw.

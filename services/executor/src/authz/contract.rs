@@ -170,7 +170,7 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
                     pid_limit: i.pid_limit.unwrap_or(0),
                     limits: Some(crate::process_service::limits_to_wire(&i.limits)),
                 }),
-                audit: audit.as_ref().map(audit_to_wire),
+                audit: audit.as_deref().map(audit_to_wire),
                 limit_exceeded: limit.map(crate::process_service::limit_to_wire),
                 network: network.iter().map(destination_to_wire).collect(),
                 ..Default::default()

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -49,12 +49,12 @@ pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
         return;
     };
     let n = dest.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    let total = run.connections.fetch_add(1, Ordering::Relaxed) + 1;
-    if total > run.settings.max_connections {
+    let open = Open::new(&run.open);
+    if open.0 > run.settings.max_connections {
         let r = Refusal::gate(
             "connection_limit",
             format!(
-                "the run opened more than {} connections through the egress gate",
+                "the run has more than {} connections open through the egress gate; close some first",
                 run.settings.max_connections
             ),
         );
@@ -99,6 +99,21 @@ pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
     tracing::debug!(decision_id = proof.decision_id(), host = %dest.host, "egress connection allowed");
     run.metrics.egress_connection("allowed");
     splice(&run, &dest, client, upstream, first).await;
+}
+
+/// Counts a connection as open until dropped (also when the run's end cancels it).
+struct Open<'a>(u32, &'a AtomicU32);
+
+impl<'a> Open<'a> {
+    fn new(open: &'a AtomicU32) -> Self {
+        Open(open.fetch_add(1, Ordering::Relaxed) + 1, open)
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.1.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A v4-mapped v6 address as the v4 address it is.
@@ -298,7 +313,7 @@ async fn connect(run: &Arc<Inner>, dest: &Dest) -> Result<TcpStream, Refusal> {
                 last = format!(
                     "{to}: no answer within {} ms",
                     settings.connect_timeout.as_millis()
-                )
+                );
             }
         }
     }
@@ -421,41 +436,47 @@ mod tests {
         }
     }
 
-    fn why(d: &Dest, s: Sniffed) -> Option<&'static str> {
-        mismatch(d, &s).map(|r| r.reason)
+    fn why(d: &Dest, s: &Sniffed) -> Option<&'static str> {
+        mismatch(d, s).map(|r| r.reason)
     }
 
     #[test]
     fn the_server_name_or_host_must_be_the_decided_name() {
         let tls = dest("pypi.org", 443);
-        assert_eq!(why(&tls, Sniffed::Tls(Some("pypi.org".into()))), None);
+        assert_eq!(why(&tls, &Sniffed::Tls(Some("pypi.org".into()))), None);
         // Domain fronting: decided for one name, TLS for another.
         assert_eq!(
-            why(&tls, Sniffed::Tls(Some("evil.example".into()))),
+            why(&tls, &Sniffed::Tls(Some("evil.example".into()))),
             Some("sni_mismatch")
         );
-        assert_eq!(why(&tls, Sniffed::Tls(None)), Some("sni_mismatch"));
+        assert_eq!(why(&tls, &Sniffed::Tls(None)), Some("sni_mismatch"));
         // Port 443 is TLS with the name, nothing else.
         assert_eq!(
-            why(&tls, Sniffed::Http(Some("pypi.org".into()))),
+            why(&tls, &Sniffed::Http(Some("pypi.org".into()))),
             Some("sni_mismatch")
         );
-        assert_eq!(why(&tls, Sniffed::Other), Some("sni_mismatch"));
-        assert_eq!(why(&tls, Sniffed::Incomplete), Some("sni_mismatch"));
+        assert_eq!(why(&tls, &Sniffed::Other), Some("sni_mismatch"));
+        assert_eq!(why(&tls, &Sniffed::Incomplete), Some("sni_mismatch"));
 
         let web = dest("files.example", 8080);
-        assert_eq!(why(&web, Sniffed::Http(Some("files.example".into()))), None);
         assert_eq!(
-            why(&web, Sniffed::Http(Some("metadata.google.internal".into()))),
+            why(&web, &Sniffed::Http(Some("files.example".into()))),
+            None
+        );
+        assert_eq!(
+            why(
+                &web,
+                &Sniffed::Http(Some("metadata.google.internal".into()))
+            ),
             Some("host_mismatch")
         );
-        assert_eq!(why(&web, Sniffed::Http(None)), Some("host_mismatch"));
+        assert_eq!(why(&web, &Sniffed::Http(None)), Some("host_mismatch"));
         // TLS on another port is checked too; other protocols pass.
         assert_eq!(
-            why(&web, Sniffed::Tls(Some("other.example".into()))),
+            why(&web, &Sniffed::Tls(Some("other.example".into()))),
             Some("sni_mismatch")
         );
-        assert_eq!(why(&dest("git.example", 22), Sniffed::Other), None);
-        assert_eq!(why(&dest("git.example", 22), Sniffed::Incomplete), None);
+        assert_eq!(why(&dest("git.example", 22), &Sniffed::Other), None);
+        assert_eq!(why(&dest("git.example", 22), &Sniffed::Incomplete), None);
     }
 }

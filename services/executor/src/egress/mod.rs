@@ -63,7 +63,7 @@ pub(crate) struct Settings {
     pub connect_timeout: Duration,
     /// Ranges reachable although private.
     pub allow: Vec<addr::Cidr>,
-    /// Connections per run.
+    /// Connections open at once per run.
     pub max_connections: u32,
     /// Destinations per run.
     pub max_destinations: usize,

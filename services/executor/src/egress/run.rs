@@ -79,7 +79,8 @@ pub(super) struct Inner {
     pub denied: HostGlobs,
     pub metrics: ExecutorMetrics,
     pub state: Mutex<State>,
-    pub connections: AtomicU32,
+    /// Connections open now.
+    pub open: AtomicU32,
     /// `AwaitingApproval` events for the run's response stream.
     pub events: mpsc::Sender<AwaitingApproval>,
     /// Set when the run ended: every task stops.
@@ -188,7 +189,7 @@ impl RunGate {
                     names: Some(Placeholders::new(MAX_NAMES)),
                     ..State::default()
                 }),
-                connections: AtomicU32::new(0),
+                open: AtomicU32::new(0),
                 events,
                 stop: watch::Sender::new(false),
                 live: watch::Sender::new(0),

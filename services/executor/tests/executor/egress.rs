@@ -118,15 +118,64 @@ fn destination<'a>(o: &'a Outcome, host: &str) -> &'a common::NetworkDestination
 }
 
 fn executor(sb: &Sandbox, dns: SocketAddr, policy: Option<&Policy>) -> Executor {
+    executor_env(sb, dns, policy, &[])
+}
+
+fn executor_env(
+    sb: &Sandbox,
+    dns: SocketAddr,
+    policy: Option<&Policy>,
+    more: &[(&str, &str)],
+) -> Executor {
     let resolvers = format!("[\"{dns}\"]");
-    let env = [
+    let mut env = vec![
         ("TOOLGATE_EGRESS__RESOLVERS", resolvers.as_str()),
         ("TOOLGATE_EGRESS__ALLOW_RANGES", "[\"127.77.0.0/16\"]"),
     ];
+    env.extend_from_slice(more);
     match policy {
         Some(p) => Executor::start_with(p, &sb.ws, &[], &env),
         None => Executor::start(&sb.ws, &[], &env),
     }
+}
+
+/// Holds one connection open, then tries a second one.
+const TWO: &str = "import socket, sys, time
+port = int(sys.argv[1])
+held = socket.create_connection(('web.test', port))
+time.sleep(0.5)
+second = socket.create_connection(('web.test', port))
+second.sendall(b'x')
+try:
+    print('second:', second.recv(100))
+except ConnectionResetError:
+    print('second: reset')
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_runs_limit_are_reset() {
+    let sb = Sandbox::new();
+    let dns = dns_server();
+    let port = web_server();
+    let exe = executor_env(
+        &sb,
+        dns,
+        None,
+        &[("TOOLGATE_EGRESS__MAX_CONNECTIONS_PER_RUN", "1")],
+    );
+    std::fs::write(sb.ws.join("two.py"), TWO).unwrap();
+    let o = run(&exe, networked(&format!("python3 two.py {port}")))
+        .await
+        .expect("the run starts");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "second: reset\n",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let d = destination(&o, "web.test");
+    assert_eq!((d.connections, d.refused), (2, 1));
+    assert_eq!(d.refusal, "connection_limit");
 }
 
 /// A policy whose rule decides every `net.connect` call with `decision`.

@@ -283,11 +283,14 @@ async fn admission_is_bounded_and_capabilities_are_reported() {
     assert_eq!(caps.limits.unwrap().max_concurrent_runs, 1);
     assert_ne!(caps.kill_mechanism, pb::KillMechanism::Unspecified as i32);
     assert!(!caps.workspace.unwrap().root.is_empty());
-    assert_eq!(caps.tools.len(), 10);
-    assert!(
-        caps.tools
-            .contains(&(toolgate_contracts::common::v1::ToolKind::FsDelete as i32))
-    );
+    // The ten calls plus net.connect, which the egress gate of networked runs enforces.
+    assert_eq!(caps.tools.len(), 11);
+    for kind in [
+        toolgate_contracts::common::v1::ToolKind::FsDelete,
+        toolgate_contracts::common::v1::ToolKind::NetConnect,
+    ] {
+        assert!(caps.tools.contains(&(kind as i32)), "{kind:?}");
+    }
 }
 
 #[tokio::test]
