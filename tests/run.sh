@@ -11,6 +11,20 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432; then
 fi
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
+# The egress tests' fake internet (services/cli/tests/cli/support/internet.rs) runs its servers
+# with python3, openssl, git and sshd (git over ssh), and its clients are curl, python3, node and
+# git: install what is missing.
+missing=()
+for tool in /usr/sbin/sshd:openssh-server /usr/bin/ssh:openssh-client /usr/bin/openssl:openssl \
+  /usr/bin/curl:curl /usr/bin/python3:python3 /usr/sbin/ip:iproute2 /usr/bin/setpriv:util-linux; do
+  [ -x "${tool%%:*}" ] || missing+=("${tool##*:}")
+done
+command -v git >/dev/null || missing+=(git)
+command -v node >/dev/null || missing+=(nodejs)
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt-get install -y "${missing[@]}" || { apt-get update && apt-get install -y "${missing[@]}"; }
+fi
+
 cargo build --workspace --bins --locked
 cargo test --workspace --locked
 

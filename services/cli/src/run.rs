@@ -72,6 +72,10 @@ pub(crate) struct Args {
     /// Free text shown to the approver.
     #[arg(long, default_value = "toolgate run")]
     description: String,
+    /// The sandbox profile to run under (`workspace`, `readonly`, `network`, ...; default: the
+    /// executor's). A policy rule that names a profile for the command wins.
+    #[arg(long, value_name = "PROFILE", default_value = "")]
+    profile: String,
     /// Print start and exit details to stderr.
     #[arg(short, long)]
     verbose: bool,
@@ -133,7 +137,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         stdin,
         timeout: args.timeout.map(crate::duration::to_proto),
         limits: None,
-        sandbox_profile: String::new(),
+        sandbox_profile: args.profile.clone(),
     };
     let channel = match client::connect("executor", &args.executor, &args.token).await {
         Ok(c) => c,

@@ -173,6 +173,36 @@ pub fn heading(scenario: &str) {
     println!("\n== {scenario}");
 }
 
+/// A multi-thread tokio runtime whose threads are named `name` (servers and clients of a
+/// benchmark each get their own).
+pub fn runtime(name: &str) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// The static bearer tokens of a benchmark's services: `(principal, role, token)` each.
+pub fn tokens(
+    entries: &[(&str, toolgate_runtime::auth::Role, &str)],
+) -> toolgate_runtime::auth::AuthConfig {
+    toolgate_runtime::auth::AuthConfig {
+        tokens: entries
+            .iter()
+            .map(
+                |(principal, role, token)| toolgate_runtime::auth::TokenEntry {
+                    principal: (*principal).into(),
+                    role: *role,
+                    token: Some((*token).into()),
+                    token_file: None,
+                },
+            )
+            .collect(),
+        tokens_file: None,
+    }
+}
+
 /// Reads a sample count from `TOOLGATE_BENCH_SAMPLES`, else `default`.
 ///
 /// The environment is read, never written.

@@ -8,6 +8,7 @@ mod support;
 mod approvals;
 mod check;
 mod durability;
+mod egress;
 mod ledger;
 mod run;
 mod up;

@@ -35,12 +35,14 @@ use sqlx::{AssertSqlSafe, Connection};
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
-use toolgate_bench::{Goal, Samples, heading, print_side, report_ratio, sample_count};
+use toolgate_bench::{
+    Goal, Samples, heading, print_side, report_ratio, runtime, sample_count, tokens,
+};
 use toolgate_contracts::common::v1::{CallContext, exit_status};
 use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
-use toolgate_runtime::auth::{AuthConfig, Bearer, Role, TokenEntry};
+use toolgate_runtime::auth::{Bearer, Role};
 
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 const EXECUTOR_TOKEN: &str = "bench-executor-token-0123456789abcdef";
@@ -357,29 +359,6 @@ async fn mixed_throughput(channel: Channel, ws: &std::path::Path) {
         "  the mix predicted from its halves: {predicted:.0} calls/s; measured / predicted = {:.3}",
         rates[2] / predicted
     );
-}
-
-fn runtime(name: &str) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
-}
-
-fn tokens(entries: &[(&str, Role, &str)]) -> AuthConfig {
-    AuthConfig {
-        tokens: entries
-            .iter()
-            .map(|(principal, role, token)| TokenEntry {
-                principal: (*principal).into(),
-                role: *role,
-                token: Some((*token).into()),
-                token_file: None,
-            })
-            .collect(),
-        tokens_file: None,
-    }
 }
 
 fn bearer() -> Bearer {

@@ -32,7 +32,9 @@ use std::time::Duration;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
-use toolgate_bench::{Goal, heading, interleave_async, print_side, report_ratio, sample_count};
+use toolgate_bench::{
+    Goal, heading, interleave_async, print_side, report_ratio, runtime, sample_count,
+};
 use toolgate_contracts::common::v1::{CallContext, ToolKind};
 use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
@@ -115,14 +117,6 @@ fn main() {
 fn wanted(section: &str) -> bool {
     let args: Vec<String> = std::env::args().skip(1).collect();
     args.is_empty() || args.iter().any(|a| a == section)
-}
-
-fn runtime(name: &str) -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .thread_name(name)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
 }
 
 fn agent_auth() -> AuthConfig {

@@ -1,4 +1,7 @@
-//! Shared test helpers: the real `toolgate` binary, fresh Postgres databases, raw SQL.
+//! Shared test helpers: the real `toolgate` binary, fresh Postgres databases, raw SQL, and a
+//! fake internet in a network namespace ([`internet`]).
+
+pub(crate) mod internet;
 
 use std::process::{Command, Output};
 
@@ -109,6 +112,19 @@ pub(crate) struct Up {
     pub info: serde_json::Value,
     /// The data directory.
     pub data_dir: std::path::PathBuf,
+    /// The network namespace `up` and every command of [`Up::command`] run in, if not ours.
+    netns: Option<String>,
+}
+
+/// Where and as whom [`Up::launch`] starts `toolgate up`, beyond [`Up::start_policy`]'s
+/// arguments.
+#[derive(Default)]
+pub(crate) struct Placement<'a> {
+    /// Run `up` (and the CLI commands of [`Up::command`]) under `ip netns exec NS`.
+    pub netns: Option<&'a str>,
+    /// Run `up` as this user and group (no supplementary groups) through `setpriv`, as an
+    /// unprivileged executor runs; the workspace and data directory are given to it.
+    pub uid: Option<u32>,
 }
 
 /// The test policy shipped next to these tests.
@@ -149,8 +165,34 @@ impl Up {
         env: &[(&str, &str)],
         policy: &std::path::Path,
     ) -> Up {
+        Up::launch(
+            workspace,
+            data_dir,
+            extra,
+            env,
+            policy,
+            &Placement::default(),
+        )
+    }
+
+    /// [`Up::start_policy`] in another network namespace or as another user.
+    pub(crate) fn launch(
+        workspace: &std::path::Path,
+        data_dir: &std::path::Path,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        policy: &std::path::Path,
+        placement: &Placement<'_>,
+    ) -> Up {
         use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let mut cmd = placed(placement.netns, placement.uid);
+        if let Some(uid) = placement.uid {
+            std::fs::create_dir_all(data_dir).expect("create the data directory");
+            for dir in [workspace, data_dir] {
+                std::os::unix::fs::chown(dir, Some(uid), Some(uid)).expect("chown to the executor");
+            }
+        }
+        let mut child = cmd
             .args(["up", "--json", "--executor-listen", "127.0.0.1:0"])
             .args(["--mcp-listen", "127.0.0.1:0"])
             .args(extra)
@@ -187,6 +229,7 @@ impl Up {
             _stdout: stdout,
             info,
             data_dir: data_dir.to_owned(),
+            netns: placement.netns.map(str::to_owned),
         }
     }
 
@@ -220,7 +263,7 @@ impl Up {
 
     /// A `toolgate` command preconfigured for this `up` as `role`.
     pub(crate) fn command(&self, role: &str, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        let mut cmd = placed(self.netns.as_deref(), None);
         cmd.args(args)
             .env_remove("TOOLGATE_TOKEN_FILE")
             .env_remove("DATABASE_URL");
@@ -259,6 +302,28 @@ impl Drop for Up {
             self.terminate();
         }
     }
+}
+
+/// The `toolgate` binary, under `ip netns exec NS` and `setpriv` as asked.
+fn placed(netns: Option<&str>, uid: Option<u32>) -> Command {
+    let exe = env!("CARGO_BIN_EXE_toolgate");
+    let mut argv: Vec<String> = Vec::new();
+    if let Some(ns) = netns {
+        argv.extend(["ip", "netns", "exec", ns].map(str::to_owned));
+    }
+    if let Some(uid) = uid {
+        argv.extend([
+            "setpriv".to_owned(),
+            format!("--reuid={uid}"),
+            format!("--regid={uid}"),
+            "--clear-groups".to_owned(),
+        ]);
+    }
+    let mut cmd = Command::new(argv.first().map_or(exe, String::as_str));
+    if !argv.is_empty() {
+        cmd.args(&argv[1..]).arg(exe);
+    }
+    cmd
 }
 
 /// The approval id `toolgate run` printed as `toolgate: awaiting approval ID`.
