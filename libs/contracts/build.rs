@@ -9,6 +9,7 @@ const FILES: &[&str] = &[
     "toolgate/executor/v1/executor.proto",
     "toolgate/policy/v1/policy.proto",
     "toolgate/policy/v1/approval.proto",
+    "toolgate/policy/v1/session.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -26,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Output chunks and file contents pass through without a copy.
         .bytes(".toolgate.executor.v1.OutputChunk.data")
         .bytes(".toolgate.executor.v1.StreamSummary.tail")
+        .bytes(".toolgate.executor.v1.ReadRunOutputResponse.data")
         .build_client(std::env::var_os("CARGO_FEATURE_CLIENT").is_some())
         .build_server(std::env::var_os("CARGO_FEATURE_SERVER").is_some())
         .compile_fds(fds)?;

@@ -13,6 +13,7 @@ pub fn tonic_code(code: Code) -> tonic::Code {
         Code::AlreadyExists => tonic::Code::AlreadyExists,
         Code::PermissionDenied => tonic::Code::PermissionDenied,
         Code::ResourceExhausted => tonic::Code::ResourceExhausted,
+        Code::OutOfRange => tonic::Code::OutOfRange,
         Code::FailedPrecondition => tonic::Code::FailedPrecondition,
         Code::Aborted => tonic::Code::Aborted,
         Code::Unimplemented => tonic::Code::Unimplemented,

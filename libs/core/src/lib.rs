@@ -49,6 +49,8 @@ pub enum Code {
     PermissionDenied,
     /// A limit is reached (space, concurrency).
     ResourceExhausted,
+    /// An offset or range lies outside what exists or is kept.
+    OutOfRange,
     /// The system is not in the state the call needs (a pending approval, a mismatch).
     FailedPrecondition,
     /// A concurrent change won (a stale sha256, a call in flight).
@@ -186,6 +188,16 @@ reasons! {
     Internal = "INTERNAL" => Internal,
     /// A directory to remove still has entries and the request was not recursive.
     DirectoryNotEmpty = "DIRECTORY_NOT_EMPTY" => FailedPrecondition,
+    /// No run with that id on this executor for this caller (unknown, another principal's, or
+    /// past its retention).
+    RunNotFound = "RUN_NOT_FOUND" => NotFound,
+    /// The run's output at that offset is not retained (between the head cap and the tail
+    /// window, or not written yet).
+    OutputNotRetained = "OUTPUT_NOT_RETAINED" => OutOfRange,
+    /// The session's sandbox lives on another executor, named in the metadata.
+    SessionElsewhere = "SESSION_ELSEWHERE" => FailedPrecondition,
+    /// The session or principal holds as many background runs as allowed.
+    TooManyRuns = "TOO_MANY_RUNS" => ResourceExhausted,
 }
 
 impl fmt::Display for Reason {

@@ -138,6 +138,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         timeout: args.timeout.map(crate::duration::to_proto),
         limits: None,
         sandbox_profile: args.profile.clone(),
+        ..Default::default()
     };
     let channel = match client::connect("executor", &args.executor, &args.token).await {
         Ok(c) => c,

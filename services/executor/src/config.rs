@@ -44,6 +44,49 @@ pub struct Config {
     pub transport: TransportConfig,
     /// The egress gate of networked runs.
     pub egress: EgressSection,
+    /// Sessions: their shared sandbox, background runs and persisted state.
+    pub sessions: SessionsSection,
+}
+
+/// Sessions (`[sessions]`): the sandbox a session's runs share, its background runs and the
+/// state `persist_cwd` carries, and how long each is kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionsSection {
+    /// A session with no run in flight and no call for this long is reaped: its background
+    /// runs are stopped, its sandbox released and the end recorded in the ledger (seconds).
+    pub idle_timeout_s: u64,
+    /// How long this executor's claim on a session lasts without renewal (seconds); it renews
+    /// every live session's claim three times per period. After an executor dies, its sessions
+    /// may be claimed elsewhere once this passes.
+    pub claim_ttl_s: u64,
+    /// Refuse a run whose session's sandbox is claimed by another live executor
+    /// (FAILED_PRECONDITION / SESSION_ELSEWHERE naming it). Off: every executor serves every
+    /// session with a sandbox of its own (state still comes from the ledger).
+    pub pin: bool,
+    /// Background runs one session may hold at once.
+    pub max_background_per_session: u32,
+    /// Background runs one principal may hold at once, over all its sessions.
+    pub max_background_per_principal: u32,
+    /// How long a background run that ended stays listed and readable (seconds).
+    pub finished_retention_s: u64,
+    /// Where background runs' output is spooled; unset: a private directory under the
+    /// system's temp directory, removed when the executor stops. Cleared at start.
+    pub spool_dir: Option<PathBuf>,
+}
+
+impl Default for SessionsSection {
+    fn default() -> Self {
+        SessionsSection {
+            idle_timeout_s: 1800,
+            claim_ttl_s: 30,
+            pin: true,
+            max_background_per_session: 8,
+            max_background_per_principal: 32,
+            finished_retention_s: 3600,
+            spool_dir: None,
+        }
+    }
 }
 
 /// The egress gate (`[egress]`): how a networked run's connections are resolved, held and
@@ -171,6 +214,7 @@ impl Default for Config {
             labels: BTreeMap::new(),
             transport: TransportConfig::default(),
             egress: EgressSection::default(),
+            sessions: SessionsSection::default(),
         }
     }
 }

@@ -501,10 +501,53 @@ pub(crate) fn limit_to_wire(l: toolgate_process::LimitExceeded) -> common::Limit
 }
 
 type RunStream = Pin<Box<dyn Stream<Item = Result<pb::RunResponse, Status>> + Send>>;
+type AttachStream = Pin<Box<dyn Stream<Item = Result<pb::AttachRunResponse, Status>> + Send>>;
+
+/// Refusal of a background-run method this build does not serve yet.
+fn not_yet(method: &str) -> Status {
+    status::status(
+        toolgate_core::Reason::Unsupported,
+        format!("{method} is not served by this executor yet"),
+        [],
+    )
+}
 
 #[tonic::async_trait]
 impl ProcessService for ProcessAdapter {
     type RunStream = RunStream;
+    type AttachRunStream = AttachStream;
+
+    async fn list_runs(
+        &self,
+        request: Request<pb::ListRunsRequest>,
+    ) -> Result<Response<pb::ListRunsResponse>, Status> {
+        wire::caller(&request, "ProcessService/ListRuns")?;
+        Err(not_yet("ListRuns"))
+    }
+
+    async fn read_run_output(
+        &self,
+        request: Request<pb::ReadRunOutputRequest>,
+    ) -> Result<Response<pb::ReadRunOutputResponse>, Status> {
+        wire::caller(&request, "ProcessService/ReadRunOutput")?;
+        Err(not_yet("ReadRunOutput"))
+    }
+
+    async fn attach_run(
+        &self,
+        request: Request<pb::AttachRunRequest>,
+    ) -> Result<Response<Self::AttachRunStream>, Status> {
+        wire::caller(&request, "ProcessService/AttachRun")?;
+        Err(not_yet("AttachRun"))
+    }
+
+    async fn signal_run(
+        &self,
+        request: Request<pb::SignalRunRequest>,
+    ) -> Result<Response<pb::SignalRunResponse>, Status> {
+        wire::caller(&request, "ProcessService/SignalRun")?;
+        Err(not_yet("SignalRun"))
+    }
 
     async fn run(
         &self,
@@ -623,6 +666,7 @@ fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
             approval_id: receipt.approval_id.clone(),
             rule_id: receipt.rule_id.clone(),
             decision: receipt.tier.to_owned(),
+            ..Default::default()
         }),
         Event::Output(o) => E::Output(pb::OutputChunk {
             stream: match o.stream {
@@ -641,6 +685,7 @@ fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
             audit: x.audit.as_ref().map(audit_to_wire),
             limit_exceeded: x.limit.map(limit_to_wire),
             network: Vec::new(),
+            session: None,
         }),
     };
     pb::RunResponse { event: Some(event) }
@@ -778,6 +823,7 @@ impl ExecutorService for ProcessAdapter {
                 reserve_share: a.reserve_share,
                 disk_max_written_bytes: disk_bytes,
                 disk_max_created_files: disk_files,
+                ..Default::default()
             }),
             workspace: Some(self.view.clone()),
             // `net.connect` included: this executor's egress gate decides networked runs'

@@ -40,6 +40,7 @@ impl Cx<'_> {
                 kill_on_cap: false,
             }),
             sandbox_profile: String::new(),
+            ..Default::default()
         };
         let result = self
             .traced(
