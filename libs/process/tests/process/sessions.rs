@@ -146,6 +146,37 @@ async fn session_tmp_persists_across_its_runs_only_and_is_capped() {
         !std::path::Path::new("/tmp").join(&marker).exists(),
         "the session's /tmp is not the host's"
     );
+    // Nor does the host see it where the sessions' /tmp are mounted (each only in its own
+    // mount namespace).
+    let prefix = format!("toolgate-sessions-{}-", std::process::id());
+    let mount_points: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(!mount_points.is_empty());
+    for dir in mount_points {
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "{dir:?}");
+    }
+    let host = tempfile::Builder::new()
+        .prefix("toolgate-host-file-")
+        .tempfile_in("/tmp")
+        .unwrap();
+    let hidden = run_in(
+        &runner,
+        &format!(
+            "test -e {} && echo visible || echo absent",
+            host.path().display()
+        ),
+        cwd_of(&dir),
+        Some(&a),
+    )
+    .await;
+    assert_eq!(
+        hidden.stdout_str(),
+        "absent\n",
+        "the host's /tmp is not the session's"
+    );
     let read = run_in(
         &runner,
         &format!("cat /tmp/{marker}"),
