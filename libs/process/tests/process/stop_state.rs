@@ -165,9 +165,10 @@ async fn stop_term_on_a_run_ignoring_it_kills_after_the_grace_period() {
     let runner = stop_runner(config());
     let (out, took) = stopped(
         &runner,
-        // `; true`: bash would otherwise exec `sleep` as the first process, which no TERM
-        // reaches anyway, so the run would be killed at once.
-        r#"trap "" TERM; echo ready; sleep 30; true"#,
+        // The child that ignores TERM (inherited) says it is ready, so it exists when the
+        // stop comes; `; true` keeps bash from exec'ing it as the first process, which no
+        // TERM reaches anyway and which would be killed at once.
+        r#"trap "" TERM; sh -c 'echo ready; exec sleep 30'; true"#,
         StopSignal::Term,
     )
     .await;
