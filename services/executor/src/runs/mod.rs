@@ -285,10 +285,10 @@ pub(crate) enum Signal {
 
 /// Sends `signal` to every process of the run behind `cancel`.
 fn send(cancel: &CancelHandle, signal: Signal) {
-    match signal {
-        // `cancel` is TERM, the configured grace, then KILL of every process of the run.
-        Signal::Term | Signal::Kill => cancel.cancel(),
-    }
+    cancel.stop(match signal {
+        Signal::Term => toolgate_process::StopSignal::Term,
+        Signal::Kill => toolgate_process::StopSignal::Kill,
+    });
 }
 
 impl Runs {
@@ -317,7 +317,11 @@ impl Runs {
     /// Takes a background place for `session_id` of `principal`, or refuses with
     /// RESOURCE_EXHAUSTED / TOO_MANY_RUNS (metadata `limit`, `scope`) when the session or the
     /// principal holds as many as allowed. Called before the policy is asked.
-    pub(crate) fn hold_background(&self, principal: &str, session_id: &str) -> Result<Held, Status> {
+    pub(crate) fn hold_background(
+        &self,
+        principal: &str,
+        session_id: &str,
+    ) -> Result<Held, Status> {
         let s = self.inner.settings;
         let mut t = self.table();
         let in_session = t
@@ -341,7 +345,11 @@ impl Runs {
             )
         };
         if in_session >= s.per_session {
-            return Err(refuse("session", s.per_session, "max_background_per_session"));
+            return Err(refuse(
+                "session",
+                s.per_session,
+                "max_background_per_session",
+            ));
         }
         if of_principal >= s.per_principal {
             return Err(refuse(
@@ -471,7 +479,12 @@ impl Runs {
     /// spool, the outcome recorded as for any run) and holds the entry for the retention.
     /// The call's answer is the run's first event (`Started`, or `Exited` when it failed to
     /// spawn) or its refusal.
-    pub(crate) fn detach(&self, registration: Registration, held: Held, stream: RunStream) -> RunStream {
+    pub(crate) fn detach(
+        &self,
+        registration: Registration,
+        held: Held,
+        stream: RunStream,
+    ) -> RunStream {
         let (first_tx, first_rx) = tokio::sync::oneshot::channel();
         let retention = self.inner.settings.retention;
         tokio::spawn(consume(registration, held, stream, first_tx, retention));
@@ -544,7 +557,9 @@ impl Runs {
             n if n > MAX_READ => {
                 return Err(status::invalid(
                     "max_bytes",
-                    format!("max_bytes must be at most {MAX_READ} (1 MiB); read on from next_offset"),
+                    format!(
+                        "max_bytes must be at most {MAX_READ} (1 MiB); read on from next_offset"
+                    ),
                 ));
             }
             n => n,
@@ -692,6 +707,7 @@ async fn consume(
         return;
     };
     let mut first = Some(first);
+    let mut held = Some(held);
     let mut spool_failed = false;
     while let Some(item) = stream.next().await {
         let event = match item {
@@ -764,6 +780,8 @@ async fn consume(
                     Some(common::exit_status::Status::Cancelled(c))
                         if c.cause == toolgate_process::CancelCause::Shutdown.as_str()
                 );
+                // Its place under the bounds is free before anyone can see it ended.
+                held.take();
                 {
                     let mut l = entry.live();
                     l.state = if lost { State::Lost } else { State::Exited };
@@ -787,14 +805,16 @@ async fn consume(
             E::AwaitingApproval(_) => {}
         }
     }
-    // Its place under the bounds is free once it ended.
     drop(held);
     drop(stream);
     if entry.running() {
         // The events stopped without `Exited`: the executor is stopping and the run dies
         // with it, its outcome unknown.
         entry.live().state = State::Lost;
-        for s in [toolgate_process::Stream::Stdout, toolgate_process::Stream::Stderr] {
+        for s in [
+            toolgate_process::Stream::Stdout,
+            toolgate_process::Stream::Stderr,
+        ] {
             spool.stream(s).end();
         }
         entry.changed.send_replace(());
