@@ -35,6 +35,21 @@ pub(crate) use follow::AttachStream;
 pub(crate) type RunStream =
     std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::RunResponse, Status>> + Send>>;
 
+/// Longest `RunInfo.command` kept: a listing names the command, it does not store scripts.
+pub(crate) const COMMAND_CAP: usize = 4096;
+
+/// `command` cut to [`COMMAND_CAP`] bytes at a character boundary, marked with `…`.
+pub(crate) fn listed_command(command: &str) -> String {
+    if command.len() <= COMMAND_CAP {
+        return command.to_owned();
+    }
+    let mut end = COMMAND_CAP - '…'.len_utf8();
+    while !command.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &command[..end])
+}
+
 /// Default `max_bytes` of `ReadRunOutput`.
 const DEFAULT_READ: u64 = 64 << 10;
 /// Largest `max_bytes` of `ReadRunOutput`.
@@ -267,6 +282,20 @@ impl Entry {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_command_is_listed_cut_at_a_character_boundary() {
+        assert_eq!(listed_command("ls -la"), "ls -la");
+        let long = "é".repeat(COMMAND_CAP);
+        let listed = listed_command(&long);
+        assert!(listed.len() <= COMMAND_CAP, "{}", listed.len());
+        assert!(listed.ends_with('…'));
+    }
+}
+
 fn stream_index(s: toolgate_process::Stream) -> usize {
     match s {
         toolgate_process::Stream::Stdout => 0,
@@ -336,11 +365,18 @@ impl Runs {
             .map(|(_, n)| *n)
             .sum();
         let refuse = |scope: &'static str, limit: u32, key: &str| {
+            let message = if limit == 0 {
+                format!(
+                    "background runs are disabled on this executor (sessions.{key} = 0); run the command in the foreground"
+                )
+            } else {
+                format!(
+                    "the {scope} already holds {limit} background run(s), the most this executor allows (sessions.{key}); stop one with SignalRun or wait for one to end"
+                )
+            };
             status::status(
                 Reason::TooManyRuns,
-                format!(
-                    "{scope} already holds {limit} background run(s), the most this executor allows (sessions.{key}); stop one with SignalRun or wait for one to end"
-                ),
+                message,
                 [("limit", limit.to_string()), ("scope", scope.to_owned())],
             )
         };
