@@ -301,7 +301,7 @@ async fn output_past_the_cap_keeps_its_head_and_tail_on_disk_not_in_memory() {
         "executor RSS grew from {before} KiB to {after} KiB for a {TOTAL}-byte output"
     );
     assert_eq!(exit(&exited), S::Exited(0));
-    let stats = exited.stdout.as_ref().unwrap().stats.clone().unwrap();
+    let stats = exited.stdout.as_ref().unwrap().stats.unwrap();
     let total = TOTAL + 3;
     assert_eq!(stats.total_bytes, total);
     assert!(stats.truncated);
