@@ -15,6 +15,7 @@ pub mod contract;
 mod gate;
 mod grpc;
 mod report;
+pub mod sessions;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
