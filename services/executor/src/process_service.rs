@@ -240,6 +240,10 @@ impl ProcessAdapter {
                 "" => spec.profile().to_owned(),
                 p => p.to_owned(),
             };
+            // A confined run joins its session's sandbox (made at the first one).
+            if self.confined.confines(&profile) {
+                spec.set_session(session.namespaces()?);
+            }
             if self.confined.networked(&profile) {
                 let run_gate = RunGate::new(
                     self.egress.clone(),
@@ -253,10 +257,6 @@ impl ProcessAdapter {
                     serving.serve(sockets.into(), &runtime);
                 }));
                 egress = Some(run_gate);
-            }
-            // A confined run joins its session's sandbox (made at the first one).
-            if self.confined.confines(&profile) {
-                spec.set_session(session.namespaces()?);
             }
             self.confined.run(&proof, spec)
         });

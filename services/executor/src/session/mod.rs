@@ -193,11 +193,6 @@ impl Sessions {
         state::kept_env(env, &self.inner.allowed_env, &self.inner.operator_env).0
     }
 
-    /// Sessions held now.
-    pub(crate) fn len(&self) -> usize {
-        lock(&self.inner.table).len()
-    }
-
     /// Enters a call of `session_id` by `principal`: the session is claimed when this
     /// executor does not hold it yet (before anything is admitted or decided). The entry
     /// counts the call as in flight until it is dropped.
@@ -526,11 +521,6 @@ impl Drop for Entry {
 }
 
 impl Entry {
-    /// The session's id.
-    pub(crate) fn session_id(&self) -> &str {
-        &self.session.id
-    }
-
     /// The session's state now.
     pub(crate) fn state(&self) -> SessionState {
         lock(&self.session.state).clone()
@@ -540,7 +530,7 @@ impl Entry {
     pub(crate) fn namespaces(&self) -> Result<SessionNamespaces, Status> {
         if self.session.ended.load(Ordering::Acquire) {
             return Err(status::status(
-                Reason::Unavailable,
+                Reason::Conflict,
                 format!(
                     "session `{}` ended on this executor while the call was in flight; call again",
                     self.session.id

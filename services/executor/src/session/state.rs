@@ -142,7 +142,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Report, &'static str> {
         let var = r.strip_prefix(b"env=").ok_or("an unknown record")?;
         let var = std::str::from_utf8(var).map_err(|_| "a variable is not UTF-8")?;
         let (name, value) = var.split_once('=').ok_or("a variable without `=`")?;
-        if !toolgate_process::is_env_name(name) {
+        if !toolgate_process::config::is_env_name(name) {
             return Err("a variable name is invalid");
         }
         if env.insert(name.to_owned(), value.to_owned()).is_some() {
