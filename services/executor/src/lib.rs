@@ -16,6 +16,7 @@ mod disk;
 mod egress;
 mod fs_service;
 mod process_service;
+mod runs;
 mod session;
 mod sweep;
 mod tool_span;
@@ -327,6 +328,12 @@ pub async fn serve_with(
             "egress.resolvers: none configured and none in /etc/resolv.conf: networked runs' connections are refused (resolve_failed)"
         );
     }
+    let spool = runs::spool::SpoolRoot::open(config.sessions.spool_dir.as_deref()).map_err(|e| {
+        Error::Config(format!(
+            "sessions.spool_dir: cannot prepare the background run output spool: {e}"
+        ))
+    })?;
+    let runs = runs::Runs::new(runs::Settings::from_config(&config.sessions), spool);
     let sessions = session::Sessions::new(
         session::Settings::from_config(&config.sessions),
         ledger,
@@ -338,6 +345,7 @@ pub async fn serve_with(
     // any claim), renew claims, reap idle sessions.
     let mut session_tasks = tokio::task::JoinSet::new();
     sessions.spawn_tasks(&mut session_tasks);
+    sessions.set_runs(Arc::new(runs.clone()));
     let process = ProcessAdapter::new(
         confined,
         admission,
@@ -345,6 +353,7 @@ pub async fn serve_with(
         identity,
         view,
         egress,
+        runs.clone(),
         sessions.clone(),
     );
     health.set_serving::<Fs>().await;
@@ -404,12 +413,16 @@ pub async fn serve_with(
         health.set_not_serving::<Process>().await;
     })
     .await?;
-    // Every live session ends: its runs stopped, its end recorded (bounded).
+    // Every live session ends: taken out of the table with the runs it still holds, which
+    // the runner's shutdown stops; then its end is recorded (bounded).
     session_tasks.abort_all();
-    sessions.shutdown(session::SHUTDOWN_BOUND).await;
+    let ending = sessions.close();
     // Whatever still runs is terminated (TERM, grace, KILL) and reaped before we exit.
     runner.shutdown().await;
+    sessions.record_ends(ending, session::SHUTDOWN_BOUND).await;
     gate.reporter().flush(REPORT_FLUSH).await;
+    // Background runs died with the runner: their spooled output goes with the executor.
+    runs.close();
     if let Some(task) = metrics_task {
         // A scraper's idle keep-alive connection must not hold the exit up.
         task.abort();

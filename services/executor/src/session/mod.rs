@@ -417,36 +417,51 @@ impl Sessions {
         }
     }
 
-    /// Ends every session: their runs stopped, their ends recorded (`shutdown`), within
-    /// `bound`.
-    pub(crate) async fn shutdown(&self, bound: Duration) {
+    /// Takes every session out of the table at shutdown; answers each with the runs it still
+    /// holds (which the runner's shutdown stops: a background run stopped so keeps no
+    /// outcome, and the ledger reads it as lost).
+    pub(crate) fn close(&self) -> Vec<Ending> {
         let all: Vec<Arc<Session>> = lock(&self.inner.table).drain().map(|(_, s)| s).collect();
-        if all.is_empty() {
+        all.into_iter()
+            .map(|s| {
+                let runs = self.runs().map_or(0, |r| r.running_in_session(&s.id));
+                s.ended.store(true, Ordering::Release);
+                lock(&s.namespaces).take();
+                Ending {
+                    held: s.held_before(),
+                    session_id: s.id.clone(),
+                    runs,
+                }
+            })
+            .collect()
+    }
+
+    /// Records the sessions' ends (`shutdown`), within `bound`.
+    pub(crate) async fn record_ends(&self, ending: Vec<Ending>, bound: Duration) {
+        let ending: Vec<Ending> = ending.into_iter().filter(|e| e.held).collect();
+        if ending.is_empty() {
             return;
         }
-        let ends = all.iter().map(|s| {
-            let stopped = self.stop(s);
-            let held = s.held_before();
-            let ledger = self.inner.ledger.clone();
-            let id = s.id.clone();
-            async move {
-                if held {
-                    if let Err(f) = ledger
-                        .end_session(id.clone(), EndReason::Shutdown, stopped as u32)
-                        .await
-                    {
-                        tracing::warn!(session_id = %id, error = %f, "cannot record the session's end at shutdown; its claim lapses by itself");
-                    }
-                }
+        let ledger = &self.inner.ledger;
+        let ends = ending.iter().map(|e| async move {
+            if let Err(f) = ledger
+                .end_session(
+                    e.session_id.clone(),
+                    EndReason::Shutdown,
+                    u32::try_from(e.runs).unwrap_or(u32::MAX),
+                )
+                .await
+            {
+                tracing::warn!(session_id = %e.session_id, error = %f, "cannot record the session's end at shutdown; its claim lapses by itself");
             }
         });
         if tokio::time::timeout(bound, futures::future::join_all(ends))
             .await
             .is_err()
         {
-            tracing::warn!(sessions = all.len(), "the ledger did not record every session's end in time; their claims lapse by themselves");
+            tracing::warn!(sessions = ending.len(), "the ledger did not record every session's end in time; their claims lapse by themselves");
         } else {
-            tracing::info!(sessions = all.len(), "sessions ended at shutdown");
+            tracing::info!(sessions = ending.len(), "sessions ended at shutdown");
         }
     }
 
@@ -495,6 +510,26 @@ impl Session {
             // A claim in flight at the end: record the end, the claim may have been taken.
             Err(_) => true,
         }
+    }
+}
+
+/// A session taken out of the table at shutdown.
+#[derive(Debug)]
+pub(crate) struct Ending {
+    session_id: String,
+    /// This executor held its claim.
+    held: bool,
+    /// Its runs still running when the executor stopped.
+    runs: usize,
+}
+
+impl SessionRuns for crate::runs::Runs {
+    fn running_in_session(&self, session_id: &str) -> usize {
+        crate::runs::Runs::running_in_session(self, session_id)
+    }
+
+    fn stop_session(&self, session_id: &str) -> usize {
+        crate::runs::Runs::stop_session(self, session_id)
     }
 }
 
