@@ -15,9 +15,11 @@
 //! refused `PERMISSION_DENIED` here (and by the ledger), and never joins its sandbox.
 //!
 //! The sandbox (the namespaces the session's runs share: network, IPC, `/tmp`) is made at the
-//! session's first confined run and dropped when the session ends. A session with no call and
-//! no run in flight for `idle_timeout_s` is reaped: its runs stopped, its sandbox dropped, the
-//! end recorded in the ledger (`idle`). At shutdown every live session ends (`shutdown`); at
+//! session's first confined run and dropped when the session ends. A session with no `Run`
+//! call in flight and none begun or ended for `idle_timeout_s` is reaped: its background runs
+//! stopped (a dev server an agent walked away from does not outlive its session), its sandbox
+//! dropped, the end recorded in the ledger (`idle`, with the runs stopped). A foreground run
+//! keeps its session alive as long as its call lasts. At shutdown every live session ends (`shutdown`); at
 //! start, before any session is claimed, the executor tells the ledger that nothing it held
 //! before still runs ([`SessionLedger::abandon_runs`]).
 
@@ -384,7 +386,8 @@ impl Sessions {
         }
     }
 
-    /// Reaps the sessions idle past `idle_timeout_s` with no run in flight.
+    /// Reaps the sessions with no call in flight and none for `idle_timeout_s`; their
+    /// background runs are stopped.
     async fn reap_idle(&self) {
         let idle = self.inner.settings.idle_timeout;
         let reaped: Vec<Arc<Session>> = {
@@ -393,9 +396,7 @@ impl Sessions {
                 .values()
                 .filter(|s| {
                     let a = *lock(&s.calls);
-                    a.calls == 0
-                        && a.last.elapsed() >= idle
-                        && self.runs().is_none_or(|r| r.running_in_session(&s.id) == 0)
+                    a.calls == 0 && a.last.elapsed() >= idle
                 })
                 .map(|s| s.id.clone())
                 .collect();

@@ -197,3 +197,192 @@ async fn a_session_is_pinned_to_the_executor_holding_it() {
     let o = run(&c, persisted("pinned", "echo here")).await.unwrap();
     assert_eq!(stdout(&o), "here\n");
 }
+
+/// Starts `s` in the background in `session`; answers its `Started` event.
+async fn background(exe: &Executor, session: &str, s: &str) -> pb::Started {
+    background_request(exe, in_session(session, s, false)).await
+}
+
+async fn background_request(exe: &Executor, mut r: pb::RunRequest) -> pb::Started {
+    use pb::run_response::Event;
+    r.background = true;
+    let mut client =
+        pb::process_service_client::ProcessServiceClient::new(exe.channel().await);
+    let mut stream = client.run(r).await.expect("background run").into_inner();
+    let mut started = None;
+    while let Some(msg) = stream.message().await.expect("background stream") {
+        if let Some(Event::Started(s)) = msg.event {
+            started = Some(s);
+        }
+    }
+    started.expect("a background run answers its Started event")
+}
+
+/// A script that connects to 127.0.0.1:`port` (retrying for a while) and prints what the
+/// server says; exits 1 when nothing ever answers.
+fn client_script(port: u16) -> String {
+    format!(
+        "for i in $(seq 60); do if exec 3<>/dev/tcp/127.0.0.1/{port}; then cat <&3; exit 0; fi 2>/dev/null; sleep 0.1; done; exit 1"
+    )
+}
+
+/// A TCP server on 127.0.0.1:`port` that answers `greeting` to every connection.
+fn server_script(port: u16, greeting: &str) -> String {
+    format!(
+        "exec python3 -c 'import socket\ns=socket.socket()\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind((\"127.0.0.1\",{port}))\ns.listen()\nwhile True:\n c,_=s.accept()\n c.sendall(b\"{greeting}\")\n c.close()'"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sessions_runs_share_loopback_and_another_sessions_do_not() {
+    let sb = Sandbox::new();
+    let exe = Executor::start(&sb.ws, &[], &[]);
+    background(&exe, "net-a", &server_script(8765, "hello-from-a")).await;
+    let o = run(&exe, in_session("net-a", &client_script(8765), false))
+        .await
+        .unwrap();
+    assert_eq!(stdout(&o), "hello-from-a", "{:?}", String::from_utf8_lossy(&o.stderr));
+    // Another session has a loopback of its own: nothing listens there.
+    let o = run(&exe, in_session("net-b", &client_script(8765), false))
+        .await
+        .unwrap();
+    assert_eq!(stdout(&o), "");
+    assert!(matches!(
+        o.exited.status.and_then(|s| s.status),
+        Some(toolgate_contracts::common::v1::exit_status::Status::Exited(1))
+    ));
+    // A `&`-detached server of a foreground run answers the session's next call while it
+    // lives too.
+    let serve = tokio::spawn({
+        let r = in_session(
+            "net-c",
+            &format!("{} & sleep 4", server_script(8766, "hello-from-c").replacen("exec ", "", 1)),
+            false,
+        );
+        let exe_addr = exe.channel().await;
+        async move {
+            let mut c = pb::process_service_client::ProcessServiceClient::new(exe_addr);
+            let mut s = c.run(r).await.unwrap().into_inner();
+            while s.message().await.unwrap().is_some() {}
+        }
+    });
+    let o = run(&exe, in_session("net-c", &client_script(8766), false))
+        .await
+        .unwrap();
+    assert_eq!(stdout(&o), "hello-from-c");
+    serve.await.unwrap();
+}
+
+/// Whether process `pid` (host pid namespace) exists and is not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z"),
+        Err(_) => false,
+    }
+}
+
+/// `GetSession` through the policy service, with the approver's credential.
+async fn get_session(
+    policy: &Policy,
+    session_id: &str,
+) -> toolgate_contracts::policy::v1::Session {
+    use toolgate_contracts::policy::v1 as ppb;
+    let ch = tonic::transport::Channel::from_shared(policy.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let ch = tonic::service::interceptor::InterceptedService::new(
+        ch,
+        support::Bearer::new(&policy.creds.approver).unwrap(),
+    );
+    ppb::session_service_client::SessionServiceClient::new(ch)
+        .get_session(ppb::GetSessionRequest {
+            session_id: session_id.to_owned(),
+        })
+        .await
+        .expect("GetSession")
+        .into_inner()
+        .session
+        .expect("a session")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_reaped_with_its_background_runs_and_the_ledger_records_it() {
+    let sb = Sandbox::new();
+    let policy = Policy::start(support::PERMISSIVE);
+    let exe = Executor::start_with(
+        &policy,
+        &sb.ws,
+        &[],
+        &[
+            ("TOOLGATE_EXECUTOR_ID", "exec-idle"),
+            ("TOOLGATE_SESSIONS__IDLE_TIMEOUT_S", "2"),
+        ],
+    );
+    let started = background(&exe, "idle-s", "sleep 300").await;
+    assert!(alive(started.pid), "the background run runs");
+    // A session in use is not reaped: calls keep it alive.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        run(&exe, in_session("idle-busy", "true", false)).await.unwrap();
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(started.pid)).await,
+        "the idle session's background run is stopped with it"
+    );
+    let s = get_session(&policy, "idle-s").await;
+    assert!(s.ended_at.is_some(), "{s:?}");
+    assert_eq!(s.end_reason, "idle");
+    assert!(!s.claimed);
+    let busy = get_session(&policy, "idle-busy").await;
+    assert!(busy.ended_at.is_none() && busy.claimed, "{busy:?}");
+    // The next call of the reaped session starts it again (a new sandbox, its state kept).
+    run(&exe, in_session("idle-s", "true", false)).await.unwrap();
+    assert!(get_session(&policy, "idle-s").await.claimed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_killed_and_restarted_leaves_no_process_and_its_runs_read_lost() {
+    let sb = Sandbox::new();
+    std::fs::create_dir(sb.ws.join("sub")).unwrap();
+    let root = std::fs::canonicalize(&sb.ws).unwrap();
+    let policy = Policy::start(support::PERMISSIVE);
+    let env = [("TOOLGATE_EXECUTOR_ID", "exec-k")];
+    let mut a = Executor::start_with(&policy, &sb.ws, &[], &env);
+    let o = run(&a, persisted("k", "cd sub")).await.unwrap();
+    assert_eq!(session_of(&o).0, "sub");
+    let request = in_session("k", "sleep 600 & sleep 600", false);
+    let started = background_request(&a, request.clone()).await;
+    assert!(alive(started.pid));
+    a.kill();
+    assert!(
+        eventually(Duration::from_secs(10), || !alive(started.pid)).await,
+        "no process of the session outlives its executor"
+    );
+    let b = Executor::start_with(&policy, &sb.ws, &[], &env);
+    // The run's decision has no outcome and never will: its replay reads OUTCOME_UNKNOWN.
+    let mut replay = request.clone();
+    replay.background = true;
+    let err = run(&b, replay).await.err().expect("a replay of a lost run is refused");
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert_eq!(reason(&err), "OUTCOME_UNKNOWN", "{err:?}");
+    // The session's working directory comes back from the ledger.
+    let o = run(&b, persisted("k", "pwd")).await.unwrap();
+    assert_eq!(stdout(&o), format!("{}/sub\n", root.display()));
+    // Nothing of A's session survives anywhere: no `sleep 600` of this workspace runs.
+    let leftovers: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|pid: &i32| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(&root))
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\0600"))
+                && alive(*pid)
+        })
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
