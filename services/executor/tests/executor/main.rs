@@ -17,4 +17,5 @@ mod metrics;
 mod parked;
 mod process;
 mod refusals;
+mod sessions;
 mod trace;
