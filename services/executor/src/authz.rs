@@ -30,7 +30,7 @@ use api::{
     ApprovalStatus, AuthorizeRequest, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure,
 };
 pub(crate) use gate::{Call, Gate, Verdict};
-pub use grpc::GrpcAuthorizer;
+pub use grpc::{GrpcAuthorizer, GrpcSessions};
 pub(crate) use report::{Ran, Reporter, fs_outcome, not_started};
 
 /// The policy service, as the executor uses it: domain requests in, domain answers or a

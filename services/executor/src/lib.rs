@@ -202,12 +202,17 @@ pub async fn serve(
 ) -> Result<(), Error> {
     config.validate_policy().map_err(Error::Config)?;
     let authorizer = GrpcAuthorizer::new(&config.policy).map_err(Error::Config)?;
+    // Sessions are claimed and kept through the same replicas and credential.
+    let sessions = authorizer.sessions(identity(&config));
     serve_with(
         config,
         listener,
         shutdown,
         Arc::new(authorizer),
-        ServeOptions::default(),
+        ServeOptions {
+            sessions: Some(Arc::new(sessions)),
+            ..ServeOptions::default()
+        },
     )
     .await
 }

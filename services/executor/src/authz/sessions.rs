@@ -17,7 +17,7 @@ use crate::authz::api::PolicyFailure;
 /// What a session carries between `persist_cwd` calls.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionState {
-    /// The working directory, relative to the workspace root; empty means the root.
+    /// The working directory, workspace-relative (`.` for the root).
     pub cwd: String,
     /// The allowlisted variables the session's runs exported.
     pub env: BTreeMap<String, String>,
