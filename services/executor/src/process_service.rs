@@ -105,10 +105,11 @@ impl ProcessAdapter {
 
     /// Parses the wire request into a validated run and its canonical form for the policy.
     ///
-    /// The call enters its session here (claimed when this executor does not hold it yet),
-    /// before anything is admitted or decided. Under `persist_cwd` the run starts in the
-    /// session's working directory with its variables, and a script runs under the wrapper
-    /// that reports the shell's final state; the policy still sees the script as sent.
+    /// The call enters its session here (another principal's session is refused). Under
+    /// `persist_cwd` the session is claimed at once (its state decides where the run starts),
+    /// the run starts in the session's working directory with its variables, and a script
+    /// runs under the wrapper that reports the shell's final state; the policy still sees the
+    /// script as sent.
     async fn resolve(&self, r: pb::RunRequest, principal: &str) -> Result<Resolved, Status> {
         let ctx = CallContext::try_from(r.context)?;
         let command = match r.command {
@@ -121,8 +122,13 @@ impl ProcessAdapter {
                 ));
             }
         };
-        let session = self.sessions.enter(&ctx.session_id, principal).await?;
+        let session = self.sessions.enter(&ctx.session_id, principal)?;
         let persist = r.persist_cwd;
+        if persist {
+            // The session's state (restored from the ledger at the first claim here) decides
+            // where the run starts. Other calls claim once admitted.
+            session.claim().await?;
+        }
         let kept = session.state();
         let cwd_raw = session_cwd(persist.then_some(kept.cwd.as_str()), r.cwd);
         let cwd_path = WorkspacePath::try_from(cwd_raw).map_err(|e| status::from_error(&e))?;
@@ -448,7 +454,7 @@ fn run_info_command(call: &ToolCall) -> String {
 /// path.
 fn session_cwd(session: Option<&str>, requested: String) -> String {
     match session {
-        Some(base) if requested.is_empty() => base.to_owned(),
+        Some(base) if requested.is_empty() && !base.is_empty() => base.to_owned(),
         Some(base) if !requested.starts_with('/') && !matches!(base, "" | ".") => {
             format!("{base}/{requested}")
         }
@@ -791,6 +797,10 @@ impl ProcessAdapter {
             .admit(who.clone(), reservation)
             .instrument(span.clone())
             .await?;
+        // The session is this executor's before anything is decided: a call the ledger routes
+        // elsewhere records no decision. After admission, so a flood is shed before it writes
+        // claims to the ledger.
+        session.claim().instrument(span.clone()).await?;
         let verdict = self.gate.check(&call).instrument(span.clone()).await?;
         let Some(mut tool) = tool.take() else {
             return Err(status::status(

@@ -222,7 +222,7 @@ async fn background_request(exe: &Executor, mut r: pb::RunRequest) -> pb::Starte
 /// server says; exits 1 when nothing ever answers.
 fn client_script(port: u16) -> String {
     format!(
-        "for i in $(seq 60); do if exec 3<>/dev/tcp/127.0.0.1/{port}; then cat <&3; exit 0; fi 2>/dev/null; sleep 0.1; done; exit 1"
+        "python3 -c 'import socket,sys,time\nfor i in range(60):\n try:\n  c=socket.create_connection((\"127.0.0.1\",{port}))\n  sys.stdout.write(c.recv(100).decode())\n  sys.exit(0)\n except OSError:\n  time.sleep(0.1)\nsys.exit(1)'"
     )
 }
 
