@@ -148,9 +148,7 @@ impl ProcessAdapter {
         // What runs: a `persist_cwd` script under the state-reporting wrapper; what the
         // policy classifies: the command as sent.
         let executed = match (&command, persist) {
-            (Command::Script(script), true) => {
-                Command::Argv(self.sessions.wrapped_argv(script))
-            }
+            (Command::Script(script), true) => Command::Argv(self.sessions.wrapped_argv(script)),
             _ => command.clone(),
         };
         let request = RunRequest {
@@ -473,7 +471,9 @@ fn settle_session(
         return None;
     };
     let report = x.state.take();
-    persist.take().map(|p| Box::pin(p.settle(report)) as BoxFuture<'static, _>)
+    persist
+        .take()
+        .map(|p| Box::pin(p.settle(report)) as BoxFuture<'static, _>)
 }
 
 /// What the run's egress gate decides its connections for.
@@ -524,7 +524,8 @@ impl RunRecord {
             Event::Exited(x)
                 if !self.done
                     && self.background
-                    && x.status == RunStatus::Cancelled(toolgate_process::CancelCause::Shutdown) =>
+                    && x.status
+                        == RunStatus::Cancelled(toolgate_process::CancelCause::Shutdown) =>
             {
                 self.done = true;
                 self.in_flight = None;
@@ -701,7 +702,10 @@ impl ProcessService for ProcessAdapter {
         request: Request<pb::ReadRunOutputRequest>,
     ) -> Result<Response<pb::ReadRunOutputResponse>, Status> {
         let (principal, _) = wire::caller(&request, "ProcessService/ReadRunOutput")?;
-        let read = self.runs.read(&principal.name, request.into_inner()).await?;
+        let read = self
+            .runs
+            .read(&principal.name, request.into_inner())
+            .await?;
         Ok(Response::new(read))
     }
 
@@ -1029,9 +1033,7 @@ impl ExecutorService for ProcessAdapter {
                 reserve_share: a.reserve_share,
                 disk_max_written_bytes: disk_bytes,
                 disk_max_created_files: disk_files,
-                session_idle_timeout: Some(proto_duration(
-                    self.sessions.settings().idle_timeout,
-                )),
+                session_idle_timeout: Some(proto_duration(self.sessions.settings().idle_timeout)),
                 max_background_per_session: self.runs.settings().per_session,
                 max_background_per_principal: self.runs.settings().per_principal,
                 finished_retention: Some(proto_duration(self.runs.settings().retention)),

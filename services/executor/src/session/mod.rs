@@ -309,7 +309,10 @@ impl Sessions {
             Ok(n) => {
                 self.inner.abandoned.store(true, Ordering::Release);
                 if n > 0 {
-                    tracing::warn!(decisions = n, "runs of this executor's previous life recorded as lost (their calls read OUTCOME_UNKNOWN)");
+                    tracing::warn!(
+                        decisions = n,
+                        "runs of this executor's previous life recorded as lost (their calls read OUTCOME_UNKNOWN)"
+                    );
                 } else {
                     tracing::info!("no run of this executor's previous life was left open");
                 }
@@ -458,7 +461,10 @@ impl Sessions {
             .await
             .is_err()
         {
-            tracing::warn!(sessions = ending.len(), "the ledger did not record every session's end in time; their claims lapse by themselves");
+            tracing::warn!(
+                sessions = ending.len(),
+                "the ledger did not record every session's end in time; their claims lapse by themselves"
+            );
         } else {
             tracing::info!(sessions = ending.len(), "sessions ended at shutdown");
         }
