@@ -41,6 +41,8 @@ use crate::bound;
 use crate::confined::Confined;
 use crate::egress::{self, RunGate, RunInfo};
 use crate::fs_service::sha256_hex;
+use crate::runs::{self, Held, Runs};
+use crate::session;
 use crate::tool_span::ToolSpan;
 use crate::wire::{self, CallContext};
 
@@ -53,6 +55,13 @@ pub struct ProcessAdapter {
     identity: ExecutorIdentity,
     view: pb::WorkspaceView,
     egress: Arc<egress::Settings>,
+    /// Every run while it runs, background runs for their retention: `ListRuns`,
+    /// `ReadRunOutput`, `AttachRun`, `SignalRun`, and the sessions' reaper.
+    pub(crate) runs: Runs,
+    /// `identity` on the wire, as every `Started` carries it.
+    identity_wire: common::ExecutorIdentity,
+    /// The sessions this executor holds: claims, sandboxes, `persist_cwd` state.
+    sessions: session::Sessions,
 }
 
 /// A run resolved and ready to be authorized.
@@ -62,6 +71,10 @@ struct Resolved {
     call: ToolCall,
     /// What it reserves of the run memory budget under the profile it asked for.
     reservation: toolgate_process::Reservation,
+    /// The call inside its session (in flight until the response stream ends).
+    session: session::Entry,
+    /// Under `persist_cwd`: folds the run's final state into the session's.
+    persist: Option<session::Persist>,
 }
 
 impl ProcessAdapter {
@@ -74,19 +87,30 @@ impl ProcessAdapter {
         identity: ExecutorIdentity,
         view: pb::WorkspaceView,
         egress: Arc<egress::Settings>,
+        runs: Runs,
+        sessions: session::Sessions,
     ) -> Self {
         ProcessAdapter {
             confined,
             admission,
             gate,
+            identity_wire: toolgate_contracts::convert::identity_to_wire(identity.clone()),
             identity,
             view,
             egress,
+            runs,
+            sessions,
         }
     }
 
     /// Parses the wire request into a validated run and its canonical form for the policy.
-    async fn resolve(&self, r: pb::RunRequest) -> Result<Resolved, Status> {
+    ///
+    /// The call enters its session here (another principal's session is refused). Under
+    /// `persist_cwd` the session is claimed at once (its state decides where the run starts),
+    /// the run starts in the session's working directory with its variables, and a script
+    /// runs under the wrapper that reports the shell's final state; the policy still sees the
+    /// script as sent.
+    async fn resolve(&self, r: pb::RunRequest, principal: &str) -> Result<Resolved, Status> {
         let ctx = CallContext::try_from(r.context)?;
         let command = match r.command {
             Some(pb::run_request::Command::Argv(a)) => Command::Argv(a.args),
@@ -98,21 +122,37 @@ impl ProcessAdapter {
                 ));
             }
         };
-        let cwd_raw = if r.cwd.is_empty() {
-            ".".to_owned()
-        } else {
-            r.cwd
-        };
+        let session = self.sessions.enter(&ctx.session_id, principal)?;
+        let persist = r.persist_cwd;
+        if persist {
+            // The session's state (restored from the ledger at the first claim here) decides
+            // where the run starts. Other calls claim once admitted.
+            session.claim().await?;
+        }
+        let kept = session.state();
+        let cwd_raw = session_cwd(persist.then_some(kept.cwd.as_str()), r.cwd);
         let cwd_path = WorkspacePath::try_from(cwd_raw).map_err(|e| status::from_error(&e))?;
         let cwd = self.confined.open_directory(cwd_path).await?;
         let limits = r.limits.unwrap_or_default();
         let profile = self.confined.profile(&r.sandbox_profile)?;
         let reservation = self.confined.reservation(&profile)?;
-        let mut env: Vec<(String, String)> = r.env.into_iter().collect();
-        env.sort();
+        let request_env: std::collections::BTreeMap<String, String> = r.env.into_iter().collect();
+        let mut env: std::collections::BTreeMap<String, String> = if persist {
+            self.sessions.usable_env(kept.env)
+        } else {
+            Default::default()
+        };
+        env.extend(request_env.clone());
+        let env: Vec<(String, String)> = env.into_iter().collect();
         let stdin_sha256 = r.stdin.as_deref().map(sha256_hex);
+        // What runs: a `persist_cwd` script under the state-reporting wrapper; what the
+        // policy classifies: the command as sent.
+        let executed = match (&command, persist) {
+            (Command::Script(script), true) => Command::Argv(self.sessions.wrapped_argv(script)),
+            _ => command.clone(),
+        };
         let request = RunRequest {
-            command,
+            command: executed,
             cwd: cwd.fd,
             env,
             stdin: r.stdin.map(bytes::Bytes::from),
@@ -127,14 +167,18 @@ impl ProcessAdapter {
             profile: profile.clone(),
             masks: Default::default(),
         };
-        let spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
+        let mut spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
+        let capture = persist && matches!(command, Command::Script(_));
+        if capture {
+            spec.capture_state();
+        }
         let effective = self.confined.effective(&spec)?;
         let bound_files = self
             .confined
-            .bound_files(&cwd.canonical, &bound::words(spec.command()));
-        let (argv, script) = match spec.command() {
-            Command::Argv(a) => (Some(a.clone()), None),
-            Command::Script(s) => (None, Some(s.clone())),
+            .bound_files(&cwd.canonical, &bound::words(&command));
+        let (argv, script) = match command {
+            Command::Argv(a) => (Some(a), None),
+            Command::Script(s) => (None, Some(s)),
         };
         let call = ToolCall {
             argv,
@@ -151,11 +195,14 @@ impl ProcessAdapter {
             bound_files,
             ..ToolCall::new(ToolKind::ProcessRun)
         };
+        let persist = persist.then(|| session.persist(request_env, capture));
         Ok(Resolved {
             ctx,
             spec,
             call,
             reservation,
+            session,
+            persist,
         })
     }
 
@@ -163,6 +210,10 @@ impl ProcessAdapter {
     /// and turns its events into the response stream; the outcome is reported when it ends,
     /// or when the client goes away first. `trace_parent` is the caller's context as the
     /// handler saw it, for when the span carries none (telemetry off).
+    #[allow(clippy::too_many_arguments)]
+    ///
+    /// With `background` (the run's place under the background bounds), the registry takes
+    /// the events over and the stream answers only the run's first event.
     fn start(
         &self,
         proof: Authorized,
@@ -170,6 +221,9 @@ impl ProcessAdapter {
         spec: RunSpec,
         mut tool: ToolSpan,
         call: &Call,
+        session: &session::Entry,
+        persist: Option<session::Persist>,
+        background: Option<Held>,
     ) -> Result<RunStream, Status> {
         let trace_parent = call.trace_parent.as_deref();
         let span = tool.span().clone();
@@ -185,6 +239,15 @@ impl ProcessAdapter {
         let started = SystemTime::now();
         let (gate_events, gate_rx) = tokio::sync::mpsc::channel(16);
         let mut egress = None;
+        let prepared = match self.runs.prepare(background.is_some()) {
+            Ok(p) => p,
+            Err(e) => {
+                self.gate.reporter().report(&proof, not_started(&e));
+                tool.fail(&e);
+                return Err(e);
+            }
+        };
+        let mut sandbox_profile = String::new();
         let run = run_span.in_scope(|| {
             // The policy may have decided the run under another profile than the request
             // named: the slot then holds what that profile reserves.
@@ -204,11 +267,16 @@ impl ProcessAdapter {
                 "" => spec.profile().to_owned(),
                 p => p.to_owned(),
             };
+            sandbox_profile.clone_from(&profile);
+            // A confined run joins its session's sandbox (made at the first one).
+            if self.confined.confines(&profile) {
+                spec.set_session(session.namespaces()?);
+            }
             if self.confined.networked(&profile) {
                 let run_gate = RunGate::new(
                     self.egress.clone(),
                     self.gate.clone(),
-                    run_info(call, &spec, &proof, profile),
+                    run_info(call, &proof, profile),
                     gate_events,
                 );
                 let serving = run_gate.clone();
@@ -227,8 +295,36 @@ impl ProcessAdapter {
                 // releases the call, so its retry may run and its approval is not spent.
                 self.gate.reporter().report(&proof, not_started(&e));
                 tool.fail(&e);
+                prepared.discard();
                 return Err(e);
             }
+        };
+        let cwd = call.call.cwd.clone().unwrap_or_else(|| ".".to_owned());
+        let tag = Tag {
+            run_id: prepared.run_id().to_owned(),
+            executor: self.identity_wire.clone(),
+            background: background.is_some(),
+            cwd: cwd.clone(),
+        };
+        let registration = self.runs.register(
+            prepared,
+            runs::Meta {
+                principal: call.principal.name.clone(),
+                session_id: call.ctx.session_id.clone(),
+                call_id: call.ctx.call_id.clone(),
+                command: run_info_command(&call.call),
+                cwd,
+                decision_id: proof.decision_id().to_owned(),
+                sandbox_profile,
+            },
+            run.cancel_handle(),
+        );
+        let entry = registration.entry().clone();
+        // A foreground run is listed while its call's stream lives; a background run's
+        // registration goes to the registry's task below.
+        let (foreground, registration) = match background {
+            Some(_) => (None, Some(registration)),
+            None => (Some(registration), None),
         };
         let (events, cancel) = run.into_parts();
         let receipt = Receipt::of(&proof);
@@ -244,6 +340,7 @@ impl ProcessAdapter {
             clock: std::time::Instant::now(),
             done: false,
             egress,
+            background: tag.background,
         };
         // The runner's own bounded channel is the response: a slow client stops the runner
         // reading the child's pipe, and when tonic drops this stream (client gone) the
@@ -256,24 +353,30 @@ impl ProcessAdapter {
         // client's call completes on that one read.
         //
         // The run's egress gate adds its `AwaitingApproval` events while the run goes on.
-        let runner = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
-            let _keep = &cancel;
+        let mut persist = persist;
+        let runner = tokio_stream::wrappers::ReceiverStream::new(events).map(move |mut event| {
+            let _keep = (&cancel, &foreground);
             let recorded = record.observe(&event);
+            let settled = settle_session(&mut persist, &mut event);
             match &event {
                 Event::Started(s) => {
                     run_span.record("process.pid", s.pid);
+                    entry.started(s.pid, s.started_at);
                 }
                 Event::Exited(x) => {
                     run_span.record("status", status_label(&x.status));
                     run_span.in_scope(|| tracing::info!(status = ?x.status, "run ended"));
+                    if foreground.is_some() {
+                        entry.ended(exit_status(&x.status), x.finished_at);
+                    }
                 }
-                Event::Output(_) => {}
+                Event::Output(o) => entry.count(o.stream, o.data.len()),
             }
-            (Ok(to_wire(event, &receipt)), recorded)
+            (Ok(to_wire(event, &receipt, &tag)), recorded, settled)
         });
         let waits = tokio_stream::wrappers::ReceiverStream::new(gate_rx).map(|waiting| {
             let event = pb::run_response::Event::AwaitingApproval(waiting);
-            (Ok(pb::RunResponse { event: Some(event) }), None)
+            (Ok(pb::RunResponse { event: Some(event) }), None, None)
         });
         let stream = stream::select(runner, waits).scan(false, |ended, item| {
             let item = (!*ended).then_some(item);
@@ -283,6 +386,7 @@ impl ProcessAdapter {
                     Ok(pb::RunResponse {
                         event: Some(pb::run_response::Event::Exited(_))
                     }),
+                    _,
                     _
                 ))
             );
@@ -290,7 +394,18 @@ impl ProcessAdapter {
         });
         // `Exited` leaves once the outcome is recorded (or could not be within
         // `RECORD_WAIT`): a run the client saw end is in the ledger.
-        let stream = stream.then(|(mut item, recorded)| async move {
+        let stream = stream.then(|(mut item, recorded, settled)| async move {
+            // Under `persist_cwd`, the session's new state is stored (here and in the
+            // ledger) before `Exited` leaves with it.
+            if let Some(settled) = settled {
+                let state = settled.await;
+                if let Ok(pb::RunResponse {
+                    event: Some(pb::run_response::Event::Exited(x)),
+                }) = &mut item
+                {
+                    x.session = Some(state);
+                }
+            }
             if let Some(recorded) = recorded {
                 let network = recorded.await;
                 if let Ok(pb::RunResponse {
@@ -305,20 +420,70 @@ impl ProcessAdapter {
             }
             item
         });
-        Ok(Box::pin(stream))
+        match (background, registration) {
+            (Some(held), Some(registration)) => {
+                Ok(self.runs.detach(registration, held, Box::pin(stream)))
+            }
+            _ => Ok(Box::pin(stream)),
+        }
     }
 }
 
+/// What a run's `Started` says about it beyond the runner's event.
+struct Tag {
+    run_id: String,
+    executor: common::ExecutorIdentity,
+    background: bool,
+    cwd: String,
+}
+
+/// The command as the policy saw it: argv joined by spaces, or the script.
+fn run_info_command(call: &ToolCall) -> String {
+    match (&call.argv, &call.script) {
+        (Some(a), _) => a.join(" "),
+        (None, Some(s)) => s.clone(),
+        (None, None) => String::new(),
+    }
+}
+
+/// The working directory a run asks for: under `persist_cwd` (`session` is the session's
+/// directory) an empty `cwd` is the session's and a relative one is resolved from it; an
+/// absolute one, and every `cwd` without it, as sent. The result is confined like any request
+/// path.
+fn session_cwd(session: Option<&str>, requested: String) -> String {
+    match session {
+        Some(base) if requested.is_empty() && !base.is_empty() => base.to_owned(),
+        Some(base) if !requested.starts_with('/') && !matches!(base, "" | ".") => {
+            format!("{base}/{requested}")
+        }
+        _ if requested.is_empty() => ".".to_owned(),
+        _ => requested,
+    }
+}
+
+/// At a `persist_cwd` run's `Exited`: the work that folds its state report into the session,
+/// awaited before the event leaves.
+fn settle_session(
+    persist: &mut Option<session::Persist>,
+    event: &mut Event,
+) -> Option<BoxFuture<'static, common::SessionState>> {
+    let Event::Exited(x) = event else {
+        return None;
+    };
+    let report = x.state.take();
+    persist
+        .take()
+        .map(|p| Box::pin(p.settle(report)) as BoxFuture<'static, _>)
+}
+
 /// What the run's egress gate decides its connections for.
-fn run_info(call: &Call, spec: &RunSpec, proof: &Authorized, profile: String) -> RunInfo {
+fn run_info(call: &Call, proof: &Authorized, profile: String) -> RunInfo {
     RunInfo {
         principal: call.principal.clone(),
         session_id: call.ctx.session_id.clone(),
         call_id: call.ctx.call_id.clone(),
-        command: match spec.command() {
-            Command::Argv(a) => a.join(" "),
-            Command::Script(s) => s.clone(),
-        },
+        // As the policy saw it (a `persist_cwd` script runs under a wrapper).
+        command: run_info_command(&call.call),
         sandbox_profile: profile,
         denied_hosts: proof.denied_hosts().to_vec(),
     }
@@ -342,6 +507,9 @@ struct RunRecord {
     done: bool,
     /// The run's egress gate, when its profile is networked: finished at `Exited`.
     egress: Option<RunGate>,
+    /// A background run: nobody's stream ends it early, and when the executor's own
+    /// shutdown stops it, its outcome stays unrecorded (the ledger reads it as lost).
+    background: bool,
 }
 
 impl RunRecord {
@@ -352,6 +520,17 @@ impl RunRecord {
             Event::Started(s) => {
                 self.started_at = s.started_at;
                 self.isolation = Some(s.isolation.clone());
+            }
+            Event::Exited(x)
+                if !self.done
+                    && self.background
+                    && x.status
+                        == RunStatus::Cancelled(toolgate_process::CancelCause::Shutdown) =>
+            {
+                self.done = true;
+                self.in_flight = None;
+                self.tool.finish(Some("lost"));
+                tracing::info!(decision_id = %self.proof.decision_id(), "a background run stopped with the executor: its outcome stays unrecorded");
             }
             Event::Exited(x) if !self.done => {
                 self.done = true;
@@ -451,7 +630,7 @@ impl Drop for RunRecord {
         if let Some(g) = self.egress.take() {
             g.abandon();
         }
-        if !self.done {
+        if !self.done && !self.background {
             self.metrics.run_finished("cancelled", self.clock.elapsed());
             self.reporter.report(
                 &self.proof,
@@ -501,16 +680,7 @@ pub(crate) fn limit_to_wire(l: toolgate_process::LimitExceeded) -> common::Limit
 }
 
 type RunStream = Pin<Box<dyn Stream<Item = Result<pb::RunResponse, Status>> + Send>>;
-type AttachStream = Pin<Box<dyn Stream<Item = Result<pb::AttachRunResponse, Status>> + Send>>;
-
-/// Refusal of a background-run method this build does not serve yet.
-fn not_yet(method: &str) -> Status {
-    status::status(
-        toolgate_core::Reason::Unsupported,
-        format!("{method} is not served by this executor yet"),
-        [],
-    )
-}
+type AttachStream = runs::AttachStream;
 
 #[tonic::async_trait]
 impl ProcessService for ProcessAdapter {
@@ -521,32 +691,40 @@ impl ProcessService for ProcessAdapter {
         &self,
         request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
-        wire::caller(&request, "ProcessService/ListRuns")?;
-        Err(not_yet("ListRuns"))
+        let (principal, _) = wire::caller(&request, "ProcessService/ListRuns")?;
+        Ok(Response::new(
+            self.runs.list(&principal.name, request.get_ref()),
+        ))
     }
 
     async fn read_run_output(
         &self,
         request: Request<pb::ReadRunOutputRequest>,
     ) -> Result<Response<pb::ReadRunOutputResponse>, Status> {
-        wire::caller(&request, "ProcessService/ReadRunOutput")?;
-        Err(not_yet("ReadRunOutput"))
+        let (principal, _) = wire::caller(&request, "ProcessService/ReadRunOutput")?;
+        let read = self
+            .runs
+            .read(&principal.name, request.into_inner())
+            .await?;
+        Ok(Response::new(read))
     }
 
     async fn attach_run(
         &self,
         request: Request<pb::AttachRunRequest>,
     ) -> Result<Response<Self::AttachRunStream>, Status> {
-        wire::caller(&request, "ProcessService/AttachRun")?;
-        Err(not_yet("AttachRun"))
+        let (principal, _) = wire::caller(&request, "ProcessService/AttachRun")?;
+        let stream = self.runs.attach(&principal.name, request.get_ref())?;
+        Ok(Response::new(stream))
     }
 
     async fn signal_run(
         &self,
         request: Request<pb::SignalRunRequest>,
     ) -> Result<Response<pb::SignalRunResponse>, Status> {
-        wire::caller(&request, "ProcessService/SignalRun")?;
-        Err(not_yet("SignalRun"))
+        let (principal, _) = wire::caller(&request, "ProcessService/SignalRun")?;
+        let answer = self.runs.signal(&principal.name, request.get_ref())?;
+        Ok(Response::new(answer))
     }
 
     async fn run(
@@ -574,18 +752,23 @@ impl ProcessAdapter {
         tool: &mut Option<ToolSpan>,
     ) -> Result<Response<RunStream>, Status> {
         let (principal, trace_parent) = wire::caller(&request, "ProcessService/Run")?;
+        let background = request.get_ref().background;
         let in_call = tool
             .as_ref()
             .map_or_else(tracing::Span::none, |t| t.span().clone());
         let Resolved {
             ctx,
             spec,
-            call,
+            mut call,
             reservation,
+            session,
+            persist,
         } = self
-            .resolve(request.into_inner())
+            .resolve(request.into_inner(), &principal.name)
             .instrument(in_call)
             .await?;
+        // The policy sees (and the digest binds) that the run outlives its call.
+        call.background = background;
         let span = match tool.as_ref() {
             Some(t) => t.bind(&ctx),
             None => tracing::Span::none(),
@@ -604,11 +787,24 @@ impl ProcessAdapter {
             principal: call.principal.name.clone(),
             session: call.ctx.session_id.clone(),
         };
+        // Like admission, the background bounds refuse before anything is recorded.
+        let held = if background {
+            Some(
+                self.runs
+                    .hold_background(&call.principal.name, &call.ctx.session_id)?,
+            )
+        } else {
+            None
+        };
         let slot = self
             .admission
             .admit(who.clone(), reservation)
             .instrument(span.clone())
             .await?;
+        // The session is this executor's before anything is decided: a call the ledger routes
+        // elsewhere records no decision. After admission, so a flood is shed before it writes
+        // claims to the ledger.
+        session.claim().instrument(span.clone()).await?;
         let verdict = self.gate.check(&call).instrument(span.clone()).await?;
         let Some(mut tool) = tool.take() else {
             return Err(status::status(
@@ -619,7 +815,8 @@ impl ProcessAdapter {
         };
         match verdict {
             Verdict::Allowed(proof) => {
-                Ok(Response::new(self.start(proof, slot, spec, tool, &call)?))
+                let stream = self.start(proof, slot, spec, tool, &call, &session, persist, held)?;
+                Ok(Response::new(in_session(stream, session)))
             }
             Verdict::Parked(parked) => {
                 // Waiting for a human holds no slot.
@@ -637,7 +834,9 @@ impl ProcessAdapter {
                         .instrument(span.clone())
                         .await
                     {
-                        Ok((proof, slot)) => this.start(proof, slot, spec, tool, &call),
+                        Ok((proof, slot)) => this
+                            .start(proof, slot, spec, tool, &call, &session, persist, held)
+                            .map(|stream| in_session(stream, session)),
                         Err(e) => {
                             tool.fail(&e);
                             Err(e)
@@ -655,7 +854,15 @@ impl ProcessAdapter {
     }
 }
 
-fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
+/// Keeps the call counted in its session until its response stream ends or is dropped.
+fn in_session(stream: RunStream, session: session::Entry) -> RunStream {
+    Box::pin(stream.map(move |item| {
+        let _in_flight = &session;
+        item
+    }))
+}
+
+fn to_wire(event: Event, receipt: &Receipt, tag: &Tag) -> pb::RunResponse {
     use pb::run_response::Event as E;
     let event = match event {
         Event::Started(s) => E::Started(pb::Started {
@@ -666,7 +873,10 @@ fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
             approval_id: receipt.approval_id.clone(),
             rule_id: receipt.rule_id.clone(),
             decision: receipt.tier.to_owned(),
-            ..Default::default()
+            run_id: tag.run_id.clone(),
+            executor: Some(tag.executor.clone()),
+            background: tag.background,
+            cwd: tag.cwd.clone(),
         }),
         Event::Output(o) => E::Output(pb::OutputChunk {
             stream: match o.stream {
@@ -823,6 +1033,10 @@ impl ExecutorService for ProcessAdapter {
                 reserve_share: a.reserve_share,
                 disk_max_written_bytes: disk_bytes,
                 disk_max_created_files: disk_files,
+                session_idle_timeout: Some(proto_duration(self.sessions.settings().idle_timeout)),
+                max_background_per_session: self.runs.settings().per_session,
+                max_background_per_principal: self.runs.settings().per_principal,
+                finished_retention: Some(proto_duration(self.runs.settings().retention)),
                 ..Default::default()
             }),
             workspace: Some(self.view.clone()),

@@ -17,5 +17,6 @@ mod metrics;
 mod parked;
 mod process;
 mod refusals;
+mod session_table;
 mod sessions;
 mod trace;
