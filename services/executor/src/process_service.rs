@@ -80,6 +80,7 @@ struct Resolved {
 impl ProcessAdapter {
     /// An adapter running children confined to the workspace once `gate` allows them and
     /// `admission` has room; `view` is what `GetCapabilities` reports about the workspace.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         confined: Confined,
         admission: Admission,
@@ -1038,7 +1039,6 @@ impl ExecutorService for ProcessAdapter {
                 max_background_per_session: self.runs.settings().per_session,
                 max_background_per_principal: self.runs.settings().per_principal,
                 finished_retention: Some(proto_duration(self.runs.settings().retention)),
-                ..Default::default()
             }),
             workspace: Some(self.view.clone()),
             // `net.connect` included: this executor's egress gate decides networked runs'

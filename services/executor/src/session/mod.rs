@@ -405,15 +405,18 @@ impl Sessions {
         };
         for s in reaped {
             let stopped = self.stop(&s);
-            if s.held_before() {
-                if let Err(f) = self
+            if s.held_before()
+                && let Err(f) = self
                     .inner
                     .ledger
-                    .end_session(s.id.clone(), EndReason::Idle, stopped as u32)
+                    .end_session(
+                        s.id.clone(),
+                        EndReason::Idle,
+                        u32::try_from(stopped).unwrap_or(u32::MAX),
+                    )
                     .await
-                {
-                    tracing::warn!(session_id = %s.id, error = %f, "cannot record the idle session's end; its claim lapses by itself");
-                }
+            {
+                tracing::warn!(session_id = %s.id, error = %f, "cannot record the idle session's end; its claim lapses by itself");
             }
             tracing::info!(session_id = %s.id, idle_s = idle.as_secs(), runs_stopped = stopped, "idle session reaped");
         }

@@ -425,7 +425,7 @@ async fn an_executor_killed_and_restarted_leaves_no_process_and_its_runs_read_lo
         .filter(|pid: &i32| {
             std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(&root))
                 && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.starts_with(b"sleep\0600"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\x00600"))
                 && alive(*pid)
         })
         .collect();
@@ -477,16 +477,14 @@ async fn a_session_belongs_to_its_first_principal() {
     // On the executor holding it, and on another (which asks the ledger).
     let err = as_other(&a)
         .await
-        .err()
-        .expect("another principal is refused");
+        .expect_err("another principal is refused");
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
     let env_b = env("exec-b");
     let env_b: Vec<(&str, &str)> = env_b.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let b = Executor::start_with(&policy, &sb.ws, &[], &env_b);
     let err = as_other(&b)
         .await
-        .err()
-        .expect("the ledger refuses another principal");
+        .expect_err("the ledger refuses another principal");
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
     // Its own session is its own.
     let mut r = persisted("theirs", "echo ok");
