@@ -51,6 +51,8 @@ pub struct ToolCall {
     pub stderr_cap_bytes: Option<u64>,
     /// Whether hitting a cap kills the process.
     pub kill_on_cap: bool,
+    /// Whether the run goes on in the background after its call returns.
+    pub background: bool,
     /// Requested sandbox profile.
     pub sandbox_profile: Option<String>,
     /// Workspace files a `process.run` names: canonical workspace-relative path to the
@@ -88,6 +90,7 @@ impl ToolCall {
             stdout_cap_bytes: None,
             stderr_cap_bytes: None,
             kill_on_cap: false,
+            background: false,
             sandbox_profile: None,
             bound_files: BTreeMap::new(),
             host: None,

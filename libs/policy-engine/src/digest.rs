@@ -107,6 +107,9 @@ fn canonical_bytes(
     if call.kill_on_cap {
         fields.push(("kill_on_cap", Field::True));
     }
+    if call.background {
+        fields.push(("background", Field::True));
+    }
     if !call.globs.is_empty() {
         fields.push(("globs", Field::List(&call.globs)));
     }

@@ -116,6 +116,10 @@ pub struct Exited {
     /// The resource limit the run ran into, if any (`Memory`: the kernel killed it at its
     /// memory limit).
     pub limit: Option<crate::limits::LimitExceeded>,
+    /// What the run wrote to its file descriptor 3 (at most 64 KiB) when the spec asked for
+    /// it with [`crate::RunSpec::capture_state`]; `None` when it did not, or the run never
+    /// started.
+    pub state: Option<Vec<u8>>,
 }
 
 /// How a run ended.
@@ -166,11 +170,14 @@ pub enum CancelCause {
     /// The run went over its workspace disk budget (bytes written or files created) while
     /// it ran, and was stopped; `Exited.limit` says which budget.
     DiskLimit,
+    /// Someone stopped the run through its `CancelHandle::stop` and it did not exit by
+    /// itself within the kill grace period (or was killed at once).
+    Stopped,
 }
 
 impl CancelCause {
     /// The wire spelling (`client_cancelled`, `client_disconnected`, `shutdown`, `output_cap`,
-    /// `masked_path_replaced`, `disk_limit`).
+    /// `masked_path_replaced`, `disk_limit`, `stopped`).
     pub const fn as_str(self) -> &'static str {
         match self {
             CancelCause::ClientCancelled => "client_cancelled",
@@ -179,6 +186,7 @@ impl CancelCause {
             CancelCause::OutputCap => "output_cap",
             CancelCause::MaskedPathReplaced => "masked_path_replaced",
             CancelCause::DiskLimit => "disk_limit",
+            CancelCause::Stopped => "stopped",
         }
     }
 }

@@ -15,6 +15,10 @@
 //! from inside its namespace, and SIGTERM from toolgate does not end it either unless it handles
 //! TERM; the timeout path therefore relies on SIGKILL after the grace period for such programs.
 //!
+//! Runs of one agent session can share a set of namespaces that outlives each run (network,
+//! IPC and `/tmp`; see [`session`]), and a run can hand back its final state on file
+//! descriptor 3 ([`RunSpec::capture_state`]).
+//!
 //! Output arrives as [`Event`]s through a bounded channel: the head of each stream live under
 //! backpressure, the rest drained into a fixed tail ring, and one final [`Exited`] with exact byte
 //! counts, a typed [`Status`] and resource usage. The gRPC adapter maps these types onto
@@ -29,6 +33,7 @@ pub mod limits;
 mod output;
 pub mod runner;
 pub mod sandbox;
+pub mod session;
 pub mod spec;
 mod sys;
 pub mod tripwire;
@@ -52,8 +57,11 @@ pub fn probe_limits(config: &Config) -> Result<LimitsEnforced, String> {
     cgroup::Hierarchy::probe(config)
 }
 
-pub use runner::{BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner};
+pub use runner::{
+    BaselineChild, CancelHandle, EffectiveLimits, EscapeCheck, Run, Runner, StopSignal,
+};
 pub use sandbox::{
     DEFAULT_PROFILE, Masks, Profile, SHIPPED_PROFILES, SandboxConfig, UNCONFINED_NAME,
 };
+pub use session::SessionNamespaces;
 pub use spec::{Audit, Command, DiskWatch, RunRequest, RunSpec};

@@ -30,6 +30,7 @@ use crate::event::{
 use crate::limits::{EnforcedLimits, LimitExceeded, LimitsEnforced, ResourceLimits};
 use crate::output::{StreamLimits, pump};
 use crate::sandbox::{Built, Masks, Resolved, Sandboxes, Unavailable};
+use crate::session::SessionNamespaces;
 use crate::spec::{Audit, Command, RunSpec};
 use crate::sys::sandbox::SandboxSetup;
 use crate::sys::{self, ChildSetup, Reaped};
@@ -302,14 +303,57 @@ pub struct EffectiveLimits {
     pub tail_bytes: usize,
 }
 
-/// Cancels a run from anywhere; cloning is cheap.
+/// How [`CancelHandle::stop`] ends a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGTERM to every process of the run, then after the kill grace period SIGKILL to
+    /// whatever is left (as a timeout does).
+    Term,
+    /// SIGKILL to every process of the run at once.
+    Kill,
+}
+
+/// What the holders of a run's [`CancelHandle`] asked for; a later request only ever raises it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Request {
+    None,
+    Cancel,
+    Term,
+    Kill,
+}
+
+/// Cancels or stops a run from anywhere; cloning is cheap.
 #[derive(Debug, Clone)]
-pub struct CancelHandle(Arc<watch::Sender<bool>>);
+pub struct CancelHandle(Arc<watch::Sender<Request>>);
 
 impl CancelHandle {
     /// Terminates the run (TERM, grace, KILL); its final status is `Cancelled(ClientCancelled)`.
     pub fn cancel(&self) {
-        self.0.send_replace(true);
+        self.raise(Request::Cancel);
+    }
+
+    /// Stops the run by `signal`. `Term`: SIGTERM to every process of the run (its cgroup's
+    /// processes when it has one, else every process of its PID namespace, else its process
+    /// group), then after the kill grace period SIGKILL to the whole run; `Kill`: SIGKILL to
+    /// the whole run at once (also during a `Term`'s grace period). The run's final status
+    /// is `Cancelled(Stopped)` when it had to be killed; one that exits by itself first
+    /// reports how it exited (`Exited(0)` for a handler of TERM that exits 0,
+    /// `Signaled { signal: 15 }` for a process TERM killed).
+    pub fn stop(&self, signal: StopSignal) {
+        self.raise(match signal {
+            StopSignal::Term => Request::Term,
+            StopSignal::Kill => Request::Kill,
+        });
+    }
+
+    fn raise(&self, request: Request) {
+        self.0.send_if_modified(|r| {
+            let raised = request > *r;
+            if raised {
+                *r = request;
+            }
+            raised
+        });
     }
 }
 
@@ -373,6 +417,7 @@ impl Runner {
             config.sandbox.clone(),
             config.home_tmpfs_bytes,
             landlock_abi,
+            config.home_parent.as_deref(),
         )
         .map_err(setup_err("open the executor's own pidfd"))?;
         let unconfined_possible =
@@ -515,6 +560,18 @@ impl Runner {
         Ok(Runner {
             inner: Arc::new(inner),
         })
+    }
+
+    /// A new set of session namespaces (see [`crate::session`]) for
+    /// [`RunSpec::set_session`]: the confined runs of one session share its network (non-
+    /// networked profiles), IPC and `/tmp`. On a runner that confines no run it holds nothing
+    /// (unconfined runs ignore a session). Costs two helper processes and, when the pool of
+    /// ready network namespaces is empty, a third.
+    pub fn session_namespaces(&self) -> Result<SessionNamespaces, Error> {
+        self.inner
+            .sandboxes
+            .session()
+            .map_err(setup_err("create the session's namespaces"))
     }
 
     /// What this executor enforces (probed once at startup).
@@ -685,6 +742,8 @@ impl Runner {
             hold,
             disk_watch,
             egress,
+            session,
+            capture_state,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
         let mut env = req.env;
@@ -711,7 +770,8 @@ impl Runner {
                             .to_owned(),
                     });
                 }
-                let (setup, sockets) = inner.sandbox_setup(built, &req.cwd, &req.masks, None)?;
+                let (setup, sockets) =
+                    inner.sandbox_setup(built, &req.cwd, &req.masks, None, session.as_ref())?;
                 gate = sockets;
                 (Some((setup, built)), built.name.clone())
             }
@@ -757,10 +817,14 @@ impl Runner {
             timeout,
             run_cgroup.is_some(),
         );
-        let mut isolation = inner.isolation(sandbox.as_ref().map(|(_, b)| *b), &profile_name);
+        let mut isolation = inner.isolation(
+            sandbox.as_ref().map(|(_, b)| *b),
+            &profile_name,
+            sandbox.is_some() && session.is_some(),
+        );
         isolation.limits = enforced;
         let mechanism = isolation.kill_mechanism;
-        let prepared = inner.prepare(
+        let mut prepared = inner.prepare(
             program,
             &args,
             &env,
@@ -770,9 +834,21 @@ impl Runner {
             enforced.cpu_seconds,
             sandbox.map(|(setup, _)| setup),
         );
+        // Only the child gets the write end: it is dropped with `prepared` once the child has
+        // been spawned, so the reader sees EOF when the run's last holder is gone.
+        let state = if capture_state {
+            let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| setup_err("create the state pipe")(e.into()))?;
+            if let Ok(p) = &mut prepared {
+                p.setup.state = Some(write);
+            }
+            Some(read)
+        } else {
+            None
+        };
 
         let (tx, rx) = mpsc::channel(config.event_buffer);
-        let cancel = CancelHandle(Arc::new(watch::Sender::new(false)));
+        let cancel = CancelHandle(Arc::new(watch::Sender::new(Request::None)));
         let run = Run {
             events: rx,
             cancel: cancel.clone(),
@@ -803,6 +879,7 @@ impl Runner {
                     finished_at: SystemTime::now(),
                     audit: None,
                     limit: None,
+                    state: None,
                 };
                 // The channel is fresh and has room for at least one event.
                 let _ = tx.try_send(Event::Exited(exited));
@@ -821,6 +898,10 @@ impl Runner {
             .map_err(setup_err("read stdout"))?;
         let stderr = take_reader(child.stderr, config.pipe_buffer_bytes)
             .map_err(setup_err("read stderr"))?;
+        let state = state
+            .map(|fd| pipe::Receiver::from_owned_fd(fd))
+            .transpose()
+            .map_err(setup_err("read the state pipe"))?;
         let stdin_feed = match (child.stdin, req.stdin) {
             (Some(pipe_in), Some(bytes)) => Some((
                 pipe::Sender::from_owned_fd(pipe_in).map_err(setup_err("write stdin"))?,
@@ -870,7 +951,7 @@ impl Runner {
             let _hold = hold;
             let _permit: OwnedSemaphorePermit = permit;
             let _home = home;
-            Box::pin(sup.run(stdout, stderr, stdin_feed)).await;
+            Box::pin(sup.run(stdout, stderr, stdin_feed, state)).await;
         });
         Ok(run)
     }

@@ -161,6 +161,10 @@ pub struct RunSpec {
     pub(crate) disk_watch: Option<DiskWatch>,
     /// Given the run's gate sockets when its profile is networked.
     pub(crate) egress: Option<Egress>,
+    /// The session whose namespaces a confined run shares.
+    pub(crate) session: Option<crate::session::SessionNamespaces>,
+    /// Whether the run's first process gets fd 3, whose bytes end up in `Exited.state`.
+    pub(crate) capture_state: bool,
 }
 
 /// A run's egress hook, kept until the runner has the run's gated namespace.
@@ -296,6 +300,25 @@ impl RunSpec {
         self.disk_watch = Some(watch);
     }
 
+    /// Runs this run in `session`'s shared namespaces (see [`crate::session`]): a confined run
+    /// shares the session's IPC namespace and `/tmp`, and (non-networked profiles) its network
+    /// namespace; an unconfined run ignores the session. The session must come from the
+    /// runner that runs this spec, or the run is refused.
+    pub fn set_session(&mut self, session: crate::session::SessionNamespaces) {
+        self.session = Some(session);
+    }
+
+    /// Gives the run's first process file descriptor 3, the write end of a pipe no one else
+    /// holds: what the run writes there (at most 64 KiB; the rest is read and discarded) is
+    /// reported in [`crate::Exited::state`]. A shell wrapper writes its final state there in
+    /// an `EXIT` trap. The pipe is read until every writer has closed it, but never past the
+    /// run's end: once the run has been reaped (and its output drain period is over), what
+    /// is buffered is taken and the rest ignored, so a descendant holding the descriptor
+    /// cannot delay the end of the run.
+    pub fn capture_state(&mut self) {
+        self.capture_state = true;
+    }
+
     /// The sandbox profile asked for; empty is the executor's default.
     pub fn profile(&self) -> &str {
         &self.request.profile
@@ -379,6 +402,8 @@ impl TryFrom<RunRequest> for RunSpec {
             hold: None,
             disk_watch: None,
             egress: None,
+            session: None,
+            capture_state: false,
         })
     }
 }

@@ -89,6 +89,52 @@ impl Default for SessionsSection {
     }
 }
 
+/// Longest `sessions.finished_retention_s`: a week.
+const MAX_FINISHED_RETENTION_S: u64 = 7 * 24 * 3600;
+
+impl SessionsSection {
+    /// Checks the background-run keys (bounds, retention, spool) against `workspace_root`;
+    /// the error names the field.
+    pub fn validate_background(&self, workspace_root: &std::path::Path) -> Result<(), String> {
+        if self.max_background_per_session > self.max_background_per_principal {
+            return Err(format!(
+                "sessions.max_background_per_session: {} exceeds sessions.max_background_per_principal {}",
+                self.max_background_per_session, self.max_background_per_principal
+            ));
+        }
+        if self.finished_retention_s == 0 || self.finished_retention_s > MAX_FINISHED_RETENTION_S {
+            return Err(format!(
+                "sessions.finished_retention_s: must be between 1 and {MAX_FINISHED_RETENTION_S} (a week); a finished run must stay readable for a while"
+            ));
+        }
+        if let Some(dir) = &self.spool_dir {
+            if !dir.is_absolute() {
+                return Err(format!(
+                    "sessions.spool_dir: `{}` is not absolute",
+                    dir.display()
+                ));
+            }
+            // Inside the workspace, the runs' own output would be theirs to read and rewrite.
+            let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+            let dir_real = dir
+                .parent()
+                .and_then(canonical)
+                .map(|p| p.join(dir.file_name().unwrap_or_default()))
+                .unwrap_or_else(|| dir.clone());
+            if let Some(root) = canonical(workspace_root) {
+                if dir_real.starts_with(&root) || root.starts_with(&dir_real) {
+                    return Err(format!(
+                        "sessions.spool_dir: `{}` overlaps the workspace `{}`; spool outside it",
+                        dir.display(),
+                        root.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The egress gate (`[egress]`): how a networked run's connections are resolved, held and
 /// bounded.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -707,6 +753,7 @@ impl Config {
         toolgate_runtime::auth::Authenticator::from_config(&self.auth)
             .map_err(|e| e.to_string())?;
         crate::egress::Settings::from_config(&self.egress)?;
+        self.sessions.validate_background(&self.workspace.root)?;
         Ok(())
     }
 
@@ -792,6 +839,27 @@ mod tests {
         assert!(err.starts_with("process.runs_memory_bytes"), "{err}");
         c.process.limits.memory_bytes = 128 << 20;
         assert_eq!(c.validate_embedded(), Ok(()));
+    }
+
+    #[test]
+    fn background_run_keys_are_validated_with_the_field_named() {
+        let mut c = config(None);
+        c.sessions.max_background_per_session = 40;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("sessions.max_background_per_session"), "{err}");
+        let mut c = config(None);
+        c.sessions.finished_retention_s = 0;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("sessions.finished_retention_s"), "{err}");
+        let mut c = config(None);
+        c.sessions.spool_dir = Some(PathBuf::from("relative/spool"));
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("sessions.spool_dir"), "{err}");
+        // The test workspace is `/`: every directory overlaps it.
+        let mut c = config(None);
+        c.sessions.spool_dir = Some(PathBuf::from("/var/spool/toolgate"));
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.contains("overlaps the workspace"), "{err}");
     }
 
     #[test]

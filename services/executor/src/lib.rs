@@ -16,6 +16,7 @@ mod disk;
 mod egress;
 mod fs_service;
 mod process_service;
+mod runs;
 mod sweep;
 mod tool_span;
 mod wire;
@@ -306,7 +307,21 @@ pub async fn serve_with(
             "egress.resolvers: none configured and none in /etc/resolv.conf: networked runs' connections are refused (resolve_failed)"
         );
     }
-    let process = ProcessAdapter::new(confined, admission, gate.clone(), identity, view, egress);
+    let spool = runs::spool::SpoolRoot::open(config.sessions.spool_dir.as_deref()).map_err(|e| {
+        Error::Config(format!(
+            "sessions.spool_dir: cannot prepare the background run output spool: {e}"
+        ))
+    })?;
+    let runs = runs::Runs::new(runs::Settings::from_config(&config.sessions), spool);
+    let process = ProcessAdapter::new(
+        confined,
+        admission,
+        gate.clone(),
+        identity,
+        view,
+        egress,
+        runs.clone(),
+    );
     health.set_serving::<Fs>().await;
     health.set_serving::<Process>().await;
     health.set_serving::<Exec>().await;
@@ -367,6 +382,8 @@ pub async fn serve_with(
     // Whatever still runs is terminated (TERM, grace, KILL) and reaped before we exit.
     runner.shutdown().await;
     gate.reporter().flush(REPORT_FLUSH).await;
+    // Background runs died with the runner: their spooled output goes with the executor.
+    runs.close();
     if let Some(task) = metrics_task {
         // A scraper's idle keep-alive connection must not hold the exit up.
         task.abort();

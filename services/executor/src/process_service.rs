@@ -41,6 +41,7 @@ use crate::bound;
 use crate::confined::Confined;
 use crate::egress::{self, RunGate, RunInfo};
 use crate::fs_service::sha256_hex;
+use crate::runs::{self, Held, Runs};
 use crate::tool_span::ToolSpan;
 use crate::wire::{self, CallContext};
 
@@ -53,6 +54,11 @@ pub struct ProcessAdapter {
     identity: ExecutorIdentity,
     view: pb::WorkspaceView,
     egress: Arc<egress::Settings>,
+    /// Every run while it runs, background runs for their retention: `ListRuns`,
+    /// `ReadRunOutput`, `AttachRun`, `SignalRun`, and the sessions' reaper.
+    pub(crate) runs: Runs,
+    /// `identity` on the wire, as every `Started` carries it.
+    identity_wire: common::ExecutorIdentity,
 }
 
 /// A run resolved and ready to be authorized.
@@ -74,14 +80,17 @@ impl ProcessAdapter {
         identity: ExecutorIdentity,
         view: pb::WorkspaceView,
         egress: Arc<egress::Settings>,
+        runs: Runs,
     ) -> Self {
         ProcessAdapter {
             confined,
             admission,
             gate,
+            identity_wire: toolgate_contracts::convert::identity_to_wire(identity.clone()),
             identity,
             view,
             egress,
+            runs,
         }
     }
 
@@ -163,6 +172,9 @@ impl ProcessAdapter {
     /// and turns its events into the response stream; the outcome is reported when it ends,
     /// or when the client goes away first. `trace_parent` is the caller's context as the
     /// handler saw it, for when the span carries none (telemetry off).
+    ///
+    /// With `background` (the run's place under the background bounds), the registry takes
+    /// the events over and the stream answers only the run's first event.
     fn start(
         &self,
         proof: Authorized,
@@ -170,6 +182,7 @@ impl ProcessAdapter {
         spec: RunSpec,
         mut tool: ToolSpan,
         call: &Call,
+        background: Option<Held>,
     ) -> Result<RunStream, Status> {
         let trace_parent = call.trace_parent.as_deref();
         let span = tool.span().clone();
@@ -185,6 +198,15 @@ impl ProcessAdapter {
         let started = SystemTime::now();
         let (gate_events, gate_rx) = tokio::sync::mpsc::channel(16);
         let mut egress = None;
+        let prepared = match self.runs.prepare(background.is_some()) {
+            Ok(p) => p,
+            Err(e) => {
+                self.gate.reporter().report(&proof, not_started(&e));
+                tool.fail(&e);
+                return Err(e);
+            }
+        };
+        let mut sandbox_profile = String::new();
         let run = run_span.in_scope(|| {
             // The policy may have decided the run under another profile than the request
             // named: the slot then holds what that profile reserves.
@@ -204,6 +226,7 @@ impl ProcessAdapter {
                 "" => spec.profile().to_owned(),
                 p => p.to_owned(),
             };
+            sandbox_profile.clone_from(&profile);
             if self.confined.networked(&profile) {
                 let run_gate = RunGate::new(
                     self.egress.clone(),
@@ -227,8 +250,36 @@ impl ProcessAdapter {
                 // releases the call, so its retry may run and its approval is not spent.
                 self.gate.reporter().report(&proof, not_started(&e));
                 tool.fail(&e);
+                prepared.discard();
                 return Err(e);
             }
+        };
+        let cwd = call.call.cwd.clone().unwrap_or_else(|| ".".to_owned());
+        let tag = Tag {
+            run_id: prepared.run_id().to_owned(),
+            executor: self.identity_wire.clone(),
+            background: background.is_some(),
+            cwd: cwd.clone(),
+        };
+        let registration = self.runs.register(
+            prepared,
+            runs::Meta {
+                principal: call.principal.name.clone(),
+                session_id: call.ctx.session_id.clone(),
+                call_id: call.ctx.call_id.clone(),
+                command: run_info_command(&call.call),
+                cwd,
+                decision_id: proof.decision_id().to_owned(),
+                sandbox_profile,
+            },
+            run.cancel_handle(),
+        );
+        let entry = registration.entry().clone();
+        // A foreground run is listed while its call's stream lives; a background run's
+        // registration goes to the registry's task below.
+        let (foreground, registration) = match background {
+            Some(_) => (None, Some(registration)),
+            None => (Some(registration), None),
         };
         let (events, cancel) = run.into_parts();
         let receipt = Receipt::of(&proof);
@@ -244,6 +295,7 @@ impl ProcessAdapter {
             clock: std::time::Instant::now(),
             done: false,
             egress,
+            background: tag.background,
         };
         // The runner's own bounded channel is the response: a slow client stops the runner
         // reading the child's pipe, and when tonic drops this stream (client gone) the
@@ -257,19 +309,23 @@ impl ProcessAdapter {
         //
         // The run's egress gate adds its `AwaitingApproval` events while the run goes on.
         let runner = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
-            let _keep = &cancel;
+            let _keep = (&cancel, &foreground);
             let recorded = record.observe(&event);
             match &event {
                 Event::Started(s) => {
                     run_span.record("process.pid", s.pid);
+                    entry.started(s.pid, s.started_at);
                 }
                 Event::Exited(x) => {
                     run_span.record("status", status_label(&x.status));
                     run_span.in_scope(|| tracing::info!(status = ?x.status, "run ended"));
+                    if foreground.is_some() {
+                        entry.ended(exit_status(&x.status), x.finished_at);
+                    }
                 }
-                Event::Output(_) => {}
+                Event::Output(o) => entry.count(o.stream, o.data.len()),
             }
-            (Ok(to_wire(event, &receipt)), recorded)
+            (Ok(to_wire(event, &receipt, &tag)), recorded)
         });
         let waits = tokio_stream::wrappers::ReceiverStream::new(gate_rx).map(|waiting| {
             let event = pb::run_response::Event::AwaitingApproval(waiting);
@@ -305,7 +361,29 @@ impl ProcessAdapter {
             }
             item
         });
-        Ok(Box::pin(stream))
+        match (background, registration) {
+            (Some(held), Some(registration)) => {
+                Ok(self.runs.detach(registration, held, Box::pin(stream)))
+            }
+            _ => Ok(Box::pin(stream)),
+        }
+    }
+}
+
+/// What a run's `Started` says about it beyond the runner's event.
+struct Tag {
+    run_id: String,
+    executor: common::ExecutorIdentity,
+    background: bool,
+    cwd: String,
+}
+
+/// The command as the policy saw it: argv joined by spaces, or the script.
+fn run_info_command(call: &ToolCall) -> String {
+    match (&call.argv, &call.script) {
+        (Some(a), _) => a.join(" "),
+        (None, Some(s)) => s.clone(),
+        (None, None) => String::new(),
     }
 }
 
@@ -342,6 +420,9 @@ struct RunRecord {
     done: bool,
     /// The run's egress gate, when its profile is networked: finished at `Exited`.
     egress: Option<RunGate>,
+    /// A background run: nobody's stream ends it early, and when the executor's own
+    /// shutdown stops it, its outcome stays unrecorded (the ledger reads it as lost).
+    background: bool,
 }
 
 impl RunRecord {
@@ -352,6 +433,16 @@ impl RunRecord {
             Event::Started(s) => {
                 self.started_at = s.started_at;
                 self.isolation = Some(s.isolation.clone());
+            }
+            Event::Exited(x)
+                if !self.done
+                    && self.background
+                    && x.status == RunStatus::Cancelled(toolgate_process::CancelCause::Shutdown) =>
+            {
+                self.done = true;
+                self.in_flight = None;
+                self.tool.finish(Some("lost"));
+                tracing::info!(decision_id = %self.proof.decision_id(), "a background run stopped with the executor: its outcome stays unrecorded");
             }
             Event::Exited(x) if !self.done => {
                 self.done = true;
@@ -451,7 +542,7 @@ impl Drop for RunRecord {
         if let Some(g) = self.egress.take() {
             g.abandon();
         }
-        if !self.done {
+        if !self.done && !self.background {
             self.metrics.run_finished("cancelled", self.clock.elapsed());
             self.reporter.report(
                 &self.proof,
@@ -501,16 +592,7 @@ pub(crate) fn limit_to_wire(l: toolgate_process::LimitExceeded) -> common::Limit
 }
 
 type RunStream = Pin<Box<dyn Stream<Item = Result<pb::RunResponse, Status>> + Send>>;
-type AttachStream = Pin<Box<dyn Stream<Item = Result<pb::AttachRunResponse, Status>> + Send>>;
-
-/// Refusal of a background-run method this build does not serve yet.
-fn not_yet(method: &str) -> Status {
-    status::status(
-        toolgate_core::Reason::Unsupported,
-        format!("{method} is not served by this executor yet"),
-        [],
-    )
-}
+type AttachStream = runs::AttachStream;
 
 #[tonic::async_trait]
 impl ProcessService for ProcessAdapter {
@@ -521,32 +603,37 @@ impl ProcessService for ProcessAdapter {
         &self,
         request: Request<pb::ListRunsRequest>,
     ) -> Result<Response<pb::ListRunsResponse>, Status> {
-        wire::caller(&request, "ProcessService/ListRuns")?;
-        Err(not_yet("ListRuns"))
+        let (principal, _) = wire::caller(&request, "ProcessService/ListRuns")?;
+        Ok(Response::new(
+            self.runs.list(&principal.name, request.get_ref()),
+        ))
     }
 
     async fn read_run_output(
         &self,
         request: Request<pb::ReadRunOutputRequest>,
     ) -> Result<Response<pb::ReadRunOutputResponse>, Status> {
-        wire::caller(&request, "ProcessService/ReadRunOutput")?;
-        Err(not_yet("ReadRunOutput"))
+        let (principal, _) = wire::caller(&request, "ProcessService/ReadRunOutput")?;
+        let read = self.runs.read(&principal.name, request.into_inner()).await?;
+        Ok(Response::new(read))
     }
 
     async fn attach_run(
         &self,
         request: Request<pb::AttachRunRequest>,
     ) -> Result<Response<Self::AttachRunStream>, Status> {
-        wire::caller(&request, "ProcessService/AttachRun")?;
-        Err(not_yet("AttachRun"))
+        let (principal, _) = wire::caller(&request, "ProcessService/AttachRun")?;
+        let stream = self.runs.attach(&principal.name, request.get_ref())?;
+        Ok(Response::new(stream))
     }
 
     async fn signal_run(
         &self,
         request: Request<pb::SignalRunRequest>,
     ) -> Result<Response<pb::SignalRunResponse>, Status> {
-        wire::caller(&request, "ProcessService/SignalRun")?;
-        Err(not_yet("SignalRun"))
+        let (principal, _) = wire::caller(&request, "ProcessService/SignalRun")?;
+        let answer = self.runs.signal(&principal.name, request.get_ref())?;
+        Ok(Response::new(answer))
     }
 
     async fn run(
@@ -574,18 +661,21 @@ impl ProcessAdapter {
         tool: &mut Option<ToolSpan>,
     ) -> Result<Response<RunStream>, Status> {
         let (principal, trace_parent) = wire::caller(&request, "ProcessService/Run")?;
+        let background = request.get_ref().background;
         let in_call = tool
             .as_ref()
             .map_or_else(tracing::Span::none, |t| t.span().clone());
         let Resolved {
             ctx,
             spec,
-            call,
+            mut call,
             reservation,
         } = self
             .resolve(request.into_inner())
             .instrument(in_call)
             .await?;
+        // The policy sees (and the digest binds) that the run outlives its call.
+        call.background = background;
         let span = match tool.as_ref() {
             Some(t) => t.bind(&ctx),
             None => tracing::Span::none(),
@@ -604,6 +694,15 @@ impl ProcessAdapter {
             principal: call.principal.name.clone(),
             session: call.ctx.session_id.clone(),
         };
+        // Like admission, the background bounds refuse before anything is recorded.
+        let held = if background {
+            Some(
+                self.runs
+                    .hold_background(&call.principal.name, &call.ctx.session_id)?,
+            )
+        } else {
+            None
+        };
         let slot = self
             .admission
             .admit(who.clone(), reservation)
@@ -618,9 +717,9 @@ impl ProcessAdapter {
             ));
         };
         match verdict {
-            Verdict::Allowed(proof) => {
-                Ok(Response::new(self.start(proof, slot, spec, tool, &call)?))
-            }
+            Verdict::Allowed(proof) => Ok(Response::new(
+                self.start(proof, slot, spec, tool, &call, held)?,
+            )),
             Verdict::Parked(parked) => {
                 // Waiting for a human holds no slot.
                 drop(slot);
@@ -637,7 +736,7 @@ impl ProcessAdapter {
                         .instrument(span.clone())
                         .await
                     {
-                        Ok((proof, slot)) => this.start(proof, slot, spec, tool, &call),
+                        Ok((proof, slot)) => this.start(proof, slot, spec, tool, &call, held),
                         Err(e) => {
                             tool.fail(&e);
                             Err(e)
@@ -655,7 +754,7 @@ impl ProcessAdapter {
     }
 }
 
-fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
+fn to_wire(event: Event, receipt: &Receipt, tag: &Tag) -> pb::RunResponse {
     use pb::run_response::Event as E;
     let event = match event {
         Event::Started(s) => E::Started(pb::Started {
@@ -666,7 +765,10 @@ fn to_wire(event: Event, receipt: &Receipt) -> pb::RunResponse {
             approval_id: receipt.approval_id.clone(),
             rule_id: receipt.rule_id.clone(),
             decision: receipt.tier.to_owned(),
-            ..Default::default()
+            run_id: tag.run_id.clone(),
+            executor: Some(tag.executor.clone()),
+            background: tag.background,
+            cwd: tag.cwd.clone(),
         }),
         Event::Output(o) => E::Output(pb::OutputChunk {
             stream: match o.stream {
@@ -823,6 +925,9 @@ impl ExecutorService for ProcessAdapter {
                 reserve_share: a.reserve_share,
                 disk_max_written_bytes: disk_bytes,
                 disk_max_created_files: disk_files,
+                max_background_per_session: self.runs.settings().per_session,
+                max_background_per_principal: self.runs.settings().per_principal,
+                finished_retention: Some(proto_duration(self.runs.settings().retention)),
                 ..Default::default()
             }),
             workspace: Some(self.view.clone()),

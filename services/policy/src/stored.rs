@@ -181,6 +181,7 @@ pub(crate) fn tool_call_from_json(json: &str) -> Option<pb::ToolCall> {
         stdout_cap_bytes: n("stdout_cap_bytes"),
         stderr_cap_bytes: n("stderr_cap_bytes"),
         kill_on_cap: b("kill_on_cap"),
+        background: b("background"),
         sandbox_profile: s("sandbox_profile"),
         bound_files: strings(&v, "bound_files"),
         host: s("host"),
@@ -203,6 +204,7 @@ mod tests {
         call.env.insert("TF_LOG".into(), "debug".into());
         call.timeout_ms = Some(5_000);
         call.kill_on_cap = true;
+        call.background = true;
         call.sandbox_profile = Some("workspace-write".into());
         call.bound_files
             .insert("infra/apply.sh".into(), "ab".repeat(32));

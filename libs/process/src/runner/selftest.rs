@@ -170,7 +170,7 @@ impl Inner {
     ) -> Result<(Option<i32>, String, Option<GateSockets>), String> {
         let cwd: OwnedFd = File::open(ws).map_err(|e| e.to_string())?.into();
         let (setup, gate) = self
-            .sandbox_setup(built, &cwd, masks, Some(ws))
+            .sandbox_setup(built, &cwd, masks, Some(ws), None)
             .map_err(|e| e.to_string())?;
         let bash = self.bash.to_string_lossy().into_owned();
         let home = self.sandboxes.config.home.clone();

@@ -132,6 +132,7 @@ impl Inner {
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in a cgroup path"))?
                 .unwrap_or_default(),
             sandbox,
+            state: None,
         };
         Ok(Prepared { exec, setup })
     }
@@ -248,11 +249,20 @@ impl Inner {
         .is_ok_and(|r| r.and_then(|r| r.exit_code()) == Some(0))
     }
 
-    /// What a run gets: under `built`'s sandbox, or unconfined (the operator's choice).
-    pub(super) fn isolation(&self, built: Option<&Built>, profile: &str) -> Isolation {
+    /// What a run gets: under `built`'s sandbox (in its session's namespaces when `session`),
+    /// or unconfined (the operator's choice; a session changes nothing then).
+    pub(super) fn isolation(
+        &self,
+        built: Option<&Built>,
+        profile: &str,
+        session: bool,
+    ) -> Isolation {
         if let Some(b) = built {
             // A networked run's namespace is gated: its only way out is the executor's gate.
-            let namespaces = vec!["user", "pid", "mount", "ipc", "uts", "net"];
+            let mut namespaces = vec!["user", "pid", "mount", "ipc", "uts", "net"];
+            if session {
+                namespaces.push("session");
+            }
             return Isolation {
                 kill_mechanism: KillMechanism::PidNamespace,
                 own_process_group: true,
@@ -287,13 +297,15 @@ impl Inner {
         }
     }
 
-    /// The child's sandbox plan for a run starting in `cwd`.
+    /// The child's sandbox plan for a run starting in `cwd`, in `session`'s namespaces when
+    /// it has one.
     pub(super) fn sandbox_setup(
         &self,
         built: &Built,
         cwd: &OwnedFd,
         masks: &Masks,
         workspace: Option<&Path>,
+        session: Option<&SessionNamespaces>,
     ) -> Result<(SandboxSetup, Option<GateSockets>), Error> {
         // The directory the executor opened (confined by openat2), by its real path: the view
         // has the workspace at the same path, so this names the same directory inside.
@@ -316,7 +328,7 @@ impl Inner {
             });
         }
         self.sandboxes
-            .setup(built, &workspace, &cwd_path, masks)
+            .setup(built, &workspace, &cwd_path, masks, session)
             .map_err(setup_err("plan the sandbox"))
     }
 
@@ -421,9 +433,10 @@ impl Spawner {
     }
 }
 
-/// Removes the empty `toolgate-homes-<pid>-*` mount points that executors which no longer run
-/// left behind (a SIGKILL skips their clean-up). They are only ever mounted on inside the
-/// runs' own mount namespaces, so they are empty; a live executor's is left alone.
+/// Removes the empty `toolgate-homes-<pid>-*` and `toolgate-sessions-<pid>-*` mount points that
+/// executors which no longer run left behind (a SIGKILL skips their clean-up). They are only
+/// ever mounted on inside the runs' (or sessions') own mount namespaces, so they are empty; a
+/// live executor's are left alone.
 pub(super) fn remove_stale_homes(parent: Option<&Path>) {
     let parent = parent.map_or_else(std::env::temp_dir, Path::to_path_buf);
     let Ok(entries) = std::fs::read_dir(&parent) else {
@@ -431,10 +444,10 @@ pub(super) fn remove_stale_homes(parent: Option<&Path>) {
     };
     for e in entries.flatten() {
         let name = e.file_name();
-        let Some(rest) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("toolgate-homes-"))
-        else {
+        let Some(rest) = name.to_str().and_then(|n| {
+            n.strip_prefix("toolgate-homes-")
+                .or_else(|| n.strip_prefix(crate::session::SESSION_DIR_PREFIX))
+        }) else {
             continue;
         };
         let owner = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());

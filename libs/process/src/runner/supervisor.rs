@@ -1,6 +1,8 @@
 //! Supervising a spawned run: streaming its output, its timeout, cancellation and shutdown,
 //! killing every descendant and reaping it, and reporting how it ended.
 
+use tokio::io::AsyncReadExt;
+
 use super::*;
 
 /// Kills and reaps the child if supervision is abandoned (runtime dropped mid-run), so no process
@@ -65,6 +67,89 @@ pub(super) fn is_zombie(pid: &str) -> bool {
     })
 }
 
+/// Resolves with the first request made through the run's `CancelHandle`.
+pub(super) async fn requested(mut rx: watch::Receiver<Request>) -> Request {
+    let request = rx.wait_for(|r| *r != Request::None).await.map(|r| *r);
+    match request {
+        Ok(r) => r,
+        // The sender is gone, so nothing can be requested any more.
+        Err(_) => pending().await,
+    }
+}
+
+/// Resolves once `stop(Kill)` has been asked for.
+pub(super) async fn kill_requested(mut rx: watch::Receiver<Request>) {
+    if rx.wait_for(|r| *r == Request::Kill).await.is_err() {
+        pending::<()>().await;
+    }
+}
+
+/// Sends `signal` to every descendant of `init` that can be found: for a PID namespace's init,
+/// every other process of the namespace (orphans are reparented to it), which the signal to
+/// the init's process group misses when they started sessions or groups of their own. Each
+/// process is signalled through a pidfd opened while its parent was still alive and still its
+/// parent, so a recycled pid is never signalled. A process forked during the walk may be
+/// missed; the walk is repeated until a pass finds no one new (at most a few times), and the
+/// kill after the grace period takes whatever is left.
+pub(super) fn signal_descendants(init: i32, signal: Signal) {
+    let Some(root) = sys::open_pidfd(init) else {
+        return;
+    };
+    let mut signalled = std::collections::HashSet::new();
+    for _ in 0..4 {
+        let before = signalled.len();
+        let mut queue = vec![(init, root.try_clone().ok())];
+        while let Some((parent, Some(parent_fd))) = queue.pop() {
+            for child in children(parent) {
+                if signalled.contains(&child) {
+                    queue.push((child, sys::open_pidfd(child)));
+                    continue;
+                }
+                let Some(fd) = sys::open_pidfd(child) else {
+                    continue;
+                };
+                // The pidfd pins `child`; it is ours if `parent` still had it as a child
+                // after it was opened (a live parent's pid cannot have been reused).
+                if parent_of(child) != Some(parent) || sys::has_exited(&parent_fd) {
+                    continue;
+                }
+                let _ = rustix::process::pidfd_send_signal(&fd, signal);
+                signalled.insert(child);
+                queue.push((child, Some(fd)));
+            }
+        }
+        if signalled.len() == before {
+            return;
+        }
+    }
+}
+
+/// The children of every thread of `pid` (needs `CONFIG_PROC_CHILDREN`; none without it).
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut all = Vec::new();
+    for task in tasks.flatten() {
+        let path = task.path().join("children");
+        if let Ok(list) = std::fs::read_to_string(path) {
+            all.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    all
+}
+
+/// The parent pid of `pid`, from its `stat` (after the parenthesised command name, which may
+/// itself contain `)`: the state, then the parent).
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 pub(super) async fn flag(mut rx: watch::Receiver<bool>) {
     if rx.wait_for(|set| *set).await.is_err() {
         // The sender is gone, so the flag can never be raised.
@@ -75,6 +160,8 @@ pub(super) async fn flag(mut rx: watch::Receiver<bool>) {
 pub(super) enum Ending {
     Timeout,
     Cancel(CancelCause),
+    /// Stopped through `CancelHandle::stop`.
+    Stop(StopSignal),
     /// The disk watch found the run over its budget.
     Disk(LimitExceeded),
 }
@@ -90,7 +177,7 @@ pub(super) struct Supervisor {
     /// The limits the run got, to tell which one it ran into.
     pub(super) enforced: EnforcedLimits,
     pub(super) tx: mpsc::Sender<Event>,
-    pub(super) cancel: watch::Receiver<bool>,
+    pub(super) cancel: watch::Receiver<Request>,
     pub(super) shutdown: watch::Receiver<bool>,
     pub(super) timeout: Duration,
     pub(super) grace: Duration,
@@ -113,6 +200,7 @@ impl Supervisor {
         stdout: pipe::Receiver,
         stderr: pipe::Receiver,
         stdin: Option<(pipe::Sender, Bytes)>,
+        state: Option<pipe::Receiver>,
     ) {
         let cap_hit = Notify::new();
         let (reaped_tx, reaped_rx) = watch::channel(false);
@@ -150,12 +238,14 @@ impl Supervisor {
                 }
             }
         };
+        let state = read_state(state, stop());
         let life = async {
             let outcome = self.lifecycle(&cap_hit).await;
             reaped_tx.send_replace(true);
             outcome
         };
-        let ((ending, killed, reaped), stdout, stderr, ()) = tokio::join!(life, out, err, feed);
+        let ((ending, killed, reaped), stdout, stderr, (), state) =
+            tokio::join!(life, out, err, feed, state);
         let ending: Option<Ending> = ending;
 
         let status = match ending {
@@ -165,7 +255,9 @@ impl Supervisor {
             },
             Some(Ending::Cancel(cause)) => Status::Cancelled(cause),
             Some(Ending::Disk(_)) => Status::Cancelled(CancelCause::DiskLimit),
-            None => match (reaped.exit_code(), reaped.signal()) {
+            // Killed by us: stopped. Ended by itself after the TERM: as it ended.
+            Some(Ending::Stop(_)) if killed => Status::Cancelled(CancelCause::Stopped),
+            Some(Ending::Stop(_)) | None => match (reaped.exit_code(), reaped.signal()) {
                 (Some(code), _) => Status::Exited(code),
                 (None, Some((signal, core_dumped))) => Status::Signaled {
                     signal,
@@ -216,6 +308,7 @@ impl Supervisor {
             },
             finished_at: SystemTime::now(),
             audit,
+            state,
         });
         // A stalled consumer must not hold the run (and its admission slot) forever; during a
         // shutdown it gets only the kill grace period.
@@ -244,7 +337,11 @@ impl Supervisor {
             () = exited(&self.pidfd) => None,
             () = tokio::time::sleep_until(deadline) => Some(Ending::Timeout),
             () = cap_hit.notified(), if self.kill_on_cap => Some(Ending::Cancel(CancelCause::OutputCap)),
-            () = flag(self.cancel.clone()) => Some(Ending::Cancel(CancelCause::ClientCancelled)),
+            request = requested(self.cancel.clone()) => Some(match request {
+                Request::Term => Ending::Stop(StopSignal::Term),
+                Request::Kill => Ending::Stop(StopSignal::Kill),
+                Request::Cancel | Request::None => Ending::Cancel(CancelCause::ClientCancelled),
+            }),
             () = flag(self.shutdown.clone()) => Some(Ending::Cancel(CancelCause::Shutdown)),
             () = self.tx.closed() => Some(Ending::Cancel(CancelCause::ClientDisconnected)),
             () = tripped(self.tripwire.as_ref()) => Some(Ending::Cancel(CancelCause::MaskedPathReplaced)),
@@ -256,6 +353,7 @@ impl Supervisor {
                 ending,
                 Ending::Cancel(CancelCause::OutputCap | CancelCause::MaskedPathReplaced)
                     | Ending::Disk(_)
+                    | Ending::Stop(StopSignal::Kill)
             ) {
                 // The point of kill_on_cap is to stop the flood now, not after a grace period;
                 // a run whose mask came off must not get a grace period to read behind it.
@@ -273,14 +371,23 @@ impl Supervisor {
                     let _ = rustix::process::kill_process(p, Signal::STOP);
                 }
                 signal_all(self.pid, Signal::TERM);
-                if let Some(cgroup) = &self.cgroup {
-                    cgroup.signal_all(Signal::TERM);
+                match &self.cgroup {
+                    Some(cgroup) => cgroup.signal_all(Signal::TERM),
+                    // The group misses processes that left it (setsid, a job-control shell).
+                    None if self.mechanism == KillMechanism::PidNamespace => {
+                        signal_descendants(self.pid, Signal::TERM);
+                    }
+                    None => {}
                 }
                 let pid = self.pid;
                 tokio::select! {
                     biased;
                     () = exited(&self.pidfd) => {}
                     () = no_children(pid), if frozen => {
+                        self.kill_everything();
+                        killed = true;
+                    }
+                    () = kill_requested(self.cancel.clone()) => {
                         self.kill_everything();
                         killed = true;
                     }
@@ -329,6 +436,48 @@ impl Supervisor {
             cgroup.kill();
         }
     }
+}
+
+/// Bytes of a run's final state kept; the rest is read and discarded.
+const STATE_MAX: usize = 64 << 10;
+
+/// Reads the state pipe until EOF or until `stop` (the run reaped, then the drain period),
+/// then takes what is still buffered: at most [`STATE_MAX`] bytes. `None` without a pipe.
+async fn read_state(
+    state: Option<pipe::Receiver>,
+    stop: impl std::future::Future<Output = ()>,
+) -> Option<Vec<u8>> {
+    let mut rx = state?;
+    let mut kept = Vec::new();
+    let mut chunk = vec![0u8; 16 << 10];
+    let keep = |kept: &mut Vec<u8>, data: &[u8]| {
+        let room = STATE_MAX - kept.len();
+        kept.extend_from_slice(&data[..data.len().min(room)]);
+    };
+    let to_eof = async {
+        loop {
+            match rx.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => keep(&mut kept, &chunk[..n]),
+            }
+        }
+    };
+    let eof = tokio::select! {
+        biased;
+        () = to_eof => true,
+        () = stop => false,
+    };
+    if !eof {
+        // A holder outlived the run: take what it has written, never wait for more. Bounded,
+        // so a writer that keeps writing cannot keep this going.
+        for _ in 0..64 {
+            match rx.try_read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => keep(&mut kept, &chunk[..n]),
+            }
+        }
+    }
+    Some(kept)
 }
 
 /// Resolves with the first limit the disk watch reports, sampling every interval; never

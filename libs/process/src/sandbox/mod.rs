@@ -15,13 +15,14 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 
 use landlock::{Access, AccessFs};
 
 use crate::egress::GateSockets;
+use crate::session::{Confined, SessionDir, SessionNamespaces, Shared};
 
 pub(crate) use bpf::SockFilter;
 
@@ -41,7 +42,7 @@ pub use profile::{
 
 use crate::sys::sandbox::{
     Bpf, LandlockRules, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, MountOp, Netns,
-    SandboxSetup,
+    SandboxSetup, SessionEnter,
 };
 use landlock_rules::{abi_of, fixed_landlock};
 use netlink::GatedPlan;
@@ -69,6 +70,9 @@ pub(crate) struct Built {
     landlock: LandlockRules,
     pub landlock_abi: i32,
     seccomp: Vec<Bpf>,
+    /// Which of `ops` mounts the run's private `/tmp` (a session's run binds the session's
+    /// there instead).
+    tmp_op: Option<usize>,
 }
 
 /// The profiles of a runner.
@@ -86,6 +90,9 @@ pub(crate) struct Sandboxes {
     gated: Option<Arc<NetPool<Gated>>>,
     /// What a gated namespace is made with when the pool has none ready.
     gated_plan: GatedPlan,
+    /// Where sessions mount their `/tmp` (each in its own mount namespace); `None` without
+    /// a confined profile or a user namespace.
+    session_dir: Option<Arc<SessionDir>>,
 }
 
 /// What a run resolves to.
@@ -99,7 +106,12 @@ pub(crate) enum Resolved<'a> {
 
 impl Sandboxes {
     /// Builds every profile against what this kernel offers.
-    pub fn new(config: SandboxConfig, home_bytes: u64, landlock_abi: i32) -> io::Result<Sandboxes> {
+    pub fn new(
+        config: SandboxConfig,
+        home_bytes: u64,
+        landlock_abi: i32,
+        session_parent: Option<&Path>,
+    ) -> io::Result<Sandboxes> {
         let executor = crate::sys::own_pidfd()?;
         let userns = crate::sys::new_userns(
             rustix::process::geteuid().as_raw(),
@@ -123,6 +135,13 @@ impl Sandboxes {
             .as_ref()
             .filter(|_| confined(true))
             .map(|u| NetPool::gated(Arc::clone(u), gated_plan.clone(), NET_POOL_TARGET));
+        let any_confined = config.profiles.values().any(|p| !p.unconfined);
+        // Without it sessions cannot get a /tmp of their own, so making one fails (visibly).
+        let session_dir = userns
+            .as_ref()
+            .filter(|_| any_confined)
+            .and_then(|_| SessionDir::create(session_parent).ok())
+            .map(Arc::new);
         let fixed = FixedView::probe(&config);
         let built = config
             .profiles
@@ -148,7 +167,54 @@ impl Sandboxes {
             netns,
             gated,
             gated_plan,
+            session_dir,
         })
+    }
+
+    /// A new session's namespaces (see [`crate::session`]): a plain network namespace when a
+    /// non-networked profile is confined, and mount and IPC namespaces with the session's
+    /// capped `/tmp`. Nothing at all when this runner confines no run.
+    pub fn session(&self) -> io::Result<SessionNamespaces> {
+        let any_confined = self
+            .built
+            .values()
+            .any(|b| matches!(b, Ok(b) if !b.profile.unconfined));
+        let Some(userns) = self.userns.as_ref().filter(|_| any_confined) else {
+            return Ok(SessionNamespaces(Arc::new(Shared { confined: None })));
+        };
+        let dir = self
+            .session_dir
+            .as_ref()
+            .ok_or_else(|| io::Error::other("no directory to mount sessions' /tmp on"))?;
+        let options = CString::new(format!(
+            "size={},nr_inodes={},mode=1777",
+            self.config.tmp_bytes, self.config.tmpfs_inodes
+        ))
+        .expect("no NUL");
+        let (mnt, ipc) =
+            crate::sys::new_session_namespaces(userns.as_fd(), &cstr(dir.path())?, &options)?;
+        let plain = self
+            .config
+            .profiles
+            .values()
+            .any(|p| !p.unconfined && !p.network);
+        let netns = if plain {
+            Some(match self.netns.as_ref().and_then(|p| p.take()) {
+                Some(fd) => fd,
+                None => crate::sys::new_netns(userns.as_fd())?,
+            })
+        } else {
+            None
+        };
+        Ok(SessionNamespaces(Arc::new(Shared {
+            confined: Some(Confined {
+                userns: Arc::clone(userns),
+                netns,
+                mnt,
+                ipc,
+                dir: Arc::clone(dir),
+            }),
+        })))
     }
 
     /// The profile a run asking for `name` (empty: the default) gets, or why it cannot run.
@@ -194,15 +260,40 @@ impl Sandboxes {
 
     /// The child's plan for one run of `built` in `workspace` (host path; the run sees it at
     /// the same path), starting in `cwd` (a host path inside the workspace); for a networked
-    /// profile, with the gate's sockets in the run's namespace.
+    /// profile, with the gate's sockets in the run's namespace; in `session`'s namespaces
+    /// when it has one.
     pub fn setup(
         &self,
         built: &Built,
         workspace: &Path,
         cwd: &Path,
         masks: &Masks,
+        session: Option<&SessionNamespaces>,
     ) -> io::Result<(SandboxSetup, Option<GateSockets>)> {
+        let userns = self
+            .userns
+            .as_ref()
+            .ok_or_else(|| io::Error::other("no user namespace for runs"))?;
+        let session = match session {
+            None => None,
+            Some(s) => match &s.0.confined {
+                Some(c) if Arc::ptr_eq(&c.userns, userns) => Some((s, c)),
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "the session's namespaces were made by another runner",
+                    ));
+                }
+            },
+        };
         let mut ops = built.ops.clone();
+        if let (Some((_, c)), Some(i)) = (session, built.tmp_op) {
+            ops[i] = MountOp::Bind {
+                src: host(c.dir.path())?,
+                dst: CString::new("/tmp").expect("static path"),
+                attrs: MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+            };
+        }
         let ws_attrs = MOUNT_ATTR_NOSUID
             | MOUNT_ATTR_NODEV
             | if built.profile.read_only_workspace {
@@ -269,10 +360,6 @@ impl Sandboxes {
             };
             landlock.paths.push((cstr(workspace)?, rights.bits()));
         }
-        let userns = self
-            .userns
-            .as_ref()
-            .ok_or_else(|| io::Error::other("no user namespace for runs"))?;
         // A network namespace from the pool when one is ready; else the run's first child
         // creates a plain one (what the pool saves is exactly that creation, ~0.4 ms), or a
         // gated one is made here: a networked run's only way out is the executor's gate.
@@ -282,6 +369,8 @@ impl Sandboxes {
                 None => make_gated(userns, &self.gated_plan)?,
             };
             (Netns::Enter(gated.ns), Some(gated.sockets))
+        } else if let Some(shared) = session.and_then(|(_, c)| c.netns.as_ref()) {
+            (Netns::Enter(shared.try_clone()?), None)
         } else {
             match self.netns.as_ref().and_then(|p| p.take()) {
                 Some(fd) => (Netns::Enter(fd), None),
@@ -289,15 +378,20 @@ impl Sandboxes {
             }
         };
         let setup = SandboxSetup {
-            userns: std::os::fd::AsRawFd::as_raw_fd(&**userns),
+            userns: userns.as_raw_fd(),
             loopback: matches!(netns, Netns::New),
             netns,
+            session: session.map(|(s, c)| SessionEnter {
+                mnt: c.mnt.as_raw_fd(),
+                ipc: c.ipc.as_raw_fd(),
+                _session: s.clone(),
+            }),
             stage: cstr(&self.config.stage)?,
             ops,
             cwd: cstr(cwd)?,
             landlock: (landlock.handled_fs != 0).then_some(landlock),
             seccomp: built.seccomp.clone(),
-            executor: std::os::fd::AsRawFd::as_raw_fd(&self.executor),
+            executor: self.executor.as_raw_fd(),
         };
         Ok((setup, gate))
     }
@@ -319,6 +413,7 @@ fn build(
         landlock: LandlockRules::default(),
         landlock_abi: 0,
         seccomp: Vec::new(),
+        tmp_op: None,
     };
     if profile.unconfined {
         return Ok(built);
@@ -337,6 +432,10 @@ fn build(
     }
     built.landlock_abi = landlock_abi.min(7);
     built.ops = fixed_ops(config, fixed, home_bytes).map_err(|e| e.to_string())?;
+    built.tmp_op = built
+        .ops
+        .iter()
+        .position(|op| matches!(op, MountOp::Tmpfs { dst, .. } if dst.as_bytes() == b"/tmp"));
     built.landlock = fixed_landlock(profile, config, fixed, abi).map_err(|e| e.to_string())?;
     built.seccomp = seccomp();
     Ok(built)

@@ -9,7 +9,8 @@
 //! - `spawn`: the program prepared as C strings and the clone that starts a run, and
 //!   (`spawn::child`) what the cloned child does to itself before exec;
 //! - `sandbox`: the child's half of the run sandbox (mounts, capabilities, Landlock, seccomp);
-//! - `namespaces`: the runner's user namespace and the per-run network namespaces;
+//! - `namespaces`: the runner's user namespace, the per-run network namespaces and a session's
+//!   mount and IPC namespaces;
 //! - `gate`: the original destination of a connection the egress gate's redirect accepted;
 //! - `wait`: `wait4`, for the exit status and resource usage;
 //! - `probe`: which namespaces a child could create, and the Landlock ABI;
@@ -28,8 +29,8 @@ mod wait;
 use std::io;
 
 pub(crate) use gate::original_destination;
-pub(crate) use namespaces::{new_gated_netns, new_netns, new_userns};
-pub(crate) use pidfd::{own_pidfd, watch_exit, watch_readable};
+pub(crate) use namespaces::{new_gated_netns, new_netns, new_session_namespaces, new_userns};
+pub(crate) use pidfd::{has_exited, open_pidfd, own_pidfd, watch_exit, watch_readable};
 pub(crate) use probe::{landlock_abi, probe_namespaces};
 pub(crate) use spawn::{ChildSetup, Exec, spawn};
 pub(crate) use wait::{Reaped, wait4};

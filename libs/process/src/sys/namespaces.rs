@@ -408,3 +408,103 @@ fn exchange(protocol: libc::c_int, batch: &Batch, buf: &mut [u8]) -> io::Result<
         r
     }
 }
+
+/// What a session's helper child reads and reports.
+struct SessionSlot<'a> {
+    userns: RawFd,
+    /// The empty host directory the session's `/tmp` is mounted on, and the tmpfs options.
+    dir: &'a std::ffi::CStr,
+    options: &'a std::ffi::CStr,
+    /// The mount and IPC namespaces; -1 until opened. Written as each is opened, so the
+    /// parent owns (and closes) them whatever fails later.
+    fds: [RawFd; 2],
+    /// The errno of the step that failed, and which step.
+    err: libc::c_int,
+    step: &'static str,
+}
+
+/// A session's mount and IPC namespaces, owned by `userns`: a copy of the host's mount
+/// namespace, all private, with a tmpfs of `options` on `dir` (the session's `/tmp`, which
+/// each of its runs binds into its view), and a fresh IPC namespace.
+pub(crate) fn new_session_namespaces(
+    userns: BorrowedFd<'_>,
+    dir: &std::ffi::CStr,
+    options: &std::ffi::CStr,
+) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut slot = SessionSlot {
+        userns: userns.as_raw_fd(),
+        dir,
+        options,
+        fds: [-1; 2],
+        err: 0,
+        step: "",
+    };
+    clone_helper(make_session, std::ptr::from_mut(&mut slot).cast())?;
+    // SAFETY: every descriptor >= 0 was opened by the child in our shared table and is ours.
+    let [mnt, ipc] = slot
+        .fds
+        .map(|fd| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }));
+    match (mnt, ipc) {
+        (Some(mnt), Some(ipc)) if slot.err == 0 => Ok((mnt, ipc)),
+        _ => {
+            let errno = if slot.err > 0 { slot.err } else { libc::EIO };
+            let e = io::Error::from_raw_os_error(errno);
+            Err(io::Error::new(e.kind(), format!("{}: {e}", slot.step)))
+        }
+    }
+}
+
+extern "C" fn make_session(arg: *mut libc::c_void) -> libc::c_int {
+    let slot = arg.cast::<SessionSlot<'_>>();
+    // SAFETY: the parent's slot, alive while this CLONE_VFORK child runs; raw syscalls only,
+    // on C strings the parent owns.
+    unsafe {
+        let fail = |step: &'static str, e: io::Error| -> ! {
+            std::ptr::write_volatile(&raw mut (*slot).step, step);
+            std::ptr::write_volatile(
+                &raw mut (*slot).err,
+                e.raw_os_error().unwrap_or(libc::EINVAL),
+            );
+            libc::_exit(0)
+        };
+        let keep = |i: usize, fd: RawFd| std::ptr::write_volatile(&raw mut (*slot).fds[i], fd);
+        if libc::setns((*slot).userns, libc::CLONE_NEWUSER) != 0 {
+            fail("enter the runner's user namespace", os_err());
+        }
+        if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWIPC) != 0 {
+            fail("create the session's mount and IPC namespaces", os_err());
+        }
+        // Nothing mounted here propagates back to the host (or from it).
+        if libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            fail("make the session's mounts private", os_err());
+        }
+        if libc::mount(
+            c"tmpfs".as_ptr(),
+            (*slot).dir.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            (*slot).options.as_ptr().cast(),
+        ) != 0
+        {
+            fail("mount the session's /tmp", os_err());
+        }
+        for (i, path) in [c"/proc/self/ns/mnt", c"/proc/self/ns/ipc"]
+            .into_iter()
+            .enumerate()
+        {
+            let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                fail("open the session's namespaces", os_err());
+            }
+            keep(i, fd);
+        }
+        libc::_exit(0)
+    }
+}

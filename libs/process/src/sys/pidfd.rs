@@ -35,3 +35,20 @@ pub(crate) fn watch_readable(fd: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd
             .map_err(io::Error::from)
     }
 }
+
+/// A pidfd of `pid` (close-on-exec), or `None` when it is gone (or never was).
+pub(crate) fn open_pidfd(pid: i32) -> Option<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(pid)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+}
+
+/// Whether the process behind `pidfd` has exited (its pidfd is readable from then on).
+pub(crate) fn has_exited(pidfd: &OwnedFd) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(pidfd),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: poll on one live pollfd with a zero timeout.
+    unsafe { libc::poll(&mut pfd, 1, 0) != 0 }
+}

@@ -106,6 +106,18 @@ pub(crate) enum Netns {
     New,
 }
 
+/// The session namespaces a run's first child enters before it clones the run (see
+/// [`crate::session`]).
+#[derive(Debug)]
+pub(crate) struct SessionEnter {
+    /// The session's mount namespace (the run's own is cloned from it).
+    pub mnt: RawFd,
+    /// The session's IPC namespace (the run shares it).
+    pub ipc: RawFd,
+    /// Keeps both descriptors open until the run has been cloned.
+    pub _session: crate::session::SessionNamespaces,
+}
+
 /// Everything the child needs to build its sandbox, prepared before the clone.
 #[derive(Debug)]
 pub(crate) struct SandboxSetup {
@@ -113,6 +125,8 @@ pub(crate) struct SandboxSetup {
     pub userns: RawFd,
     /// The run's network namespace.
     pub netns: Netns,
+    /// The session whose mount and IPC namespaces the run enters, if it has one.
+    pub session: Option<SessionEnter>,
     /// A host directory the new root's tmpfs is mounted on before the pivot.
     pub stage: CString,
     /// The steps that build the view, after the pivot (`/oldroot` is the host).

@@ -35,6 +35,9 @@ pub(crate) struct ChildSetup {
     /// The run sandbox; when set, `mount_proc`, `home_tmpfs` and `cwd` are superseded by it
     /// (the child chdirs inside its own view instead).
     pub sandbox: Option<sandbox::SandboxSetup>,
+    /// The write end of the state pipe, which the child gets as fd 3 (the only descriptor
+    /// beyond 0-2 that survives its exec).
+    pub state: Option<OwnedFd>,
 }
 
 /// What a child executes, as C strings prepared before the clone (the child allocates nothing).

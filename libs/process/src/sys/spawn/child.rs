@@ -12,8 +12,12 @@ use crate::sys::{os_err, sandbox};
 
 const PID_MAX_PATH: &CStr = c"/proc/sys/kernel/pid_max";
 
-/// The first child of a sandboxed run: enter the runner's user namespace and the run's network
-/// namespace, clone the run, report its pid, exit. Raw syscalls only (it shares our memory).
+/// Where the run's first process finds the write end of its state pipe.
+const STATE_FD: libc::c_int = 3;
+
+/// The first child of a sandboxed run: enter the runner's user namespace, the run's network
+/// namespace and (a session's run) the session's mount and IPC namespaces, clone the run,
+/// report its pid, exit. Raw syscalls only (it shares our memory).
 pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int {
     let args = arg.cast::<ChildArgs<'_>>();
     // SAFETY: as for `child_main`: the parent's `ChildArgs` is alive and untouched while this
@@ -50,7 +54,7 @@ pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int 
                 }
             }
         }
-        let flags = libc::CLONE_VM
+        let mut flags = libc::CLONE_VM
             | libc::CLONE_VFORK
             | libc::CLONE_PARENT
             | libc::CLONE_NEWPID
@@ -58,6 +62,16 @@ pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int 
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS
             | libc::SIGCHLD;
+        if let Some(session) = &sb.session {
+            // The run's mount namespace is then a copy of the session's, which has the
+            // session's /tmp mounted for the view to bind; its IPC namespace is the session's.
+            if libc::setns(session.mnt, libc::CLONE_NEWNS) != 0
+                || libc::setns(session.ipc, libc::CLONE_NEWIPC) != 0
+            {
+                return fail(os_err());
+            }
+            flags &= !libc::CLONE_NEWIPC;
+        }
         let pid = libc::clone(
             child_main,
             (*args).inner_stack as *mut libc::c_void,
@@ -173,6 +187,28 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
             return Err(os_err());
         }
     }
+    // After the standard streams, whose sources may have been 3. The parent's descriptors are
+    // all >= 3 (0-2 are always open), so the state pipe is not among 0-2.
+    let first_closed = match &setup.state {
+        Some(state) => {
+            let fd = state.as_raw_fd();
+            // SAFETY: fcntl/dup2 on a descriptor the parent keeps open until the child has
+            // exec'd; dup2 clears close-on-exec on the copy, fcntl on the original when it
+            // already is 3.
+            let r = unsafe {
+                if fd == STATE_FD {
+                    libc::fcntl(fd, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(fd, STATE_FD)
+                }
+            };
+            if r < 0 {
+                return Err(os_err());
+            }
+            STATE_FD as u32 + 1
+        }
+        None => 3,
+    };
     if setup.sandbox.is_none() {
         join_cgroups(&setup.join_cgroup)?;
     }
@@ -264,12 +300,13 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
     if let Some(sb) = &setup.sandbox {
         sandbox::lock(sb)?;
     }
-    // Only 0, 1 and 2 may survive exec. CLOEXEC rather than close: a failed exec still has them.
+    // Only 0, 1 and 2 (and the state pipe) may survive exec. CLOEXEC rather than close: a failed
+    // exec still has them.
     // SAFETY: a raw syscall with integer arguments.
     unsafe {
         if libc::syscall(
             libc::SYS_close_range,
-            3u32,
+            first_closed,
             u32::MAX,
             libc::CLOSE_RANGE_CLOEXEC,
         ) != 0
