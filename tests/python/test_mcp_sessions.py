@@ -84,7 +84,7 @@ def test_a_background_run_outlives_its_call_and_is_read_listed_and_stopped(stack
     # Followed to its end: `exited` is the last event, and it did not exit by itself.
     followed = list(proc.AttachRun(process_pb2.AttachRunRequest(run_id=run_id)))
     assert followed[-1].event.WhichOneof("event") == "exited", followed[-1]
-    assert followed[-1].event.exited.status.WhichOneof("status") == "signaled"
+    assert followed[-1].event.exited.status.WhichOneof("status") in ("signaled", "cancelled")
     out = b"".join(e.event.output.data for e in followed
                    if e.event.WhichOneof("event") == "output"
                    and e.event.output.stream == process_pb2.STREAM_STDOUT)
@@ -168,8 +168,9 @@ def test_mcp_tools_start_list_read_and_stop_a_background_run(served):
 
     assert not stopped.is_error, stopped.content[0].text
     assert stopped.structured_content["run"]["run_id"] == s["run_id"]
-    assert ended["state"] == "exited" and ended["status"] == "signaled", ended
-    assert ended["detail"] == "SIGKILL" and ended["pid"] == 0
+    # Ended from outside: killed by the signal, or cancelled by the executor on its behalf.
+    assert ended["state"] == "exited" and ended["status"] in ("signaled", "cancelled"), ended
+    assert ended["exit_code"] is None and ended["pid"] == 0
 
     assert unknown.is_error
     assert unknown.structured_content["error"]["reason"] == "RUN_NOT_FOUND"

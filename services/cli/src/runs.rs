@@ -379,7 +379,15 @@ fn table(runs: &[pb::RunInfo]) -> String {
         "RUN ID", "SESSION", "STATE", "PID", "STARTED", "EXIT", "COMMAND"
     );
     for r in runs {
-        let started = render::time(r.started_at.as_ref());
+        // To the second: a table has no room for nanoseconds.
+        let started = render::time(
+            r.started_at
+                .map(|t| prost_types::Timestamp {
+                    seconds: t.seconds,
+                    nanos: 0,
+                })
+                .as_ref(),
+        );
         let command = escape(&r.command).replace('\n', "; ");
         let _ = writeln!(
             out,

@@ -846,7 +846,10 @@ mod tests {
         let mut c = config(None);
         c.sessions.max_background_per_session = 40;
         let err = c.validate_embedded().unwrap_err();
-        assert!(err.starts_with("sessions.max_background_per_session"), "{err}");
+        assert!(
+            err.starts_with("sessions.max_background_per_session"),
+            "{err}"
+        );
         let mut c = config(None);
         c.sessions.finished_retention_s = 0;
         let err = c.validate_embedded().unwrap_err();

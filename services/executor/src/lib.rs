@@ -307,11 +307,12 @@ pub async fn serve_with(
             "egress.resolvers: none configured and none in /etc/resolv.conf: networked runs' connections are refused (resolve_failed)"
         );
     }
-    let spool = runs::spool::SpoolRoot::open(config.sessions.spool_dir.as_deref()).map_err(|e| {
-        Error::Config(format!(
-            "sessions.spool_dir: cannot prepare the background run output spool: {e}"
-        ))
-    })?;
+    let spool =
+        runs::spool::SpoolRoot::open(config.sessions.spool_dir.as_deref()).map_err(|e| {
+            Error::Config(format!(
+                "sessions.spool_dir: cannot prepare the background run output spool: {e}"
+            ))
+        })?;
     let runs = runs::Runs::new(runs::Settings::from_config(&config.sessions), spool);
     let process = ProcessAdapter::new(
         confined,

@@ -437,7 +437,8 @@ impl RunRecord {
             Event::Exited(x)
                 if !self.done
                     && self.background
-                    && x.status == RunStatus::Cancelled(toolgate_process::CancelCause::Shutdown) =>
+                    && x.status
+                        == RunStatus::Cancelled(toolgate_process::CancelCause::Shutdown) =>
             {
                 self.done = true;
                 self.in_flight = None;
@@ -614,7 +615,10 @@ impl ProcessService for ProcessAdapter {
         request: Request<pb::ReadRunOutputRequest>,
     ) -> Result<Response<pb::ReadRunOutputResponse>, Status> {
         let (principal, _) = wire::caller(&request, "ProcessService/ReadRunOutput")?;
-        let read = self.runs.read(&principal.name, request.into_inner()).await?;
+        let read = self
+            .runs
+            .read(&principal.name, request.into_inner())
+            .await?;
         Ok(Response::new(read))
     }
 

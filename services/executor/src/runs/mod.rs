@@ -317,7 +317,11 @@ impl Runs {
     /// Takes a background place for `session_id` of `principal`, or refuses with
     /// RESOURCE_EXHAUSTED / TOO_MANY_RUNS (metadata `limit`, `scope`) when the session or the
     /// principal holds as many as allowed. Called before the policy is asked.
-    pub(crate) fn hold_background(&self, principal: &str, session_id: &str) -> Result<Held, Status> {
+    pub(crate) fn hold_background(
+        &self,
+        principal: &str,
+        session_id: &str,
+    ) -> Result<Held, Status> {
         let s = self.inner.settings;
         let mut t = self.table();
         let in_session = t
@@ -341,7 +345,11 @@ impl Runs {
             )
         };
         if in_session >= s.per_session {
-            return Err(refuse("session", s.per_session, "max_background_per_session"));
+            return Err(refuse(
+                "session",
+                s.per_session,
+                "max_background_per_session",
+            ));
         }
         if of_principal >= s.per_principal {
             return Err(refuse(
@@ -471,7 +479,12 @@ impl Runs {
     /// spool, the outcome recorded as for any run) and holds the entry for the retention.
     /// The call's answer is the run's first event (`Started`, or `Exited` when it failed to
     /// spawn) or its refusal.
-    pub(crate) fn detach(&self, registration: Registration, held: Held, stream: RunStream) -> RunStream {
+    pub(crate) fn detach(
+        &self,
+        registration: Registration,
+        held: Held,
+        stream: RunStream,
+    ) -> RunStream {
         let (first_tx, first_rx) = tokio::sync::oneshot::channel();
         let retention = self.inner.settings.retention;
         tokio::spawn(consume(registration, held, stream, first_tx, retention));
@@ -544,7 +557,9 @@ impl Runs {
             n if n > MAX_READ => {
                 return Err(status::invalid(
                     "max_bytes",
-                    format!("max_bytes must be at most {MAX_READ} (1 MiB); read on from next_offset"),
+                    format!(
+                        "max_bytes must be at most {MAX_READ} (1 MiB); read on from next_offset"
+                    ),
                 ));
             }
             n => n,
@@ -794,7 +809,10 @@ async fn consume(
         // The events stopped without `Exited`: the executor is stopping and the run dies
         // with it, its outcome unknown.
         entry.live().state = State::Lost;
-        for s in [toolgate_process::Stream::Stdout, toolgate_process::Stream::Stderr] {
+        for s in [
+            toolgate_process::Stream::Stdout,
+            toolgate_process::Stream::Stderr,
+        ] {
             spool.stream(s).end();
         }
         entry.changed.send_replace(());

@@ -270,7 +270,10 @@ impl SpoolStream {
         let mut buf = vec![0; len];
         let mut done = 0;
         while done < len {
-            match self.file.read_at(&mut buf[done..], at.file_pos + done as u64) {
+            match self
+                .file
+                .read_at(&mut buf[done..], at.file_pos + done as u64)
+            {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -304,7 +307,11 @@ mod tests {
         let e = s.extent();
         assert!(e.ended);
         assert_eq!(e.retained(), vec![(0, 11), (111, 115)]);
-        assert_eq!(e.locate(50).unwrap().offset, 111, "the gap skips to the tail");
+        assert_eq!(
+            e.locate(50).unwrap().offset,
+            111,
+            "the gap skips to the tail"
+        );
         let at = e.locate(113).unwrap();
         assert_eq!(&s.read(at, 64).unwrap()[..], b"il");
         assert_eq!(e.locate(115), None);
