@@ -91,15 +91,17 @@ def test_a_background_run_outlives_its_call_and_is_read_listed_and_stopped(stack
     assert out.startswith(b"ready\ntick 1\n")
     end = read()
     assert end.run.state == process_pb2.RUN_STATE_EXITED and end.run.pid == 0
-    # Read to the end: eof once nothing more will come.
-    offset = 0
+    # Read to the end in small pieces: eof once nothing more will come.
+    offset, whole = 0, b""
     while True:
-        r = read(offset)
+        r = proc.ReadRunOutput(process_pb2.ReadRunOutputRequest(run_id=run_id, offset=offset,
+                                                                max_bytes=5))
+        assert r.offset == offset and len(r.data) <= 5
+        whole += r.data
+        offset = r.next_offset
         if r.eof:
             break
-        assert r.next_offset > offset
-        offset = r.next_offset
-    assert offset == r.total_bytes
+    assert offset == r.total_bytes == len(whole) and whole == out
     finished = [r for r in proc.ListRuns(process_pb2.ListRunsRequest(
         session_id=SESSION, include_finished=True)).runs if r.run_id == run_id]
     assert finished and finished[0].state == process_pb2.RUN_STATE_EXITED
