@@ -257,6 +257,23 @@ mod tests {
         assert_eq!(request_digest(&write, "s", "p", "v"), EXPECTED_WRITE);
     }
 
+    #[test]
+    fn a_background_run_is_another_request_and_a_foreground_one_keeps_its_digest() {
+        let mut bg = run_call();
+        bg.background = true;
+        let json = canonical_json(&bg, "s1", "alice", "abc");
+        assert!(
+            json.contains(r#""argv":["ls","-la","é\n"],"background":true,"cwd":"src""#),
+            "{json}"
+        );
+        assert_ne!(request_digest(&bg, "s1", "alice", "abc"), EXPECTED_RUN);
+        // `false` is left out: every foreground digest is what it always was.
+        assert_eq!(
+            request_digest(&run_call(), "s1", "alice", "abc"),
+            EXPECTED_RUN
+        );
+    }
+
     const EXPECTED_RUN: &str = "361e3c7801c1948ae6d1c6ffba918c2d3eb5dc6710bb10d36fdec03297e3f90b";
     const EXPECTED_WRITE: &str = "4b3dfa412055b0fbbdd114a975a8fa1aa6bc9c4a5db632f9817bc73ce28c328a";
 

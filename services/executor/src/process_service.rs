@@ -378,11 +378,12 @@ struct Tag {
     cwd: String,
 }
 
-/// The command as the policy saw it: argv joined by spaces, or the script.
+/// The command as the policy saw it, for listings: argv joined by spaces, or the script
+/// (cut at [`runs::COMMAND_CAP`]).
 fn run_info_command(call: &ToolCall) -> String {
     match (&call.argv, &call.script) {
-        (Some(a), _) => a.join(" "),
-        (None, Some(s)) => s.clone(),
+        (Some(a), _) => runs::listed_command(&a.join(" ")),
+        (None, Some(s)) => runs::listed_command(s),
         (None, None) => String::new(),
     }
 }

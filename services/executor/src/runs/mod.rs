@@ -35,6 +35,21 @@ pub(crate) use follow::AttachStream;
 pub(crate) type RunStream =
     std::pin::Pin<Box<dyn futures::Stream<Item = Result<pb::RunResponse, Status>> + Send>>;
 
+/// Longest `RunInfo.command` kept: a listing names the command, it does not store scripts.
+pub(crate) const COMMAND_CAP: usize = 4096;
+
+/// `command` cut to [`COMMAND_CAP`] bytes at a character boundary, marked with `…`.
+pub(crate) fn listed_command(command: &str) -> String {
+    if command.len() <= COMMAND_CAP {
+        return command.to_owned();
+    }
+    let mut end = COMMAND_CAP - '…'.len_utf8();
+    while !command.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &command[..end])
+}
+
 /// Default `max_bytes` of `ReadRunOutput`.
 const DEFAULT_READ: u64 = 64 << 10;
 /// Largest `max_bytes` of `ReadRunOutput`.
@@ -267,6 +282,20 @@ impl Entry {
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_command_is_listed_cut_at_a_character_boundary() {
+        assert_eq!(listed_command("ls -la"), "ls -la");
+        let long = "é".repeat(COMMAND_CAP);
+        let listed = listed_command(&long);
+        assert!(listed.len() <= COMMAND_CAP, "{}", listed.len());
+        assert!(listed.ends_with('…'));
+    }
+}
+
 fn stream_index(s: toolgate_process::Stream) -> usize {
     match s {
         toolgate_process::Stream::Stdout => 0,
@@ -285,10 +314,10 @@ pub(crate) enum Signal {
 
 /// Sends `signal` to every process of the run behind `cancel`.
 fn send(cancel: &CancelHandle, signal: Signal) {
-    match signal {
-        // `cancel` is TERM, the configured grace, then KILL of every process of the run.
-        Signal::Term | Signal::Kill => cancel.cancel(),
-    }
+    cancel.stop(match signal {
+        Signal::Term => toolgate_process::StopSignal::Term,
+        Signal::Kill => toolgate_process::StopSignal::Kill,
+    });
 }
 
 impl Runs {
@@ -336,11 +365,18 @@ impl Runs {
             .map(|(_, n)| *n)
             .sum();
         let refuse = |scope: &'static str, limit: u32, key: &str| {
+            let message = if limit == 0 {
+                format!(
+                    "background runs are disabled on this executor (sessions.{key} = 0); run the command in the foreground"
+                )
+            } else {
+                format!(
+                    "the {scope} already holds {limit} background run(s), the most this executor allows (sessions.{key}); stop one with SignalRun or wait for one to end"
+                )
+            };
             status::status(
                 Reason::TooManyRuns,
-                format!(
-                    "{scope} already holds {limit} background run(s), the most this executor allows (sessions.{key}); stop one with SignalRun or wait for one to end"
-                ),
+                message,
                 [("limit", limit.to_string()), ("scope", scope.to_owned())],
             )
         };
@@ -707,6 +743,7 @@ async fn consume(
         return;
     };
     let mut first = Some(first);
+    let mut held = Some(held);
     let mut spool_failed = false;
     while let Some(item) = stream.next().await {
         let event = match item {
@@ -779,6 +816,8 @@ async fn consume(
                     Some(common::exit_status::Status::Cancelled(c))
                         if c.cause == toolgate_process::CancelCause::Shutdown.as_str()
                 );
+                // Its place under the bounds is free before anyone can see it ended.
+                held.take();
                 {
                     let mut l = entry.live();
                     l.state = if lost { State::Lost } else { State::Exited };
@@ -802,7 +841,6 @@ async fn consume(
             E::AwaitingApproval(_) => {}
         }
     }
-    // Its place under the bounds is free once it ended.
     drop(held);
     drop(stream);
     if entry.running() {

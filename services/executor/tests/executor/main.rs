@@ -7,6 +7,7 @@ mod support;
 mod transport;
 
 mod admission;
+mod background;
 mod disk;
 mod egress;
 mod enforcement;
