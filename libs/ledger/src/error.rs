@@ -117,6 +117,33 @@ pub enum Error {
         /// Why it was not runnable.
         why: String,
     },
+    /// No session with that id.
+    #[error("session {id} not found; the ledger never saw a call of it")]
+    SessionNotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// Another executor holds a live claim on the session.
+    #[error(
+        "session {session_id} is held by executor {executor_id} (pod {pod}) until \
+         {claim_expires_at_micros} (µs since the epoch); send its calls there, or retry after the claim lapses"
+    )]
+    SessionElsewhere {
+        /// The session.
+        session_id: String,
+        /// The holder's reported id.
+        executor_id: String,
+        /// The holder's pod (else its id).
+        pod: String,
+        /// When the holder's claim lapses unless renewed.
+        claim_expires_at_micros: i64,
+    },
+    /// The session belongs to another principal.
+    #[error("session {session_id} belongs to another principal; use a session id of your own")]
+    SessionOtherPrincipal {
+        /// The session.
+        session_id: String,
+    },
     /// The database schema was written by a newer toolgate.
     #[error(
         "ledger schema version {found} is newer than this binary supports ({supported}); run a newer toolgate"
@@ -169,7 +196,9 @@ impl ReasonedError for Error {
             Error::Invalid { .. } | Error::NotRunnable { .. } => Reason::InvalidRequest,
             Error::InvalidPattern { .. } => Reason::InvalidPattern,
             Error::ApprovalNotFound { .. } => Reason::ApprovalNotFound,
-            Error::DecisionNotFound { .. } => Reason::NotFound,
+            Error::DecisionNotFound { .. } | Error::SessionNotFound { .. } => Reason::NotFound,
+            Error::SessionElsewhere { .. } => Reason::SessionElsewhere,
+            Error::SessionOtherPrincipal { .. } => Reason::RoleNotPermitted,
             Error::RuleNotFound { .. } => Reason::RuleNotFound,
             Error::NotPending { .. } | Error::LeaseExpired { .. } | Error::StaleLease { .. } => {
                 Reason::ApprovalNotPending
@@ -206,9 +235,49 @@ impl ReasonedError for Error {
                 vec![("decision_id", decision_id.clone())]
             }
             Error::CallIdReused { call_id, .. } => vec![("call_id", call_id.clone())],
+            Error::SessionNotFound { id } => vec![("session_id", id.clone())],
+            Error::SessionOtherPrincipal { session_id } => {
+                vec![("session_id", session_id.clone())]
+            }
+            Error::SessionElsewhere {
+                session_id,
+                executor_id,
+                pod,
+                claim_expires_at_micros,
+            } => vec![
+                ("session_id", session_id.clone()),
+                ("executor_id", executor_id.clone()),
+                ("pod", pod.clone()),
+                ("claim_expires_at", rfc3339(*claim_expires_at_micros)),
+            ],
             _ => Vec::new(),
         }
     }
+}
+
+/// Microseconds since the epoch as RFC 3339 UTC (`2026-01-02T03:04:05.678901Z`), for metadata
+/// a client reads.
+fn rfc3339(micros: i64) -> String {
+    let secs = micros.div_euclid(1_000_000);
+    let sub = micros.rem_euclid(1_000_000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{sub:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Translates a driver error; `sqlx::Error` never leaves this crate.
@@ -300,3 +369,23 @@ fn storage_fault(db: &dyn sqlx::error::DatabaseError) -> Option<String> {
 
 /// Shorthand for ledger results.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn metadata_times_are_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339(1_700_000_000_123_456),
+            "2023-11-14T22:13:20.123456Z"
+        );
+        // A leap day, and the end of a leap year.
+        assert_eq!(rfc3339(951_782_400_000_000), "2000-02-29T00:00:00.000000Z");
+        assert_eq!(
+            rfc3339(1_735_603_199_000_000),
+            "2024-12-30T23:59:59.000000Z"
+        );
+    }
+}

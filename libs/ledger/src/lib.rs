@@ -138,6 +138,51 @@ pub trait Ledger: Send + Sync {
     /// How many approvals are stored as pending, across every replica (a dashboard gauge).
     fn count_pending(&self) -> BoxFuture<'_, Result<u64>>;
 
+    /// Claims a session for an executor: creates it on first use, takes it over when its
+    /// claim lapsed or ended or the same executor (id and credential) claims again.
+    /// [`Error::SessionElsewhere`] while another executor holds a live claim,
+    /// [`Error::SessionOtherPrincipal`] for another principal. Exactly one of concurrent
+    /// claims by different executors succeeds.
+    fn claim_session(&self, claim: ClaimSession) -> BoxFuture<'_, Result<Claimed>>;
+
+    /// Extends `holder`'s claims on `ids` for `ttl` from now, in one statement; answers the
+    /// ids it no longer holds.
+    fn renew_sessions(
+        &self,
+        holder: SessionHolder,
+        ids: Vec<SessionId>,
+        ttl: Duration,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>>>;
+
+    /// Stores a session's state; only its holder may ([`Error::SessionElsewhere`] otherwise).
+    fn update_session(
+        &self,
+        holder: SessionHolder,
+        id: SessionId,
+        state: SessionState,
+    ) -> BoxFuture<'_, Result<Session>>;
+
+    /// Records that the holder's sandbox of the session ended (`idle` or `shutdown`) and
+    /// releases the claim; a repeated end by the same holder answers the ended session.
+    fn end_session(
+        &self,
+        holder: SessionHolder,
+        id: SessionId,
+        reason: String,
+    ) -> BoxFuture<'_, Result<Session>>;
+
+    /// Marks everything `holder` had running as lost, in one transaction: every allowed
+    /// decision of its credential and reported executor id with no outcome and a running
+    /// lease gets its lease ended now (replays read unknown; a late outcome is refused), and
+    /// every claim it holds ends with reason `abandoned`.
+    fn abandon_executor(&self, holder: SessionHolder) -> BoxFuture<'_, Result<Abandoned>>;
+
+    /// One session; [`Error::SessionNotFound`] when the ledger never saw it.
+    fn session(&self, id: SessionId) -> BoxFuture<'_, Result<Session>>;
+
+    /// Sessions matching `filter`, most recently active first.
+    fn list_sessions(&self, filter: SessionFilter) -> BoxFuture<'_, Result<Vec<Session>>>;
+
     /// The cursor of the newest change: a watch that snapshots current approvals resumes
     /// live changes from here, so nothing committed after the snapshot is missed.
     ///
@@ -504,6 +549,49 @@ impl Ledger for SqlLedger {
 
     fn learned_generation(&self) -> u64 {
         self.core.hub.rules_generation()
+    }
+
+    fn claim_session(&self, claim: ClaimSession) -> BoxFuture<'_, Result<Claimed>> {
+        Box::pin(async move { self.core.claim_session(&claim).await })
+    }
+
+    fn renew_sessions(
+        &self,
+        holder: SessionHolder,
+        ids: Vec<SessionId>,
+        ttl: Duration,
+    ) -> BoxFuture<'_, Result<Vec<SessionId>>> {
+        Box::pin(async move { self.core.renew_sessions(&holder, &ids, ttl).await })
+    }
+
+    fn update_session(
+        &self,
+        holder: SessionHolder,
+        id: SessionId,
+        state: SessionState,
+    ) -> BoxFuture<'_, Result<Session>> {
+        Box::pin(async move { self.core.update_session(&holder, &id, &state).await })
+    }
+
+    fn end_session(
+        &self,
+        holder: SessionHolder,
+        id: SessionId,
+        reason: String,
+    ) -> BoxFuture<'_, Result<Session>> {
+        Box::pin(async move { self.core.end_session(&holder, &id, &reason).await })
+    }
+
+    fn abandon_executor(&self, holder: SessionHolder) -> BoxFuture<'_, Result<Abandoned>> {
+        Box::pin(async move { self.core.abandon(&holder).await })
+    }
+
+    fn session(&self, id: SessionId) -> BoxFuture<'_, Result<Session>> {
+        Box::pin(async move { self.core.session(&id).await })
+    }
+
+    fn list_sessions(&self, filter: SessionFilter) -> BoxFuture<'_, Result<Vec<Session>>> {
+        Box::pin(async move { self.core.list_sessions(&filter).await })
     }
 }
 

@@ -34,6 +34,10 @@ const V5_RELEASED_CALLS: &str = include_str!("../migrations/0005_released_calls.
 /// Schema 6: rules learned from approvals, and the revision of their set.
 const V6_LEARNED_RULES: &str = include_str!("../migrations/0006_learned_rules.sql");
 
+/// Schema 7: agent sessions (claims, state, ends) and the index the abandon of an executor's
+/// in-flight decisions reads.
+const V7_SESSIONS: &str = include_str!("../migrations/0007_sessions.sql");
+
 const PG: &[Migration] = &[
     Migration {
         version: 1,
@@ -64,6 +68,11 @@ const PG: &[Migration] = &[
         version: 6,
         name: "learned rules",
         sql: V6_LEARNED_RULES,
+    },
+    Migration {
+        version: 7,
+        name: "sessions",
+        sql: V7_SESSIONS,
     },
 ];
 
@@ -98,10 +107,15 @@ const LITE: &[Migration] = &[
         name: "learned rules",
         sql: V6_LEARNED_RULES,
     },
+    Migration {
+        version: 7,
+        name: "sessions",
+        sql: V7_SESSIONS,
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS tg_schema (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
 

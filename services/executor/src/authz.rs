@@ -15,6 +15,7 @@ pub mod contract;
 mod gate;
 mod grpc;
 mod report;
+pub mod sessions;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,7 +30,7 @@ use api::{
     ApprovalStatus, AuthorizeRequest, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure,
 };
 pub(crate) use gate::{Call, Gate, Verdict};
-pub use grpc::GrpcAuthorizer;
+pub use grpc::{GrpcAuthorizer, GrpcSessions};
 pub(crate) use report::{Ran, Reporter, fs_outcome, not_started};
 
 /// The policy service, as the executor uses it: domain requests in, domain answers or a

@@ -133,7 +133,39 @@ impl SessionsSection {
         }
         Ok(())
     }
+
+    /// Checks the keys the session table enforces (idle reaping, claims); the error names
+    /// the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.idle_timeout_s == 0 {
+            return Err(
+                "sessions.idle_timeout_s: must be positive (seconds a session may stay idle before it is reaped)"
+                    .into(),
+            );
+        }
+        if self.idle_timeout_s > MAX_SESSION_SECONDS {
+            return Err(format!(
+                "sessions.idle_timeout_s: at most {MAX_SESSION_SECONDS} (one week)"
+            ));
+        }
+        if self.claim_ttl_s < 3 {
+            return Err(
+                "sessions.claim_ttl_s: at least 3 (claims are renewed three times per period)"
+                    .into(),
+            );
+        }
+        if self.claim_ttl_s > 3600 {
+            return Err(
+                "sessions.claim_ttl_s: at most 3600 (a dead executor's sessions wait this long for another)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
+
+/// Longest `sessions.idle_timeout_s`: one week.
+const MAX_SESSION_SECONDS: u64 = 7 * 24 * 3600;
 
 /// The egress gate (`[egress]`): how a networked run's connections are resolved, held and
 /// bounded.
@@ -753,6 +785,7 @@ impl Config {
         toolgate_runtime::auth::Authenticator::from_config(&self.auth)
             .map_err(|e| e.to_string())?;
         crate::egress::Settings::from_config(&self.egress)?;
+        self.sessions.validate()?;
         self.sessions.validate_background(&self.workspace.root)?;
         Ok(())
     }
@@ -839,6 +872,21 @@ mod tests {
         assert!(err.starts_with("process.runs_memory_bytes"), "{err}");
         c.process.limits.memory_bytes = 128 << 20;
         assert_eq!(c.validate_embedded(), Ok(()));
+    }
+
+    #[test]
+    fn session_keys_are_validated_with_the_field_named() {
+        assert_eq!(config(None).validate_embedded(), Ok(()));
+        let mut c = config(None);
+        c.sessions.idle_timeout_s = 0;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("sessions.idle_timeout_s"), "{err}");
+        let mut c = config(None);
+        c.sessions.claim_ttl_s = 1;
+        let err = c.validate_embedded().unwrap_err();
+        assert!(err.starts_with("sessions.claim_ttl_s"), "{err}");
+        c.sessions.claim_ttl_s = 86_400;
+        assert!(c.validate_embedded().is_err());
     }
 
     #[test]

@@ -143,6 +143,19 @@ impl Confined {
         self.runner.networked(profile)
     }
 
+    /// Whether runs under `profile` are confined by the kernel sandbox here (they join
+    /// their session's sandbox).
+    pub(crate) fn confines(&self, profile: &str) -> bool {
+        self.runner.confines(profile)
+    }
+
+    /// A new session sandbox: the namespaces one session's confined runs share.
+    pub(crate) fn session_namespaces(&self) -> Result<toolgate_process::SessionNamespaces, Status> {
+        self.runner
+            .session_namespaces()
+            .map_err(|e| status::from_error(&e))
+    }
+
     /// What the runner can do on this host.
     pub(crate) fn capabilities(&self) -> &Capabilities {
         self.runner.capabilities()

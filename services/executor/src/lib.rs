@@ -17,6 +17,7 @@ mod egress;
 mod fs_service;
 mod process_service;
 mod runs;
+mod session;
 mod sweep;
 mod tool_span;
 mod wire;
@@ -79,7 +80,7 @@ pub enum Error {
 }
 
 /// What [`serve_with`] takes beyond the configuration and the authorizer.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ServeOptions {
     /// Record into these metrics, registered in a registry the caller serves (`toolgate up`
     /// shares one between both services). `None`: the executor registers its own set and
@@ -92,6 +93,22 @@ pub struct ServeOptions {
     /// [`sweep_interrupted_writes`] (`toolgate up` does, as the only executor of its
     /// workspace, before it announces itself): skip the start-up sweep.
     pub temp_files_swept: bool,
+    /// Where sessions are claimed and their state kept: the policy service's ledger (what
+    /// [`serve`] passes, and `toolgate up` its in-process core). `None`: in this process's
+    /// memory only, for an embedding with no ledger to share (a benchmark): every session is
+    /// this executor's, and its state ends with the process.
+    pub sessions: Option<Arc<dyn authz::sessions::SessionLedger>>,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("metrics", &self.metrics)
+            .field("quiet", &self.quiet)
+            .field("temp_files_swept", &self.temp_files_swept)
+            .field("sessions", &self.sessions.as_ref().map(|_| "SessionLedger"))
+            .finish()
+    }
 }
 
 /// How long a write temp file must have been untouched before the start-up sweep of an
@@ -185,12 +202,17 @@ pub async fn serve(
 ) -> Result<(), Error> {
     config.validate_policy().map_err(Error::Config)?;
     let authorizer = GrpcAuthorizer::new(&config.policy).map_err(Error::Config)?;
+    // Sessions are claimed and kept through the same replicas and credential.
+    let sessions = authorizer.sessions(identity(&config));
     serve_with(
         config,
         listener,
         shutdown,
         Arc::new(authorizer),
-        ServeOptions::default(),
+        ServeOptions {
+            sessions: Some(Arc::new(sessions)),
+            ..ServeOptions::default()
+        },
     )
     .await
 }
@@ -207,6 +229,10 @@ pub async fn serve_with(
     options: ServeOptions,
 ) -> Result<(), Error> {
     let options_quiet = options.quiet;
+    let ledger = options
+        .sessions
+        .clone()
+        .unwrap_or_else(|| Arc::new(session::LocalLedger::default()));
     let (metrics, metrics_endpoint) = match options.metrics {
         Some(metrics) => {
             if let Some(addr) = &config.metrics_listen {
@@ -314,6 +340,18 @@ pub async fn serve_with(
             ))
         })?;
     let runs = runs::Runs::new(runs::Settings::from_config(&config.sessions), spool);
+    let sessions = session::Sessions::new(
+        session::Settings::from_config(&config.sessions),
+        ledger,
+        confined.clone(),
+        runner.config().allowed_env.clone(),
+        runner.config().env.clone(),
+    );
+    // Background work that ends with the server: abandon the previous life's runs (before
+    // any claim), renew claims, reap idle sessions.
+    let mut session_tasks = tokio::task::JoinSet::new();
+    sessions.spawn_tasks(&mut session_tasks);
+    sessions.set_runs(Arc::new(runs.clone()));
     let process = ProcessAdapter::new(
         confined,
         admission,
@@ -322,6 +360,7 @@ pub async fn serve_with(
         view,
         egress,
         runs.clone(),
+        sessions.clone(),
     );
     health.set_serving::<Fs>().await;
     health.set_serving::<Process>().await;
@@ -380,8 +419,13 @@ pub async fn serve_with(
         health.set_not_serving::<Process>().await;
     })
     .await?;
+    // Every live session ends: taken out of the table with the runs it still holds, which
+    // the runner's shutdown stops; then its end is recorded (bounded).
+    session_tasks.abort_all();
+    let ending = sessions.close();
     // Whatever still runs is terminated (TERM, grace, KILL) and reaped before we exit.
     runner.shutdown().await;
+    sessions.record_ends(ending, session::SHUTDOWN_BOUND).await;
     gate.reporter().flush(REPORT_FLUSH).await;
     // Background runs died with the runner: their spooled output goes with the executor.
     runs.close();

@@ -42,6 +42,7 @@ use crate::confined::Confined;
 use crate::egress::{self, RunGate, RunInfo};
 use crate::fs_service::sha256_hex;
 use crate::runs::{self, Held, Runs};
+use crate::session;
 use crate::tool_span::ToolSpan;
 use crate::wire::{self, CallContext};
 
@@ -59,6 +60,8 @@ pub struct ProcessAdapter {
     pub(crate) runs: Runs,
     /// `identity` on the wire, as every `Started` carries it.
     identity_wire: common::ExecutorIdentity,
+    /// The sessions this executor holds: claims, sandboxes, `persist_cwd` state.
+    sessions: session::Sessions,
 }
 
 /// A run resolved and ready to be authorized.
@@ -68,6 +71,10 @@ struct Resolved {
     call: ToolCall,
     /// What it reserves of the run memory budget under the profile it asked for.
     reservation: toolgate_process::Reservation,
+    /// The call inside its session (in flight until the response stream ends).
+    session: session::Entry,
+    /// Under `persist_cwd`: folds the run's final state into the session's.
+    persist: Option<session::Persist>,
 }
 
 impl ProcessAdapter {
@@ -81,6 +88,7 @@ impl ProcessAdapter {
         view: pb::WorkspaceView,
         egress: Arc<egress::Settings>,
         runs: Runs,
+        sessions: session::Sessions,
     ) -> Self {
         ProcessAdapter {
             confined,
@@ -91,11 +99,17 @@ impl ProcessAdapter {
             view,
             egress,
             runs,
+            sessions,
         }
     }
 
     /// Parses the wire request into a validated run and its canonical form for the policy.
-    async fn resolve(&self, r: pb::RunRequest) -> Result<Resolved, Status> {
+    ///
+    /// The call enters its session here (claimed when this executor does not hold it yet),
+    /// before anything is admitted or decided. Under `persist_cwd` the run starts in the
+    /// session's working directory with its variables, and a script runs under the wrapper
+    /// that reports the shell's final state; the policy still sees the script as sent.
+    async fn resolve(&self, r: pb::RunRequest, principal: &str) -> Result<Resolved, Status> {
         let ctx = CallContext::try_from(r.context)?;
         let command = match r.command {
             Some(pb::run_request::Command::Argv(a)) => Command::Argv(a.args),
@@ -107,21 +121,34 @@ impl ProcessAdapter {
                 ));
             }
         };
-        let cwd_raw = if r.cwd.is_empty() {
-            ".".to_owned()
-        } else {
-            r.cwd
-        };
+        let session = self.sessions.enter(&ctx.session_id, principal).await?;
+        let persist = r.persist_cwd;
+        let kept = session.state();
+        let cwd_raw = session_cwd(persist.then_some(kept.cwd.as_str()), r.cwd);
         let cwd_path = WorkspacePath::try_from(cwd_raw).map_err(|e| status::from_error(&e))?;
         let cwd = self.confined.open_directory(cwd_path).await?;
         let limits = r.limits.unwrap_or_default();
         let profile = self.confined.profile(&r.sandbox_profile)?;
         let reservation = self.confined.reservation(&profile)?;
-        let mut env: Vec<(String, String)> = r.env.into_iter().collect();
-        env.sort();
+        let request_env: std::collections::BTreeMap<String, String> = r.env.into_iter().collect();
+        let mut env: std::collections::BTreeMap<String, String> = if persist {
+            self.sessions.usable_env(kept.env)
+        } else {
+            Default::default()
+        };
+        env.extend(request_env.clone());
+        let env: Vec<(String, String)> = env.into_iter().collect();
         let stdin_sha256 = r.stdin.as_deref().map(sha256_hex);
+        // What runs: a `persist_cwd` script under the state-reporting wrapper; what the
+        // policy classifies: the command as sent.
+        let executed = match (&command, persist) {
+            (Command::Script(script), true) => {
+                Command::Argv(self.sessions.wrapped_argv(script))
+            }
+            _ => command.clone(),
+        };
         let request = RunRequest {
-            command,
+            command: executed,
             cwd: cwd.fd,
             env,
             stdin: r.stdin.map(bytes::Bytes::from),
@@ -136,14 +163,18 @@ impl ProcessAdapter {
             profile: profile.clone(),
             masks: Default::default(),
         };
-        let spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
+        let mut spec = RunSpec::try_from(request).map_err(|e| status::from_error(&e))?;
+        let capture = persist && matches!(command, Command::Script(_));
+        if capture {
+            spec.capture_state();
+        }
         let effective = self.confined.effective(&spec)?;
         let bound_files = self
             .confined
-            .bound_files(&cwd.canonical, &bound::words(spec.command()));
-        let (argv, script) = match spec.command() {
-            Command::Argv(a) => (Some(a.clone()), None),
-            Command::Script(s) => (None, Some(s.clone())),
+            .bound_files(&cwd.canonical, &bound::words(&command));
+        let (argv, script) = match command {
+            Command::Argv(a) => (Some(a), None),
+            Command::Script(s) => (None, Some(s)),
         };
         let call = ToolCall {
             argv,
@@ -160,11 +191,14 @@ impl ProcessAdapter {
             bound_files,
             ..ToolCall::new(ToolKind::ProcessRun)
         };
+        let persist = persist.then(|| session.persist(request_env, capture));
         Ok(Resolved {
             ctx,
             spec,
             call,
             reservation,
+            session,
+            persist,
         })
     }
 
@@ -172,6 +206,7 @@ impl ProcessAdapter {
     /// and turns its events into the response stream; the outcome is reported when it ends,
     /// or when the client goes away first. `trace_parent` is the caller's context as the
     /// handler saw it, for when the span carries none (telemetry off).
+    #[allow(clippy::too_many_arguments)]
     ///
     /// With `background` (the run's place under the background bounds), the registry takes
     /// the events over and the stream answers only the run's first event.
@@ -182,6 +217,8 @@ impl ProcessAdapter {
         spec: RunSpec,
         mut tool: ToolSpan,
         call: &Call,
+        session: &session::Entry,
+        persist: Option<session::Persist>,
         background: Option<Held>,
     ) -> Result<RunStream, Status> {
         let trace_parent = call.trace_parent.as_deref();
@@ -227,11 +264,15 @@ impl ProcessAdapter {
                 p => p.to_owned(),
             };
             sandbox_profile.clone_from(&profile);
+            // A confined run joins its session's sandbox (made at the first one).
+            if self.confined.confines(&profile) {
+                spec.set_session(session.namespaces()?);
+            }
             if self.confined.networked(&profile) {
                 let run_gate = RunGate::new(
                     self.egress.clone(),
                     self.gate.clone(),
-                    run_info(call, &spec, &proof, profile),
+                    run_info(call, &proof, profile),
                     gate_events,
                 );
                 let serving = run_gate.clone();
@@ -308,9 +349,11 @@ impl ProcessAdapter {
         // client's call completes on that one read.
         //
         // The run's egress gate adds its `AwaitingApproval` events while the run goes on.
-        let runner = tokio_stream::wrappers::ReceiverStream::new(events).map(move |event| {
+        let mut persist = persist;
+        let runner = tokio_stream::wrappers::ReceiverStream::new(events).map(move |mut event| {
             let _keep = (&cancel, &foreground);
             let recorded = record.observe(&event);
+            let settled = settle_session(&mut persist, &mut event);
             match &event {
                 Event::Started(s) => {
                     run_span.record("process.pid", s.pid);
@@ -325,11 +368,11 @@ impl ProcessAdapter {
                 }
                 Event::Output(o) => entry.count(o.stream, o.data.len()),
             }
-            (Ok(to_wire(event, &receipt, &tag)), recorded)
+            (Ok(to_wire(event, &receipt, &tag)), recorded, settled)
         });
         let waits = tokio_stream::wrappers::ReceiverStream::new(gate_rx).map(|waiting| {
             let event = pb::run_response::Event::AwaitingApproval(waiting);
-            (Ok(pb::RunResponse { event: Some(event) }), None)
+            (Ok(pb::RunResponse { event: Some(event) }), None, None)
         });
         let stream = stream::select(runner, waits).scan(false, |ended, item| {
             let item = (!*ended).then_some(item);
@@ -339,6 +382,7 @@ impl ProcessAdapter {
                     Ok(pb::RunResponse {
                         event: Some(pb::run_response::Event::Exited(_))
                     }),
+                    _,
                     _
                 ))
             );
@@ -346,7 +390,18 @@ impl ProcessAdapter {
         });
         // `Exited` leaves once the outcome is recorded (or could not be within
         // `RECORD_WAIT`): a run the client saw end is in the ledger.
-        let stream = stream.then(|(mut item, recorded)| async move {
+        let stream = stream.then(|(mut item, recorded, settled)| async move {
+            // Under `persist_cwd`, the session's new state is stored (here and in the
+            // ledger) before `Exited` leaves with it.
+            if let Some(settled) = settled {
+                let state = settled.await;
+                if let Ok(pb::RunResponse {
+                    event: Some(pb::run_response::Event::Exited(x)),
+                }) = &mut item
+                {
+                    x.session = Some(state);
+                }
+            }
             if let Some(recorded) = recorded {
                 let network = recorded.await;
                 if let Ok(pb::RunResponse {
@@ -388,16 +443,42 @@ fn run_info_command(call: &ToolCall) -> String {
     }
 }
 
+/// The working directory a run asks for: under `persist_cwd` (`session` is the session's
+/// directory) an empty `cwd` is the session's and a relative one is resolved from it; an
+/// absolute one, and every `cwd` without it, as sent. The result is confined like any request
+/// path.
+fn session_cwd(session: Option<&str>, requested: String) -> String {
+    match session {
+        Some(base) if requested.is_empty() => base.to_owned(),
+        Some(base) if !requested.starts_with('/') && !matches!(base, "" | ".") => {
+            format!("{base}/{requested}")
+        }
+        _ if requested.is_empty() => ".".to_owned(),
+        _ => requested,
+    }
+}
+
+/// At a `persist_cwd` run's `Exited`: the work that folds its state report into the session,
+/// awaited before the event leaves.
+fn settle_session(
+    persist: &mut Option<session::Persist>,
+    event: &mut Event,
+) -> Option<BoxFuture<'static, common::SessionState>> {
+    let Event::Exited(x) = event else {
+        return None;
+    };
+    let report = x.state.take();
+    persist.take().map(|p| Box::pin(p.settle(report)) as BoxFuture<'static, _>)
+}
+
 /// What the run's egress gate decides its connections for.
-fn run_info(call: &Call, spec: &RunSpec, proof: &Authorized, profile: String) -> RunInfo {
+fn run_info(call: &Call, proof: &Authorized, profile: String) -> RunInfo {
     RunInfo {
         principal: call.principal.clone(),
         session_id: call.ctx.session_id.clone(),
         call_id: call.ctx.call_id.clone(),
-        command: match spec.command() {
-            Command::Argv(a) => a.join(" "),
-            Command::Script(s) => s.clone(),
-        },
+        // As the policy saw it (a `persist_cwd` script runs under a wrapper).
+        command: run_info_command(&call.call),
         sandbox_profile: profile,
         denied_hosts: proof.denied_hosts().to_vec(),
     }
@@ -675,8 +756,10 @@ impl ProcessAdapter {
             spec,
             mut call,
             reservation,
+            session,
+            persist,
         } = self
-            .resolve(request.into_inner())
+            .resolve(request.into_inner(), &principal.name)
             .instrument(in_call)
             .await?;
         // The policy sees (and the digest binds) that the run outlives its call.
@@ -722,9 +805,10 @@ impl ProcessAdapter {
             ));
         };
         match verdict {
-            Verdict::Allowed(proof) => Ok(Response::new(
-                self.start(proof, slot, spec, tool, &call, held)?,
-            )),
+            Verdict::Allowed(proof) => {
+                let stream = self.start(proof, slot, spec, tool, &call, &session, persist, held)?;
+                Ok(Response::new(in_session(stream, session)))
+            }
             Verdict::Parked(parked) => {
                 // Waiting for a human holds no slot.
                 drop(slot);
@@ -741,7 +825,9 @@ impl ProcessAdapter {
                         .instrument(span.clone())
                         .await
                     {
-                        Ok((proof, slot)) => this.start(proof, slot, spec, tool, &call, held),
+                        Ok((proof, slot)) => this
+                            .start(proof, slot, spec, tool, &call, &session, persist, held)
+                            .map(|stream| in_session(stream, session)),
                         Err(e) => {
                             tool.fail(&e);
                             Err(e)
@@ -757,6 +843,14 @@ impl ProcessAdapter {
             }
         }
     }
+}
+
+/// Keeps the call counted in its session until its response stream ends or is dropped.
+fn in_session(stream: RunStream, session: session::Entry) -> RunStream {
+    Box::pin(stream.map(move |item| {
+        let _in_flight = &session;
+        item
+    }))
 }
 
 fn to_wire(event: Event, receipt: &Receipt, tag: &Tag) -> pb::RunResponse {
@@ -930,6 +1024,9 @@ impl ExecutorService for ProcessAdapter {
                 reserve_share: a.reserve_share,
                 disk_max_written_bytes: disk_bytes,
                 disk_max_created_files: disk_files,
+                session_idle_timeout: Some(proto_duration(
+                    self.sessions.settings().idle_timeout,
+                )),
                 max_background_per_session: self.runs.settings().per_session,
                 max_background_per_principal: self.runs.settings().per_principal,
                 finished_retention: Some(proto_duration(self.runs.settings().retention)),

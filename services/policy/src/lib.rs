@@ -31,6 +31,7 @@ mod core;
 mod fault;
 mod outcome;
 mod policy_service;
+mod session_service;
 mod source;
 mod stored;
 mod trace;
@@ -45,6 +46,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 use toolgate_contracts::policy::v1::approval_service_server::ApprovalServiceServer;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyServiceServer;
+use toolgate_contracts::policy::v1::session_service_server::SessionServiceServer;
 use toolgate_ledger::Ledger;
 use toolgate_runtime::auth::{AuthError, Authenticator};
 use toolgate_runtime::metrics::{self, PolicyMetrics, Registry};
@@ -57,9 +59,14 @@ pub use crate::core::{
     PolicyCore, PolicyDescription, PolicyError, RecordOutcomeRequest, Remember, Reported, RulePage,
     RuleProposal, RuleScope, WaitRequest,
 };
+pub use crate::core::{
+    ClaimRequest, DEFAULT_CLAIM_TTL, EndRequest, ListSessionsRequest, MAX_CLAIM_TTL, RenewRequest,
+    UpdateRequest,
+};
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;
 pub use policy_service::PolicyAdapter;
+pub use session_service::SessionAdapter;
 pub use source::PolicySource;
 pub use trace::trace_id;
 
@@ -198,6 +205,7 @@ pub async fn serve_with(
     let (reflection_v1, reflection_v1alpha) = grpc::reflection(&[
         toolgate_contracts::policy::v1::policy_service_server::SERVICE_NAME,
         toolgate_contracts::policy::v1::approval_service_server::SERVICE_NAME,
+        toolgate_contracts::policy::v1::session_service_server::SERVICE_NAME,
     ]);
 
     // The first probe runs before the address is announced, so a client that sees the
@@ -246,6 +254,10 @@ pub async fn serve_with(
         PolicyAdapter::new(core.clone()),
         authenticator.interceptor(),
     );
+    let sessions = SessionServiceServer::with_interceptor(
+        SessionAdapter::new(core.clone()),
+        authenticator.interceptor(),
+    );
     let approvals = ApprovalServiceServer::with_interceptor(
         ApprovalAdapter::new(core, shutdown.clone()),
         authenticator.interceptor(),
@@ -262,6 +274,7 @@ pub async fn serve_with(
         .add_service(reflection_v1alpha)
         .add_service(policy)
         .add_service(approvals)
+        .add_service(sessions)
         .serve_with_incoming_shutdown(transport.incoming(listener), shutdown.clone().wait());
     let grace = Duration::from_millis(config.shutdown_grace_ms);
     shutdown::serve_until(server, shutdown, grace, async {
@@ -273,6 +286,7 @@ pub async fn serve_with(
 
 const POLICY: &str = <PolicyServiceServer<PolicyAdapter> as NamedService>::NAME;
 const APPROVALS: &str = <ApprovalServiceServer<ApprovalAdapter> as NamedService>::NAME;
+const SESSIONS: &str = <SessionServiceServer<SessionAdapter> as NamedService>::NAME;
 
 async fn set_health(health: &HealthReporter, up: bool) {
     let status = if up {
@@ -280,7 +294,7 @@ async fn set_health(health: &HealthReporter, up: bool) {
     } else {
         ServingStatus::NotServing
     };
-    for name in ["", POLICY, APPROVALS] {
+    for name in ["", POLICY, APPROVALS, SESSIONS] {
         health.set_service_status(name, status).await;
     }
 }

@@ -7,6 +7,7 @@ mod ids;
 mod learned;
 mod outcome;
 mod query;
+mod session;
 #[cfg(test)]
 mod tests;
 mod timestamp;
@@ -23,6 +24,9 @@ pub use ids::{
 pub use learned::{LearnedRule, LearnedRules, NewLearnedRule};
 pub use outcome::{ExecutorIdentity, ExitStatus, NewOutcome, Outcome};
 pub use query::{ApprovalFilter, CallRecord, Page, PageToken};
+pub use session::{
+    Abandoned, ClaimSession, Claimed, Session, SessionFilter, SessionHolder, SessionState,
+};
 pub use timestamp::Timestamp;
 
 pub(crate) use ids::random_token;

@@ -27,6 +27,7 @@ mod outcomes;
 mod reads;
 mod release;
 mod rows;
+mod sessions;
 mod sweep;
 mod verify;
 mod watch;

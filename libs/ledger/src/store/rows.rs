@@ -392,3 +392,11 @@ pub(super) fn ev_learned(kind: &str, r: &LearnedRule) -> Event {
         payload: canon::learned_rule(kind, r),
     }
 }
+
+columns! {
+    /// `tg_sessions`, read by `session_from` (in `sessions`).
+    S_COLS, S_SELECT = "session_": [
+        "session_id", "principal", "executor_id", "executor_reported", "executor_principal", "cwd",
+        "env", "created_at", "updated_at", "claim_expires_at", "ended_at", "end_reason",
+    ]
+}

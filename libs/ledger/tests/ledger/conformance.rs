@@ -53,6 +53,12 @@ conformance!(
     a_denial_is_remembered_for_its_binding_until_the_approval_expires,
     a_call_refused_before_it_started_is_released_not_executed,
     verify_of_a_ledger_being_written_is_never_broken,
+    a_session_is_claimed_once_and_routed_to_its_holder,
+    fifty_executors_claim_one_session_and_exactly_one_holds_it,
+    renew_answers_the_sessions_an_executor_lost,
+    only_the_holder_updates_or_ends_a_session,
+    abandon_ends_the_leases_of_this_executors_unreported_calls_only,
+    sessions_are_listed_most_recently_active_first,
 );
 
 /// `ledger verify` on a live ledger: before the fix it read the chain and the rows in
@@ -1323,4 +1329,470 @@ async fn postgres_concurrent_replicas_keep_the_chain_linear() {
         assert_eq!(report.events, 140);
     })
     .await;
+}
+
+fn holder(executor_id: &str, credential: &str) -> SessionHolder {
+    SessionHolder {
+        executor_id: executor_id.to_owned(),
+        executor_principal: Principal::try_from(credential).unwrap(),
+        executor_reported: Some(format!(
+            r#"{{"executor_id":"{executor_id}","pod":"{executor_id}-pod"}}"#
+        )),
+    }
+}
+
+fn claim(session: &str, principal: &str, h: &SessionHolder, ttl_secs: u64) -> ClaimSession {
+    ClaimSession {
+        session_id: SessionId::try_from(session).unwrap(),
+        principal: Principal::try_from(principal).unwrap(),
+        holder: h.clone(),
+        ttl: Duration::from_secs(ttl_secs),
+    }
+}
+
+fn sid(s: &str) -> SessionId {
+    SessionId::try_from(s).unwrap()
+}
+
+/// Issue 28: a session's sandbox lives on one executor; the ledger says which, refuses
+/// another executor while the claim lives, and hands the session over once it lapsed or
+/// ended, or to the same executor after a restart.
+async fn a_session_is_claimed_once_and_routed_to_its_holder(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let a = holder("ex-a", "executor-0");
+    let b = holder("ex-b", "executor-0");
+    let first = l
+        .claim_session(claim("s1", "agent:a", &a, 30))
+        .await
+        .unwrap();
+    assert!(!first.resumed, "a new session resumes nothing");
+    assert_eq!(first.session.executor_id, "ex-a");
+    assert_eq!(first.session.state, SessionState::default());
+    assert!(first.session.claimed(ctx.clock.now()));
+    assert_eq!(
+        first.session.claim_expires_at,
+        ctx.clock.now().plus(Duration::from_secs(30))
+    );
+
+    // Another executor is refused and told where the session lives.
+    let err = l
+        .claim_session(claim("s1", "agent:a", &b, 30))
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), Reason::SessionElsewhere);
+    let md: std::collections::HashMap<_, _> = err.metadata().into_iter().collect();
+    assert_eq!(md["executor_id"], "ex-a");
+    assert_eq!(md["pod"], "ex-a-pod");
+    assert_eq!(md["session_id"], "s1");
+    assert!(
+        md["claim_expires_at"].starts_with("2023-11-14T22:"),
+        "{md:?}"
+    );
+
+    // The same executor id under another credential is another executor.
+    let impostor = holder("ex-a", "executor-9");
+    let err = l
+        .claim_session(claim("s1", "agent:a", &impostor, 30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionElsewhere { .. }), "{err}");
+
+    // Another principal never gets the session, held or not.
+    let err = l
+        .claim_session(claim("s1", "agent:other", &a, 30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionOtherPrincipal { .. }), "{err}");
+    assert_eq!(err.reason(), Reason::RoleNotPermitted);
+
+    // The same executor claiming again (it restarted): taken over, resumed.
+    let again = l
+        .claim_session(claim("s1", "agent:a", &a, 30))
+        .await
+        .unwrap();
+    assert!(again.resumed);
+    assert_eq!(again.session.created_at, first.session.created_at);
+
+    // The claim lapses: another executor takes it over.
+    ctx.time.advance(Duration::from_secs(31));
+    let taken = l
+        .claim_session(claim("s1", "agent:a", &b, 30))
+        .await
+        .unwrap();
+    assert!(taken.resumed);
+    assert_eq!(taken.session.executor_id, "ex-b");
+    assert_eq!(taken.session.executor_pod(), "ex-b-pod");
+    // ... and now the first one is the one refused.
+    let err = l
+        .claim_session(claim("s1", "agent:a", &a, 30))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::SessionElsewhere { ref executor_id, .. } if executor_id == "ex-b"),
+        "{err}"
+    );
+
+    // An ended session is free at once, and keeps its state.
+    l.update_session(
+        b.clone(),
+        sid("s1"),
+        SessionState {
+            cwd: "sub".into(),
+            env: [("FOO".to_owned(), "1".to_owned())].into(),
+        },
+    )
+    .await
+    .unwrap();
+    let ended = l
+        .end_session(b.clone(), sid("s1"), "idle".into())
+        .await
+        .unwrap();
+    assert_eq!(ended.end_reason.as_deref(), Some("idle"));
+    assert!(!ended.claimed(ctx.clock.now()));
+    let back = l
+        .claim_session(claim("s1", "agent:a", &a, 30))
+        .await
+        .unwrap();
+    assert!(back.resumed);
+    assert_eq!(back.session.state.cwd, "sub");
+    assert_eq!(back.session.state.env["FOO"], "1");
+    assert_eq!(back.session.ended_at, None);
+    assert_eq!(back.session.end_reason, None);
+
+    // Unknown and malformed ids.
+    let err = l.session(sid("nope")).await.unwrap_err();
+    assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
+    assert_eq!(err.reason(), Reason::NotFound);
+    let empty = holder("", "executor-0");
+    let err = l
+        .claim_session(claim("s2", "agent:a", &empty, 30))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+    // Sessions are outside the audit chain, which still verifies.
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
+
+/// Issue 28: of fifty executors claiming one session at once, exactly one holds it; the
+/// others are told which one.
+async fn fifty_executors_claim_one_session_and_exactly_one_holds_it(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..50 {
+        let l = l.clone();
+        tasks.spawn(async move {
+            let h = holder(&format!("ex-{i}"), "executor-0");
+            (i, l.claim_session(claim("race", "agent:a", &h, 60)).await)
+        });
+    }
+    let mut winners = Vec::new();
+    let mut told = std::collections::HashSet::new();
+    while let Some(r) = tasks.join_next().await {
+        match r.unwrap() {
+            (i, Ok(c)) => {
+                assert!(!c.resumed);
+                winners.push(format!("ex-{i}"));
+            }
+            (_, Err(Error::SessionElsewhere { executor_id, .. })) => {
+                told.insert(executor_id);
+            }
+            (_, Err(e)) => panic!("a claim failed otherwise: {e}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    assert_eq!(told.len(), 1, "every loser names the one holder: {told:?}");
+    assert!(told.contains(&winners[0]));
+    assert_eq!(
+        l.session(sid("race")).await.unwrap().executor_id,
+        winners[0]
+    );
+}
+
+/// Issue 28: one renewal extends everything an executor holds and names what it lost.
+async fn renew_answers_the_sessions_an_executor_lost(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let a = holder("ex-a", "executor-0");
+    let b = holder("ex-b", "executor-0");
+    for s in ["r1", "r2", "r3"] {
+        l.claim_session(claim(s, "agent:a", &a, 10)).await.unwrap();
+    }
+    ctx.time.advance(Duration::from_secs(11));
+    // r2 lapsed and was taken over; r3 ended; "r9" was never claimed.
+    l.claim_session(claim("r2", "agent:a", &b, 10))
+        .await
+        .unwrap();
+    l.end_session(a.clone(), sid("r3"), "shutdown".into())
+        .await
+        .unwrap();
+    let lost = l
+        .renew_sessions(
+            a.clone(),
+            vec![sid("r1"), sid("r2"), sid("r3"), sid("r9")],
+            Duration::from_secs(40),
+        )
+        .await
+        .unwrap();
+    assert_eq!(lost, vec![sid("r2"), sid("r3"), sid("r9")]);
+    let r1 = l.session(sid("r1")).await.unwrap();
+    assert_eq!(
+        r1.claim_expires_at,
+        ctx.clock.now().plus(Duration::from_secs(40))
+    );
+    assert!(r1.claimed(ctx.clock.now()));
+    // The renewed claim refuses the other executor again.
+    let err = l
+        .claim_session(claim("r1", "agent:a", &b, 10))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionElsewhere { .. }), "{err}");
+    assert!(
+        l.renew_sessions(a, Vec::new(), Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Issue 28: a session's state is written only by the executor holding it.
+async fn only_the_holder_updates_or_ends_a_session(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let a = holder("ex-a", "executor-0");
+    let b = holder("ex-b", "executor-0");
+    l.claim_session(claim("u1", "agent:a", &a, 30))
+        .await
+        .unwrap();
+    let state = SessionState {
+        cwd: "src/app".into(),
+        env: [
+            ("NODE_ENV".to_owned(), "development".to_owned()),
+            ("TOKEN".to_owned(), format!("x{CANARY}y")),
+        ]
+        .into(),
+    };
+    let stored = l
+        .update_session(a.clone(), sid("u1"), state.clone())
+        .await
+        .unwrap();
+    assert_eq!(stored.state.cwd, "src/app");
+    assert_eq!(stored.state.env["NODE_ENV"], "development");
+    // A secret the ledger knows is never stored, not even in a session's variables.
+    assert!(!stored.state.env["TOKEN"].contains(CANARY));
+    assert!(!ctx.dump().await.contains(CANARY));
+
+    for refused in [
+        l.update_session(b.clone(), sid("u1"), SessionState::default())
+            .await
+            .unwrap_err(),
+        l.end_session(b.clone(), sid("u1"), "idle".into())
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(&refused, Error::SessionElsewhere { executor_id, .. } if executor_id == "ex-a"),
+            "{refused}"
+        );
+    }
+    assert_eq!(l.session(sid("u1")).await.unwrap().state.cwd, "src/app");
+    let err = l
+        .update_session(a.clone(), sid("never"), SessionState::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionNotFound { .. }), "{err}");
+    let err = l
+        .end_session(a.clone(), sid("u1"), "bored".into())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Invalid { .. }), "{err}");
+
+    // The holder ends it; the end is repeatable; an update after the end is refused.
+    let ended = l
+        .end_session(a.clone(), sid("u1"), "idle".into())
+        .await
+        .unwrap();
+    assert_eq!(ended.ended_at, Some(ctx.clock.now()));
+    assert_eq!(ended.claim_expires_at, ctx.clock.now());
+    let again = l
+        .end_session(a.clone(), sid("u1"), "idle".into())
+        .await
+        .unwrap();
+    assert_eq!(again.ended_at, ended.ended_at);
+    let err = l
+        .update_session(a, sid("u1"), SessionState::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::SessionElsewhere { .. }), "{err}");
+}
+
+fn reported_by(call: &str, executor_id: &str, credential: &str) -> NewDecision {
+    let mut nd = new_decision(call, "s", call, Tier::Auto);
+    nd.executor = Some(Principal::try_from(credential).unwrap());
+    nd.executor_reported = Some(format!(
+        r#"{{"executor_id":"{executor_id}","pod":"{executor_id}-pod"}}"#
+    ));
+    nd
+}
+
+/// Issue 28: when an executor restarts, what it had running is lost: its unreported allowed
+/// calls read unknown from then on and a late report is refused, its claims end. Another
+/// executor's calls, even under the same credential, are untouched.
+async fn abandon_ends_the_leases_of_this_executors_unreported_calls_only(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let a = holder("ex-a", "executor-0");
+    let running = l
+        .record_decision(reported_by("run-1", "ex-a", "executor-0"))
+        .await
+        .unwrap()
+        .decision;
+    let reported = l
+        .record_decision(reported_by("run-2", "ex-a", "executor-0"))
+        .await
+        .unwrap()
+        .decision;
+    l.record_outcome(outcome(&reported, None)).await.unwrap();
+    let other_executor = l
+        .record_decision(reported_by("run-3", "ex-b", "executor-0"))
+        .await
+        .unwrap()
+        .decision;
+    let other_credential = l
+        .record_decision(reported_by("run-4", "ex-a", "executor-7"))
+        .await
+        .unwrap()
+        .decision;
+    let denied = l
+        .record_decision({
+            let mut nd = reported_by("run-5", "ex-a", "executor-0");
+            nd.tier = Tier::Deny;
+            nd
+        })
+        .await
+        .unwrap()
+        .decision;
+    // An approved (ask-tier) call this executor consumed and never reported.
+    grant(&l, "g1", "s", "make deploy").await;
+    let mut asked = ask("run-6", "s", "make deploy");
+    asked.decision.executor_reported =
+        Some(r#"{"executor_id":"ex-a","pod":"ex-a-pod"}"#.to_owned());
+    let approved = l.ask(asked).await.unwrap();
+    assert!(matches!(approved.verdict, AskVerdict::Allowed { .. }));
+    l.claim_session(claim("s-a", "agent:a", &a, 30))
+        .await
+        .unwrap();
+    l.claim_session(claim("s-b", "agent:a", &holder("ex-b", "executor-0"), 30))
+        .await
+        .unwrap();
+
+    ctx.time.advance(Duration::from_secs(1));
+    let gone = l.abandon_executor(a.clone()).await.unwrap();
+    let mut expected = vec![running.id.clone(), approved.decision.id.clone()];
+    expected.sort();
+    let mut got = gone.decision_ids.clone();
+    got.sort();
+    assert_eq!(got, expected);
+    assert_eq!(gone.session_ids, vec![sid("s-a")]);
+
+    let now = ctx.clock.now();
+    let rec = l
+        .lookup_call(CallId::try_from("run-1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        rec.decision.allowed_state(false, now),
+        Some(AllowedState::Unknown(Some(now)))
+    );
+    let err = l.record_outcome(outcome(&running, None)).await.unwrap_err();
+    assert!(matches!(err, Error::DecisionLeaseExpired { .. }), "{err}");
+    assert_eq!(err.reason(), Reason::OutcomeUnknown);
+    let err = l
+        .record_outcome(outcome(&approved.decision, approved.approval.lease_token))
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason(), Reason::OutcomeUnknown, "{err}");
+
+    // Untouched: the reported call, another executor's, another credential's, the denied.
+    let ran = l.decision(reported.id.clone()).await.unwrap();
+    assert_eq!(ran.allowed_state(true, now), Some(AllowedState::Ran));
+    for d in [&other_executor, &other_credential] {
+        let d = l.decision(d.id.clone()).await.unwrap();
+        assert!(
+            matches!(d.allowed_state(false, now), Some(AllowedState::InFlight(_))),
+            "{d:?}"
+        );
+    }
+    assert_eq!(
+        l.decision(denied.id.clone())
+            .await
+            .unwrap()
+            .lease_expires_at,
+        None
+    );
+    l.record_outcome(outcome(&other_executor, None))
+        .await
+        .unwrap();
+
+    let s = l.session(sid("s-a")).await.unwrap();
+    assert_eq!(s.end_reason.as_deref(), Some("abandoned"));
+    assert!(!s.claimed(now));
+    assert!(l.session(sid("s-b")).await.unwrap().claimed(now));
+
+    // Repeating it finds nothing more, and the chain (which audits the ended leases) verifies.
+    let again = l.abandon_executor(a).await.unwrap();
+    assert_eq!(again, Abandoned::default());
+    let v = l.verify().await.unwrap();
+    assert!(v.broken.is_none(), "{:?}", v.broken);
+    // The ended lease is audited: rewriting it is caught.
+    ctx.raw(&format!(
+        "UPDATE tg_decisions SET lease_expires_at = lease_expires_at + 1000000000 WHERE id = '{}'",
+        running.id
+    ))
+    .await;
+    assert!(l.verify().await.unwrap().broken.is_some());
+}
+
+/// Issue 28: `ListSessions` filters by principal and live claim, newest activity first.
+async fn sessions_are_listed_most_recently_active_first(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let a = holder("ex-a", "executor-0");
+    for (s, p) in [("l1", "agent:a"), ("l2", "agent:b"), ("l3", "agent:a")] {
+        l.claim_session(claim(s, p, &a, 30)).await.unwrap();
+        ctx.time.advance(Duration::from_secs(1));
+    }
+    l.end_session(a.clone(), sid("l3"), "idle".into())
+        .await
+        .unwrap();
+    ctx.time.advance(Duration::from_secs(1));
+    l.update_session(a, sid("l1"), SessionState::default())
+        .await
+        .unwrap();
+    let ids = |v: Vec<Session>| {
+        v.into_iter()
+            .map(|s| s.session_id.as_str().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let all = l
+        .list_sessions(SessionFilter {
+            limit: 10,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(all), ["l1", "l3", "l2"]);
+    let mine = l
+        .list_sessions(SessionFilter {
+            principal: Some(Principal::try_from("agent:a").unwrap()),
+            claimed_only: true,
+            limit: 10,
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(mine), ["l1"]);
+    let one = l
+        .list_sessions(SessionFilter {
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ids(one), ["l1"]);
 }

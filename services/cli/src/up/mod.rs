@@ -323,6 +323,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                     metrics: Some(executor_metrics),
                     quiet: true,
                     temp_files_swept: true,
+                    sessions: None,
                 },
             )
             .await;

@@ -11,10 +11,12 @@ use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 
+use super::api::ExecutorIdentity;
 use super::api::{
     ApprovalState, ApprovalStatus, AuthorizeRequest, Ended, Explanation, Finished, HiddenGlobs,
     OutcomeReport, PolicyAnswer, PolicyFailure, RecordedOutcome, Verdict,
 };
+use super::sessions::{EndReason, SessionRefusal, SessionState, StoredSession};
 use crate::process_service::{exit_status, usage};
 
 /// `Authorize`'s request.
@@ -283,6 +285,129 @@ pub fn failure(s: &Status) -> PolicyFailure {
     }
 }
 
+/// A session's ttl on the wire.
+fn ttl(d: Duration) -> Option<prost_types::Duration> {
+    prost_types::Duration::try_from(d).ok()
+}
+
+/// `ClaimSession`'s request, for the executor `executor`.
+pub fn claim_session_request(
+    executor: &ExecutorIdentity,
+    session_id: String,
+    principal: String,
+    claim_ttl: Duration,
+) -> pb::ClaimSessionRequest {
+    pb::ClaimSessionRequest {
+        session_id,
+        principal,
+        executor: Some(identity_to_wire(executor.clone())),
+        ttl: ttl(claim_ttl),
+    }
+}
+
+/// `ClaimSession`'s answer; one without a session is a failure (no sandbox may start on it).
+pub fn claimed_session(r: pb::ClaimSessionResponse) -> Result<StoredSession, SessionRefusal> {
+    let s = r.session.ok_or_else(|| {
+        SessionRefusal::Unavailable(PolicyFailure::new(
+            Reason::PolicyUnavailable,
+            "the policy service answered ClaimSession without the session; no sandbox was started",
+            [],
+        ))
+    })?;
+    let state = s.state.unwrap_or_default();
+    Ok(StoredSession {
+        session_id: s.session_id,
+        principal: s.principal,
+        state: SessionState {
+            cwd: state.cwd,
+            env: state.env.into_iter().collect(),
+        },
+        claim_expires_at: time(s.claim_expires_at).unwrap_or(SystemTime::UNIX_EPOCH),
+        resumed: r.resumed,
+    })
+}
+
+/// `RenewSessions`' request.
+pub fn renew_sessions_request(
+    executor: &ExecutorIdentity,
+    session_ids: Vec<String>,
+    claim_ttl: Duration,
+) -> pb::RenewSessionsRequest {
+    pb::RenewSessionsRequest {
+        executor: Some(identity_to_wire(executor.clone())),
+        session_ids,
+        ttl: ttl(claim_ttl),
+    }
+}
+
+/// `UpdateSession`'s request.
+pub fn update_session_request(
+    executor: &ExecutorIdentity,
+    session_id: String,
+    state: SessionState,
+) -> pb::UpdateSessionRequest {
+    pb::UpdateSessionRequest {
+        session_id,
+        executor: Some(identity_to_wire(executor.clone())),
+        state: Some(common::SessionState {
+            cwd: state.cwd,
+            env: state.env.into_iter().collect(),
+        }),
+    }
+}
+
+/// `EndSession`'s request.
+pub fn end_session_request(
+    executor: &ExecutorIdentity,
+    session_id: String,
+    reason: EndReason,
+    runs_stopped: u32,
+) -> pb::EndSessionRequest {
+    pb::EndSessionRequest {
+        session_id,
+        executor: Some(identity_to_wire(executor.clone())),
+        reason: reason.as_str().to_owned(),
+        runs_stopped,
+    }
+}
+
+/// `AbandonRuns`' request.
+pub fn abandon_runs_request(executor: &ExecutorIdentity) -> pb::AbandonRunsRequest {
+    pb::AbandonRunsRequest {
+        executor: Some(identity_to_wire(executor.clone())),
+    }
+}
+
+/// Whether a status is the policy service's answer about a session (its `ErrorInfo` names
+/// the session) rather than about the call or the credential.
+pub fn is_session_answer(s: &Status) -> bool {
+    status::error_info(s).is_some_and(|(_, md)| md.contains_key("session_id"))
+}
+
+/// A refused claim or update: `SESSION_ELSEWHERE` names the holder, a `ROLE_NOT_PERMITTED`
+/// about the session is another principal's session; anything else is a failure.
+pub fn session_refusal(s: &Status) -> SessionRefusal {
+    let f = failure(s);
+    let md = |k: &str| {
+        f.metadata
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
+    match f.reason {
+        Reason::SessionElsewhere => SessionRefusal::Elsewhere {
+            executor_id: md("executor_id").unwrap_or_default(),
+            pod: md("pod").unwrap_or_default(),
+            claim_expires_at: md("claim_expires_at")
+                .and_then(|t| t.parse::<prost_types::Timestamp>().ok())
+                .and_then(|t| SystemTime::try_from(t).ok())
+                .unwrap_or(SystemTime::UNIX_EPOCH),
+        },
+        Reason::RoleNotPermitted if md("session_id").is_some() => SessionRefusal::OtherPrincipal,
+        _ => SessionRefusal::Unavailable(f),
+    }
+}
+
 /// The status a client gets for a failure.
 pub fn failure_status(f: PolicyFailure) -> Status {
     status::relayed(f.reason, &f.message, f.metadata)
@@ -296,7 +421,6 @@ impl From<PolicyFailure> for Status {
 
 #[cfg(test)]
 mod tests {
-    use super::super::api::ExecutorIdentity;
     use super::*;
 
     #[test]

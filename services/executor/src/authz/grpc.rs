@@ -12,13 +12,17 @@ use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
+use toolgate_contracts::policy::v1::session_service_client::SessionServiceClient;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
-use super::api::{ApprovalStatus, AuthorizeRequest, OutcomeReport, PolicyAnswer, PolicyFailure};
+use super::api::{
+    ApprovalStatus, AuthorizeRequest, ExecutorIdentity, OutcomeReport, PolicyAnswer, PolicyFailure,
+};
 use super::balance::{self, Pool};
+use super::sessions::{EndReason, SessionLedger, SessionRefusal, SessionState, StoredSession};
 use super::{Authorizer, contract};
 use crate::config::PolicySection;
 use toolgate_runtime::transport::{ClientTls, Dial};
@@ -27,6 +31,11 @@ use toolgate_runtime::transport::{ClientTls, Dial};
 const AUTHORIZE: &str = "toolgate.policy.v1.PolicyService/Authorize";
 const RECORD_OUTCOME: &str = "toolgate.policy.v1.PolicyService/RecordOutcome";
 const WAIT_FOR_APPROVAL: &str = "toolgate.policy.v1.ApprovalService/WaitForApproval";
+const CLAIM_SESSION: &str = "toolgate.policy.v1.SessionService/ClaimSession";
+const RENEW_SESSIONS: &str = "toolgate.policy.v1.SessionService/RenewSessions";
+const UPDATE_SESSION: &str = "toolgate.policy.v1.SessionService/UpdateSession";
+const END_SESSION: &str = "toolgate.policy.v1.SessionService/EndSession";
+const ABANDON_RUNS: &str = "toolgate.policy.v1.SessionService/AbandonRuns";
 
 /// Which connections a call goes out on.
 #[derive(Clone, Copy)]
@@ -200,6 +209,9 @@ impl GrpcAuthorizer {
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
                 self.unavailable(method, s.message())
             }
+            // A session of another principal is an answer about the session, not the
+            // credential.
+            Code::PermissionDenied if contract::is_session_answer(&s) => s,
             Code::Unauthenticated | Code::PermissionDenied => self.unavailable(
                 method,
                 &format!(
@@ -217,6 +229,11 @@ impl GrpcAuthorizer {
         // background after the call ran.
         let advice = if method == "RecordOutcome" {
             "the outcome report is retried"
+        } else if matches!(
+            method,
+            "ClaimSession" | "RenewSessions" | "UpdateSession" | "EndSession" | "AbandonRuns"
+        ) {
+            "the session's record in the ledger was not read or written; nothing was run, retry later"
         } else {
             "nothing was run, retry the same call later (a retry answered CALL_IN_FLIGHT means the decision \
              was recorded before the failure: it turns into OUTCOME_UNKNOWN when the lease runs out, and then \
@@ -300,6 +317,145 @@ impl Authorizer for GrpcAuthorizer {
                 .await
                 .map_err(|s| contract::failure(&s))?;
             contract::approval_status(answer)
+        }
+        .boxed()
+    }
+}
+
+impl GrpcAuthorizer {
+    /// The ledger's side of sessions over this client's connections (the same replicas,
+    /// failover and credential), acting as `executor`.
+    pub fn sessions(&self, executor: ExecutorIdentity) -> GrpcSessions {
+        GrpcSessions {
+            client: self.clone(),
+            executor,
+        }
+    }
+}
+
+/// [`SessionLedger`] over gRPC: `SessionService` on the policy replicas, as one executor.
+/// Failures fail closed like the authorizer's (`POLICY_UNAVAILABLE` naming the endpoint).
+#[derive(Clone)]
+pub struct GrpcSessions {
+    client: GrpcAuthorizer,
+    executor: ExecutorIdentity,
+}
+
+impl std::fmt::Debug for GrpcSessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcSessions")
+            .field("endpoint", &self.client.endpoint)
+            .field("executor_id", &self.executor.executor_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrpcSessions {
+    /// One `SessionService` call on the calls lane, with the request timeout.
+    async fn session_call<Req, T, F, Fut>(
+        &self,
+        rpc: &'static str,
+        message: Req,
+        send: F,
+    ) -> Result<T, Status>
+    where
+        Req: Clone,
+        F: Fn(SessionServiceClient<Channel>, Request<Req>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let c = &self.client;
+        c.call(rpc, Lane::Calls, c.request_timeout, |channel| {
+            send(
+                SessionServiceClient::new(channel),
+                c.request(message.clone(), None),
+            )
+        })
+        .await
+    }
+}
+
+impl SessionLedger for GrpcSessions {
+    fn claim_session(
+        &self,
+        session_id: String,
+        principal: String,
+        ttl: Duration,
+    ) -> BoxFuture<'_, Result<StoredSession, SessionRefusal>> {
+        let request = contract::claim_session_request(&self.executor, session_id, principal, ttl);
+        async move {
+            let answer = self
+                .session_call(CLAIM_SESSION, request, |mut c, r| async move {
+                    c.claim_session(r).await
+                })
+                .await
+                .map_err(|s| contract::session_refusal(&s))?;
+            contract::claimed_session(answer)
+        }
+        .boxed()
+    }
+
+    fn renew_sessions(
+        &self,
+        session_ids: Vec<String>,
+        ttl: Duration,
+    ) -> BoxFuture<'_, Result<Vec<String>, PolicyFailure>> {
+        let request = contract::renew_sessions_request(&self.executor, session_ids, ttl);
+        async move {
+            self.session_call(RENEW_SESSIONS, request, |mut c, r| async move {
+                c.renew_sessions(r).await
+            })
+            .await
+            .map(|r| r.lost)
+            .map_err(|s| contract::failure(&s))
+        }
+        .boxed()
+    }
+
+    fn update_session(
+        &self,
+        session_id: String,
+        state: SessionState,
+    ) -> BoxFuture<'_, Result<(), SessionRefusal>> {
+        let request = contract::update_session_request(&self.executor, session_id, state);
+        async move {
+            self.session_call(UPDATE_SESSION, request, |mut c, r| async move {
+                c.update_session(r).await
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| contract::session_refusal(&s))
+        }
+        .boxed()
+    }
+
+    fn end_session(
+        &self,
+        session_id: String,
+        reason: EndReason,
+        runs_stopped: u32,
+    ) -> BoxFuture<'_, Result<(), PolicyFailure>> {
+        let request =
+            contract::end_session_request(&self.executor, session_id, reason, runs_stopped);
+        async move {
+            self.session_call(END_SESSION, request, |mut c, r| async move {
+                c.end_session(r).await
+            })
+            .await
+            .map(|_| ())
+            .map_err(|s| contract::failure(&s))
+        }
+        .boxed()
+    }
+
+    fn abandon_runs(&self) -> BoxFuture<'_, Result<usize, PolicyFailure>> {
+        let request = contract::abandon_runs_request(&self.executor);
+        async move {
+            self.session_call(ABANDON_RUNS, request, |mut c, r| async move {
+                c.abandon_runs(r).await
+            })
+            .await
+            .map(|r| r.decision_ids.len())
+            .map_err(|s| contract::failure(&s))
         }
         .boxed()
     }

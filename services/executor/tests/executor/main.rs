@@ -18,4 +18,6 @@ mod metrics;
 mod parked;
 mod process;
 mod refusals;
+mod session_table;
+mod sessions;
 mod trace;

@@ -9,6 +9,7 @@ mod approvals;
 mod authorize;
 mod error;
 mod learned;
+mod sessions;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -27,6 +28,11 @@ pub use api::{
     WaitRequest,
 };
 pub use error::PolicyError;
+pub use sessions::{
+    ClaimRequest, DEFAULT_CLAIM_TTL, EndRequest, ListSessionsRequest, MAX_CLAIM_TTL, RenewRequest,
+    UpdateRequest,
+};
+pub(crate) use sessions::{claim_ttl, readers};
 
 use crate::Error;
 use crate::config::Config;

@@ -4,6 +4,7 @@
 
 mod answers;
 mod requests;
+mod sessions;
 
 use tonic::Status;
 use toolgate_contracts::convert::{tier_to_wire, tool_call_from_wire};
@@ -14,6 +15,7 @@ use toolgate_policy_engine::{Access, Decision, RuleSource, ToolCall};
 
 pub(crate) use answers::*;
 pub(crate) use requests::*;
+pub(crate) use sessions::*;
 
 use crate::core::PolicyError;
 

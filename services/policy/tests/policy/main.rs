@@ -13,3 +13,4 @@ mod metrics;
 mod network;
 mod policy;
 mod restart;
+mod sessions;

@@ -15,6 +15,7 @@ use toolgate_contracts::common::v1::{CallContext, ToolKind};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
+use toolgate_contracts::policy::v1::session_service_client::SessionServiceClient;
 use toolgate_runtime::auth::Bearer;
 
 /// A credential of the test configuration: principal, role, token.
@@ -26,7 +27,9 @@ pub(crate) const EXEC: Cred = ("exec-1", "executor", "exec-1-token-0123456789");
 pub(crate) const ALICE: Cred = ("alice", "approver", "alice-token-0123456789");
 pub(crate) const BOB: Cred = ("bob", "approver", "bob-token-0123456789");
 pub(crate) const OPS: Cred = ("ops", "admin", "ops-token-0123456789");
-const ALL: [Cred; 6] = [AGENT, AGENT2, EXEC, ALICE, BOB, OPS];
+/// A second executor credential (another executor deployment).
+pub(crate) const EXEC2: Cred = ("exec-2", "executor", "exec-2-token-0123456789");
+const ALL: [Cred; 7] = [AGENT, AGENT2, EXEC, ALICE, BOB, OPS, EXEC2];
 
 /// A secret the ledger is configured to scrub; it must never be stored.
 pub(crate) const CANARY: &str = "CANARY-4d1f8a2b-policy-secret";
@@ -300,6 +303,13 @@ impl Server {
         cred: Cred,
     ) -> PolicyServiceClient<InterceptedService<Channel, Bearer>> {
         PolicyServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2).unwrap())
+    }
+
+    pub(crate) async fn sessions(
+        &self,
+        cred: Cred,
+    ) -> SessionServiceClient<InterceptedService<Channel, Bearer>> {
+        SessionServiceClient::with_interceptor(self.channel().await, Bearer::new(cred.2).unwrap())
     }
 
     pub(crate) async fn approvals(
