@@ -207,7 +207,7 @@ mod tests {
         eof: bool,
     ) -> pb::ReadRunOutputResponse {
         pb::ReadRunOutputResponse {
-            data: data.to_vec(),
+            data: data.to_vec().into(),
             offset,
             next_offset: next,
             total_bytes: total,
