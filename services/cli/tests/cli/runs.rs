@@ -164,6 +164,22 @@ fn a_background_run_is_listed_read_and_stopped() {
         text(&o)
     );
 
+    // Without --json: the run id alone on stdout (for `id=$(toolgate run --background ...)`),
+    // how to come back to it on stderr.
+    let o = up.run("agent", &["run", "--background", "--", "sleep", "60"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let plain = String::from_utf8(o.stdout.clone()).unwrap();
+    let plain = plain.trim_end();
+    assert!(!plain.is_empty() && !plain.contains('\n'), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(&format!("toolgate runs logs {plain}")),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(listed(&up, false, plain).unwrap()["command"], "sleep 60");
+    let o = up.run("agent", &["runs", "stop", plain, "--kill"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+
     // An unknown run: the reason and the message, exit 1.
     let o = up.run("agent", &["runs", "logs", "run_nosuchrun", "--session", ""]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
