@@ -62,7 +62,9 @@ pub struct Isolation {
     pub landlock_abi: i32,
     /// Whether the seccomp filters are installed.
     pub seccomp: bool,
-    /// Namespaces the child was placed in (`user`, `pid`, `mount`, `ipc`, `uts`, `net`).
+    /// Namespaces the child was placed in (`user`, `pid`, `mount`, `ipc`, `uts`, `net`), and
+    /// `session` when a confined run shares its session's IPC namespace, `/tmp` and (not
+    /// networked) network namespace (see [`crate::session`]).
     pub namespaces: Vec<&'static str>,
     /// `pid_max` of the child's PID namespace, when capped.
     pub pid_limit: Option<u32>,

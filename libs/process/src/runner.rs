@@ -899,7 +899,7 @@ impl Runner {
         let stderr = take_reader(child.stderr, config.pipe_buffer_bytes)
             .map_err(setup_err("read stderr"))?;
         let state = state
-            .map(|fd| pipe::Receiver::from_owned_fd(fd))
+            .map(pipe::Receiver::from_owned_fd)
             .transpose()
             .map_err(setup_err("read the state pipe"))?;
         let stdin_feed = match (child.stdin, req.stdin) {

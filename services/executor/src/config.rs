@@ -116,19 +116,18 @@ impl SessionsSection {
             }
             // Inside the workspace, the runs' own output would be theirs to read and rewrite.
             let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
-            let dir_real = dir
-                .parent()
-                .and_then(canonical)
-                .map(|p| p.join(dir.file_name().unwrap_or_default()))
-                .unwrap_or_else(|| dir.clone());
-            if let Some(root) = canonical(workspace_root) {
-                if dir_real.starts_with(&root) || root.starts_with(&dir_real) {
-                    return Err(format!(
-                        "sessions.spool_dir: `{}` overlaps the workspace `{}`; spool outside it",
-                        dir.display(),
-                        root.display()
-                    ));
-                }
+            let dir_real = dir.parent().and_then(canonical).map_or_else(
+                || dir.clone(),
+                |p| p.join(dir.file_name().unwrap_or_default()),
+            );
+            if let Some(root) = canonical(workspace_root)
+                && (dir_real.starts_with(&root) || root.starts_with(&dir_real))
+            {
+                return Err(format!(
+                    "sessions.spool_dir: `{}` overlaps the workspace `{}`; spool outside it",
+                    dir.display(),
+                    root.display()
+                ));
             }
         }
         Ok(())

@@ -92,19 +92,16 @@ pub(super) async fn kill_requested(mut rx: watch::Receiver<Request>) {
 /// missed; the walk is repeated until a pass finds no one new (at most a few times), and the
 /// kill after the grace period takes whatever is left.
 pub(super) fn signal_descendants(init: i32, signal: Signal) {
-    let Some(root) = sys::open_pidfd(init) else {
-        return;
-    };
     let mut signalled = std::collections::HashSet::new();
     for _ in 0..4 {
         let before = signalled.len();
-        let mut queue = vec![(init, root.try_clone().ok())];
-        while let Some((parent, Some(parent_fd))) = queue.pop() {
+        // The init is the runner's unreaped child: its pid cannot have been reused.
+        let Some(root) = sys::open_pidfd(init) else {
+            return;
+        };
+        let mut queue = vec![(init, root)];
+        while let Some((parent, parent_fd)) = queue.pop() {
             for child in children(parent) {
-                if signalled.contains(&child) {
-                    queue.push((child, sys::open_pidfd(child)));
-                    continue;
-                }
                 let Some(fd) = sys::open_pidfd(child) else {
                     continue;
                 };
@@ -113,9 +110,10 @@ pub(super) fn signal_descendants(init: i32, signal: Signal) {
                 if parent_of(child) != Some(parent) || sys::has_exited(&parent_fd) {
                     continue;
                 }
-                let _ = rustix::process::pidfd_send_signal(&fd, signal);
-                signalled.insert(child);
-                queue.push((child, Some(fd)));
+                if signalled.insert(child) {
+                    let _ = rustix::process::pidfd_send_signal(&fd, signal);
+                }
+                queue.push((child, fd));
             }
         }
         if signalled.len() == before {

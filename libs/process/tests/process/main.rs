@@ -10,3 +10,5 @@ mod corpus_res;
 mod egress;
 mod limits;
 mod runs;
+mod sessions;
+mod stop_state;

@@ -44,11 +44,8 @@ pub(crate) fn follow(entry: Arc<Entry>, offsets: [u64; 2]) -> AttachStream {
         if f.done {
             return None;
         }
-        let item = f.next().await;
-        if item.is_none() {
-            return None;
-        }
-        Some((item?, f))
+        let item = f.next().await?;
+        Some((item, f))
     }))
 }
 

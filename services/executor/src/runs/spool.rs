@@ -89,11 +89,10 @@ impl SpoolRoot {
         let result = if self.owned {
             std::fs::remove_dir_all(&self.path)
         } else {
-            std::fs::read_dir(&self.path).and_then(|entries| {
+            std::fs::read_dir(&self.path).map(|entries| {
                 for e in entries.flatten() {
                     let _ = std::fs::remove_dir_all(e.path());
                 }
-                Ok(())
             })
         };
         if let Err(e) = result {
@@ -121,10 +120,10 @@ impl Spool {
 
     /// Deletes the run's directory (its retention is over).
     pub(crate) fn remove(&self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-            if e.kind() != io::ErrorKind::NotFound {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot remove a run's spooled output");
-            }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir)
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "cannot remove a run's spooled output");
         }
     }
 

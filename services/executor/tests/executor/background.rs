@@ -301,7 +301,7 @@ async fn output_past_the_cap_keeps_its_head_and_tail_on_disk_not_in_memory() {
         "executor RSS grew from {before} KiB to {after} KiB for a {TOTAL}-byte output"
     );
     assert_eq!(exit(&exited), S::Exited(0));
-    let stats = exited.stdout.as_ref().unwrap().stats.clone().unwrap();
+    let stats = exited.stdout.as_ref().unwrap().stats.unwrap();
     let total = TOTAL + 3;
     assert_eq!(stats.total_bytes, total);
     assert!(stats.truncated);
@@ -553,6 +553,9 @@ async fn a_finished_run_is_forgotten_with_its_spool_after_the_retention() {
     // The retention is time itself: look until it passed (with a generous bound).
     let deadline = ended_at + Duration::from_secs(15);
     loop {
+        // The entry goes first, then the spool: a run listed after the look at its spool
+        // still had it.
+        let spooled = dir.is_dir();
         let listed = list(&mut client, true)
             .await
             .iter()
@@ -560,7 +563,7 @@ async fn a_finished_run_is_forgotten_with_its_spool_after_the_retention() {
         if !listed {
             break;
         }
-        assert!(dir.is_dir(), "the spool stays while the run is listed");
+        assert!(spooled, "the spool stays while the run is listed");
         assert!(
             Instant::now() < deadline,
             "still listed 15 s after a 1 s retention"
@@ -577,4 +580,42 @@ async fn a_finished_run_is_forgotten_with_its_spool_after_the_retention() {
         .await
         .unwrap_err();
     assert_eq!(reason(&err), "RUN_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_background_run_ended_by_the_executor_stopping_is_never_recorded_as_finished() {
+    let sb = Sandbox::new();
+    let policy = Policy::start(support::PERMISSIVE);
+    let spool = tempfile::tempdir().unwrap();
+    let spool_dir = spool.path().join("spool");
+    let exe = Executor::start_with(
+        &policy,
+        &sb.ws,
+        &[],
+        &[("TOOLGATE_SESSIONS__SPOOL_DIR", spool_dir.to_str().unwrap())],
+    );
+    let req = background("echo before; sleep 60");
+    let started = {
+        let mut client = ProcessServiceClient::new(exe.channel().await);
+        start(&mut client, req.clone()).await
+    };
+    assert!(spool_dir.join(&started.run_id).is_dir());
+    let status = exe.terminate();
+    assert!(status.success(), "{status:?}");
+    assert_eq!(
+        std::fs::read_dir(&spool_dir).unwrap().count(),
+        0,
+        "the spool goes with the executor"
+    );
+    // The same call on the next executor: whatever the ledger says, never a finished run.
+    let next = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    let mut client = ProcessServiceClient::new(next.channel().await);
+    let err = call(&mut client, req).await.unwrap_err();
+    let (r, md) = info(&err);
+    for finished in ["exit_code", "signal", "ended"] {
+        assert!(
+            !md.contains_key(finished),
+            "recorded as finished ({r}): {md:?}"
+        );
+    }
 }

@@ -48,50 +48,84 @@ impl Outcome {
     }
 }
 
-pub async fn collect(mut run: Run) -> Outcome {
-    let t = Instant::now();
-    let mut started = None;
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    let mut exited = None;
-    let mut first = true;
-    while let Some(event) = run.recv().await {
-        assert!(exited.is_none(), "event after Exited: {event:?}");
+pub async fn collect(run: Run) -> Outcome {
+    Partial::default().finish(run).await
+}
+
+/// The events of a run read so far, checked as they arrive.
+#[derive(Debug, Default)]
+pub struct Partial {
+    pub started: Option<Started>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    exited: Option<Exited>,
+    seen: bool,
+    t: Option<Instant>,
+}
+
+impl Partial {
+    /// Takes one event; false once the run has no more.
+    async fn step(&mut self, run: &mut Run) -> bool {
+        self.t.get_or_insert_with(Instant::now);
+        let Some(event) = run.recv().await else {
+            return false;
+        };
+        assert!(self.exited.is_none(), "event after Exited: {event:?}");
         match event {
             Event::Started(s) => {
-                assert!(first, "Started must be the first event");
-                started = Some(s);
+                assert!(!self.seen, "Started must be the first event");
+                self.started = Some(s);
             }
             Event::Output(o) => {
-                assert!(started.is_some(), "output before Started");
+                assert!(self.started.is_some(), "output before Started");
                 assert!(!o.data.is_empty(), "empty output chunk");
                 let buf = match o.stream {
-                    Stream::Stdout => &mut stdout,
-                    Stream::Stderr => &mut stderr,
+                    Stream::Stdout => &mut self.stdout,
+                    Stream::Stderr => &mut self.stderr,
                 };
                 assert_eq!(o.offset, buf.len() as u64, "offsets are contiguous");
                 buf.extend_from_slice(&o.data);
             }
-            Event::Exited(e) => exited = Some(e),
+            Event::Exited(e) => self.exited = Some(e),
         }
-        first = false;
+        self.seen = true;
+        true
     }
-    let exited = exited.expect("exactly one Exited ends every run");
-    assert_eq!(exited.stdout.streamed_bytes, stdout.len() as u64);
-    assert_eq!(exited.stderr.streamed_bytes, stderr.len() as u64);
-    for s in [&exited.stdout, &exited.stderr] {
-        assert_eq!(
-            s.total_bytes,
-            s.streamed_bytes + s.dropped_bytes + s.tail.len() as u64,
-            "exact accounting"
-        );
-        assert_eq!(s.tail_offset, s.total_bytes - s.tail.len() as u64);
+
+    /// Reads until stdout holds a complete line, and returns it (without its newline);
+    /// panics if the run ends first.
+    pub async fn line(&mut self, run: &mut Run) -> String {
+        while !self.stdout.contains(&b'\n') {
+            assert!(
+                self.step(run).await && self.exited.is_none(),
+                "the run ended before a line: {self:?}"
+            );
+        }
+        let line: Vec<u8> = self.stdout.split(|b| *b == b'\n').next().unwrap().to_vec();
+        String::from_utf8(line).unwrap()
     }
-    Outcome {
-        started,
-        stdout,
-        stderr,
-        exited,
-        elapsed: t.elapsed(),
+
+    /// Reads the rest of the run.
+    pub async fn finish(mut self, mut run: Run) -> Outcome {
+        while self.step(&mut run).await {}
+        let exited = self.exited.expect("exactly one Exited ends every run");
+        assert_eq!(exited.stdout.streamed_bytes, self.stdout.len() as u64);
+        assert_eq!(exited.stderr.streamed_bytes, self.stderr.len() as u64);
+        for s in [&exited.stdout, &exited.stderr] {
+            assert_eq!(
+                s.total_bytes,
+                s.streamed_bytes + s.dropped_bytes + s.tail.len() as u64,
+                "exact accounting"
+            );
+            assert_eq!(s.tail_offset, s.total_bytes - s.tail.len() as u64);
+        }
+        Outcome {
+            started: self.started,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            exited,
+            elapsed: self.t.map_or(Duration::ZERO, |t| t.elapsed()),
+        }
     }
 }
 
