@@ -80,6 +80,7 @@ struct Resolved {
 impl ProcessAdapter {
     /// An adapter running children confined to the workspace once `gate` allows them and
     /// `admission` has room; `view` is what `GetCapabilities` reports about the workspace.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         confined: Confined,
         admission: Admission,
@@ -105,10 +106,11 @@ impl ProcessAdapter {
 
     /// Parses the wire request into a validated run and its canonical form for the policy.
     ///
-    /// The call enters its session here (claimed when this executor does not hold it yet),
-    /// before anything is admitted or decided. Under `persist_cwd` the run starts in the
-    /// session's working directory with its variables, and a script runs under the wrapper
-    /// that reports the shell's final state; the policy still sees the script as sent.
+    /// The call enters its session here (another principal's session is refused). Under
+    /// `persist_cwd` the session is claimed at once (its state decides where the run starts),
+    /// the run starts in the session's working directory with its variables, and a script
+    /// runs under the wrapper that reports the shell's final state; the policy still sees the
+    /// script as sent.
     async fn resolve(&self, r: pb::RunRequest, principal: &str) -> Result<Resolved, Status> {
         let ctx = CallContext::try_from(r.context)?;
         let command = match r.command {
@@ -121,8 +123,13 @@ impl ProcessAdapter {
                 ));
             }
         };
-        let session = self.sessions.enter(&ctx.session_id, principal).await?;
+        let session = self.sessions.enter(&ctx.session_id, principal)?;
         let persist = r.persist_cwd;
+        if persist {
+            // The session's state (restored from the ledger at the first claim here) decides
+            // where the run starts. Other calls claim once admitted.
+            session.claim().await?;
+        }
         let kept = session.state();
         let cwd_raw = session_cwd(persist.then_some(kept.cwd.as_str()), r.cwd);
         let cwd_path = WorkspacePath::try_from(cwd_raw).map_err(|e| status::from_error(&e))?;
@@ -142,9 +149,7 @@ impl ProcessAdapter {
         // What runs: a `persist_cwd` script under the state-reporting wrapper; what the
         // policy classifies: the command as sent.
         let executed = match (&command, persist) {
-            (Command::Script(script), true) => {
-                Command::Argv(self.sessions.wrapped_argv(script))
-            }
+            (Command::Script(script), true) => Command::Argv(self.sessions.wrapped_argv(script)),
             _ => command.clone(),
         };
         let request = RunRequest {
@@ -449,7 +454,7 @@ fn run_info_command(call: &ToolCall) -> String {
 /// path.
 fn session_cwd(session: Option<&str>, requested: String) -> String {
     match session {
-        Some(base) if requested.is_empty() => base.to_owned(),
+        Some(base) if requested.is_empty() && !base.is_empty() => base.to_owned(),
         Some(base) if !requested.starts_with('/') && !matches!(base, "" | ".") => {
             format!("{base}/{requested}")
         }
@@ -468,7 +473,9 @@ fn settle_session(
         return None;
     };
     let report = x.state.take();
-    persist.take().map(|p| Box::pin(p.settle(report)) as BoxFuture<'static, _>)
+    persist
+        .take()
+        .map(|p| Box::pin(p.settle(report)) as BoxFuture<'static, _>)
 }
 
 /// What the run's egress gate decides its connections for.
@@ -796,6 +803,10 @@ impl ProcessAdapter {
             .admit(who.clone(), reservation)
             .instrument(span.clone())
             .await?;
+        // The session is this executor's before anything is decided: a call the ledger routes
+        // elsewhere records no decision. After admission, so a flood is shed before it writes
+        // claims to the ledger.
+        session.claim().instrument(span.clone()).await?;
         let verdict = self.gate.check(&call).instrument(span.clone()).await?;
         let Some(mut tool) = tool.take() else {
             return Err(status::status(
@@ -1024,13 +1035,10 @@ impl ExecutorService for ProcessAdapter {
                 reserve_share: a.reserve_share,
                 disk_max_written_bytes: disk_bytes,
                 disk_max_created_files: disk_files,
-                session_idle_timeout: Some(proto_duration(
-                    self.sessions.settings().idle_timeout,
-                )),
+                session_idle_timeout: Some(proto_duration(self.sessions.settings().idle_timeout)),
                 max_background_per_session: self.runs.settings().per_session,
                 max_background_per_principal: self.runs.settings().per_principal,
                 finished_retention: Some(proto_duration(self.runs.settings().retention)),
-                ..Default::default()
             }),
             workspace: Some(self.view.clone()),
             // `net.connect` included: this executor's egress gate decides networked runs'

@@ -252,6 +252,16 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             role: Role::Executor,
         },
     ));
+    // Sessions are claimed and their state kept in the same ledger, through the same core.
+    let sessions: Arc<dyn toolgate_executor::authz::sessions::SessionLedger> =
+        Arc::new(authorizer::InProcessSessions::new(
+            core.clone(),
+            Principal {
+                name: executor_name.to_owned(),
+                role: Role::Executor,
+            },
+            toolgate_executor::identity(&exec_cfg),
+        ));
 
     let executor_addr_for_mcp = executor_addr.clone();
     // Runs reach the network when the default sandbox profile allows it: then `run_command`
@@ -323,7 +333,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                     metrics: Some(executor_metrics),
                     quiet: true,
                     temp_files_swept: true,
-                    sessions: None,
+                    sessions: Some(sessions),
                 },
             )
             .await;

@@ -195,10 +195,10 @@ impl Sessions {
         state::kept_env(env, &self.inner.allowed_env, &self.inner.operator_env).0
     }
 
-    /// Enters a call of `session_id` by `principal`: the session is claimed when this
-    /// executor does not hold it yet (before anything is admitted or decided). The entry
-    /// counts the call as in flight until it is dropped.
-    pub(crate) async fn enter(&self, session_id: &str, principal: &str) -> Result<Entry, Status> {
+    /// Enters a call of `session_id` by `principal` (refused when the session is another
+    /// principal's); the entry counts the call as in flight until it is dropped. The call
+    /// claims the session with [`Entry::claim`] before anything is decided.
+    pub(crate) fn enter(&self, session_id: &str, principal: &str) -> Result<Entry, Status> {
         let session = {
             let mut table = lock(&self.inner.table);
             let s = table
@@ -214,12 +214,10 @@ impl Sessions {
             drop(a);
             s
         };
-        let entry = Entry {
+        Ok(Entry {
             session,
             sessions: self.clone(),
-        };
-        self.claim(&entry.session).await?;
-        Ok(entry)
+        })
     }
 
     /// Takes (or takes again, once its renewal lapsed) the session's claim.
@@ -311,7 +309,10 @@ impl Sessions {
             Ok(n) => {
                 self.inner.abandoned.store(true, Ordering::Release);
                 if n > 0 {
-                    tracing::warn!(decisions = n, "runs of this executor's previous life recorded as lost (their calls read OUTCOME_UNKNOWN)");
+                    tracing::warn!(
+                        decisions = n,
+                        "runs of this executor's previous life recorded as lost (their calls read OUTCOME_UNKNOWN)"
+                    );
                 } else {
                     tracing::info!("no run of this executor's previous life was left open");
                 }
@@ -404,15 +405,18 @@ impl Sessions {
         };
         for s in reaped {
             let stopped = self.stop(&s);
-            if s.held_before() {
-                if let Err(f) = self
+            if s.held_before()
+                && let Err(f) = self
                     .inner
                     .ledger
-                    .end_session(s.id.clone(), EndReason::Idle, stopped as u32)
+                    .end_session(
+                        s.id.clone(),
+                        EndReason::Idle,
+                        u32::try_from(stopped).unwrap_or(u32::MAX),
+                    )
                     .await
-                {
-                    tracing::warn!(session_id = %s.id, error = %f, "cannot record the idle session's end; its claim lapses by itself");
-                }
+            {
+                tracing::warn!(session_id = %s.id, error = %f, "cannot record the idle session's end; its claim lapses by itself");
             }
             tracing::info!(session_id = %s.id, idle_s = idle.as_secs(), runs_stopped = stopped, "idle session reaped");
         }
@@ -460,7 +464,10 @@ impl Sessions {
             .await
             .is_err()
         {
-            tracing::warn!(sessions = ending.len(), "the ledger did not record every session's end in time; their claims lapse by themselves");
+            tracing::warn!(
+                sessions = ending.len(),
+                "the ledger did not record every session's end in time; their claims lapse by themselves"
+            );
         } else {
             tracing::info!(sessions = ending.len(), "sessions ended at shutdown");
         }
@@ -498,7 +505,7 @@ impl Session {
                 last: Instant::now(),
             }),
             claim: tokio::sync::Mutex::new(Claim::None),
-            state: Mutex::new(SessionState::default()),
+            state: Mutex::new(normalize(SessionState::default())),
             namespaces: Mutex::new(None),
             ended: AtomicBool::new(false),
         }
@@ -557,6 +564,14 @@ impl Drop for Entry {
 }
 
 impl Entry {
+    /// Claims the session for this executor when it does not hold it yet (one ledger round
+    /// trip at the session's first call here, none after): `SESSION_ELSEWHERE` when another
+    /// executor holds it and `pin` is on, `POLICY_UNAVAILABLE` when the ledger cannot answer.
+    /// Its stored state (working directory, variables) comes with the first claim.
+    pub(crate) async fn claim(&self) -> Result<(), Status> {
+        self.sessions.claim(&self.session).await
+    }
+
     /// The session's state now.
     pub(crate) fn state(&self) -> SessionState {
         lock(&self.session.state).clone()

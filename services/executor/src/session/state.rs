@@ -108,7 +108,9 @@ pub(crate) struct Report {
 /// Reads a report, or says why it is not one (then the session's state stays unchanged).
 pub(crate) fn parse(bytes: &[u8]) -> Result<Report, &'static str> {
     if bytes.is_empty() {
-        return Err("nothing was reported (the script replaced the EXIT trap, exec'd, or was killed)");
+        return Err(
+            "nothing was reported (the script replaced the EXIT trap, exec'd, or was killed)",
+        );
     }
     if bytes.len() > MAX_REPORT_BYTES {
         return Err("the report is too long");

@@ -381,7 +381,9 @@ async fn a_call_resumes_on_a_new_executor_after_the_first_died_mid_wait() {
     let a = awaiting(&mut stream).await;
     drop(first); // killed mid-wait
 
-    let second = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    // The dead executor's claim on the session has not lapsed yet (`sessions.claim_ttl_s`):
+    // an executor that does not pin sessions serves the call with a sandbox of its own.
+    let second = Executor::start_with(&policy, &sb.ws, &[], &[("TOOLGATE_SESSIONS__PIN", "false")]);
     decide(&policy, &a.approval_id, ppb::Verdict::Approve, "").await;
     // The orchestrator repeats the same call (same call_id) on whichever executor it reaches.
     let mut stream = start_run(&second, req.clone()).await.unwrap();

@@ -57,7 +57,9 @@ async fn persist_cwd_moves_the_working_directory_and_only_inside_the_workspace()
     let o = run(&exe, persisted(s, "pwd")).await.unwrap();
     assert_eq!(stdout(&o), format!("{}/sub\n", root.display()));
     // Without the flag the call neither reads nor changes the session's directory.
-    let o = run(&exe, in_session(s, "pwd; cd deeper", false)).await.unwrap();
+    let o = run(&exe, in_session(s, "pwd; cd deeper", false))
+        .await
+        .unwrap();
     assert_eq!(stdout(&o), format!("{}\n", root.display()));
     assert!(o.exited.session.is_none());
     // A relative `cwd` resolves from the session's directory.
@@ -67,27 +69,46 @@ async fn persist_cwd_moves_the_working_directory_and_only_inside_the_workspace()
     assert_eq!(stdout(&o), format!("{}/sub/deeper\n", root.display()));
     assert_eq!(session_of(&o).0, "sub/deeper");
     // Out of the workspace: the directory stays where it was.
-    for escape in ["cd /etc", "cd ../../..", "cd /; cd \"$OLDPWD\"/../../..", "cd ../../out-link"] {
+    for escape in [
+        "cd /etc",
+        "cd ../../..",
+        "cd /; cd \"$OLDPWD\"/../../..",
+        "cd ../../out-link",
+    ] {
         let o = run(&exe, persisted(s, escape)).await.unwrap();
         assert_eq!(session_of(&o).0, "sub/deeper", "{escape}");
     }
     // A relative `cwd` that escapes from there is refused as any request path.
     let mut r = persisted(s, "pwd");
     r.cwd = "../../..".into();
-    let err = run(&exe, r).await.err().expect("an escaping cwd is refused");
+    let err = run(&exe, r)
+        .await
+        .err()
+        .expect("an escaping cwd is refused");
     assert_eq!(reason(&err), "PATH_OUTSIDE_WORKSPACE", "{err:?}");
     // `exit` and `set -e` still report where the shell was.
     let o = run(&exe, persisted(s, "cd ..; exit 3")).await.unwrap();
     assert_eq!(session_of(&o).0, "sub");
-    let o = run(&exe, persisted(s, "set -e; cd ..; false; cd sub")).await.unwrap();
+    let o = run(&exe, persisted(s, "set -e; cd ..; false; cd sub"))
+        .await
+        .unwrap();
     assert_eq!(session_of(&o).0, ".");
     // A script that takes the EXIT trap, or writes junk where the state goes, changes nothing.
-    let o = run(&exe, persisted(s, "trap 'echo bye' EXIT; cd sub")).await.unwrap();
+    let o = run(&exe, persisted(s, "trap 'echo bye' EXIT; cd sub"))
+        .await
+        .unwrap();
     assert_eq!(session_of(&o).0, ".");
-    let o = run(&exe, persisted(s, "cd sub; printf junk >&\"$__toolgate_fd\"")).await.unwrap();
+    let o = run(
+        &exe,
+        persisted(s, "cd sub; printf junk >&\"$__toolgate_fd\""),
+    )
+    .await
+    .unwrap();
     assert_eq!(session_of(&o).0, ".");
     // fd 3 is not open in the script, as in a plain run; the state still arrives.
-    let o = run(&exe, persisted(s, "cd sub; echo junk >&3")).await.unwrap();
+    let o = run(&exe, persisted(s, "cd sub; echo junk >&3"))
+        .await
+        .unwrap();
     assert_eq!(session_of(&o).0, "sub");
     // Another session starts at the root.
     let o = run(&exe, persisted("cwd-other", "pwd")).await.unwrap();
@@ -129,7 +150,11 @@ async fn allowlisted_exports_persist_and_others_never() {
     let o = run(&exe, persisted(s, show)).await.unwrap();
     assert_eq!(stdout(&o), "dev|test|||\n");
     let o = run(&exe, in_session(s, show, false)).await.unwrap();
-    assert_eq!(stdout(&o), "||||\n", "without persist_cwd the session's variables are not given");
+    assert_eq!(
+        stdout(&o),
+        "||||\n",
+        "without persist_cwd the session's variables are not given"
+    );
     // The call's own `env` wins for that call and is not kept.
     let mut r = persisted(s, "echo $NODE_ENV");
     r.env.insert("NODE_ENV".into(), "prod".into());
@@ -183,7 +208,11 @@ async fn a_session_is_pinned_to_the_executor_holding_it() {
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
     assert_eq!(reason(&err), "SESSION_ELSEWHERE");
     let (_, md) = toolgate_contracts::status::error_info(&err).unwrap();
-    assert_eq!(md.get("executor_id").map(String::as_str), Some("exec-a"), "{md:?}");
+    assert_eq!(
+        md.get("executor_id").map(String::as_str),
+        Some("exec-a"),
+        "{md:?}"
+    );
     assert!(err.message().contains("exec-a"), "{}", err.message());
     // A keeps serving it, without another claim.
     run(&a, persisted("pinned", "true")).await.unwrap();
@@ -192,7 +221,10 @@ async fn a_session_is_pinned_to_the_executor_holding_it() {
         &policy,
         &sb.ws,
         &[],
-        &[("TOOLGATE_EXECUTOR_ID", "exec-c"), ("TOOLGATE_SESSIONS__PIN", "false")],
+        &[
+            ("TOOLGATE_EXECUTOR_ID", "exec-c"),
+            ("TOOLGATE_SESSIONS__PIN", "false"),
+        ],
     );
     let o = run(&c, persisted("pinned", "echo here")).await.unwrap();
     assert_eq!(stdout(&o), "here\n");
@@ -206,8 +238,7 @@ async fn background(exe: &Executor, session: &str, s: &str) -> pb::Started {
 async fn background_request(exe: &Executor, mut r: pb::RunRequest) -> pb::Started {
     use pb::run_response::Event;
     r.background = true;
-    let mut client =
-        pb::process_service_client::ProcessServiceClient::new(exe.channel().await);
+    let mut client = pb::process_service_client::ProcessServiceClient::new(exe.channel().await);
     let mut stream = client.run(r).await.expect("background run").into_inner();
     let mut started = None;
     while let Some(msg) = stream.message().await.expect("background stream") {
@@ -222,7 +253,7 @@ async fn background_request(exe: &Executor, mut r: pb::RunRequest) -> pb::Starte
 /// server says; exits 1 when nothing ever answers.
 fn client_script(port: u16) -> String {
     format!(
-        "for i in $(seq 60); do if exec 3<>/dev/tcp/127.0.0.1/{port}; then cat <&3; exit 0; fi 2>/dev/null; sleep 0.1; done; exit 1"
+        "python3 -c 'import socket,sys,time\nfor i in range(60):\n try:\n  c=socket.create_connection((\"127.0.0.1\",{port}))\n  sys.stdout.write(c.recv(100).decode())\n  sys.exit(0)\n except OSError:\n  time.sleep(0.1)\nsys.exit(1)'"
     )
 }
 
@@ -241,7 +272,12 @@ async fn a_sessions_runs_share_loopback_and_another_sessions_do_not() {
     let o = run(&exe, in_session("net-a", &client_script(8765), false))
         .await
         .unwrap();
-    assert_eq!(stdout(&o), "hello-from-a", "{:?}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        stdout(&o),
+        "hello-from-a",
+        "{:?}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Another session has a loopback of its own: nothing listens there.
     let o = run(&exe, in_session("net-b", &client_script(8765), false))
         .await
@@ -249,14 +285,19 @@ async fn a_sessions_runs_share_loopback_and_another_sessions_do_not() {
     assert_eq!(stdout(&o), "");
     assert!(matches!(
         o.exited.status.and_then(|s| s.status),
-        Some(toolgate_contracts::common::v1::exit_status::Status::Exited(1))
+        Some(toolgate_contracts::common::v1::exit_status::Status::Exited(
+            1
+        ))
     ));
     // A `&`-detached server of a foreground run answers the session's next call while it
     // lives too.
     let serve = tokio::spawn({
         let r = in_session(
             "net-c",
-            &format!("{} & sleep 4", server_script(8766, "hello-from-c").replacen("exec ", "", 1)),
+            &format!(
+                "{} & sleep 4",
+                server_script(8766, "hello-from-c").replacen("exec ", "", 1)
+            ),
             false,
         );
         let exe_addr = exe.channel().await;
@@ -285,10 +326,7 @@ fn alive(pid: i32) -> bool {
 }
 
 /// `GetSession` through the policy service, with the approver's credential.
-async fn get_session(
-    policy: &Policy,
-    session_id: &str,
-) -> toolgate_contracts::policy::v1::Session {
+async fn get_session(policy: &Policy, session_id: &str) -> toolgate_contracts::policy::v1::Session {
     use toolgate_contracts::policy::v1 as ppb;
     let ch = tonic::transport::Channel::from_shared(policy.endpoint())
         .unwrap()
@@ -328,7 +366,9 @@ async fn an_idle_session_is_reaped_with_its_background_runs_and_the_ledger_recor
     // A session in use is not reaped: calls keep it alive.
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(900)).await;
-        run(&exe, in_session("idle-busy", "true", false)).await.unwrap();
+        run(&exe, in_session("idle-busy", "true", false))
+            .await
+            .unwrap();
     }
     assert!(
         eventually(Duration::from_secs(10), || !alive(started.pid)).await,
@@ -341,7 +381,9 @@ async fn an_idle_session_is_reaped_with_its_background_runs_and_the_ledger_recor
     let busy = get_session(&policy, "idle-busy").await;
     assert!(busy.ended_at.is_none() && busy.claimed, "{busy:?}");
     // The next call of the reaped session starts it again (a new sandbox, its state kept).
-    run(&exe, in_session("idle-s", "true", false)).await.unwrap();
+    run(&exe, in_session("idle-s", "true", false))
+        .await
+        .unwrap();
     assert!(get_session(&policy, "idle-s").await.claimed);
 }
 
@@ -367,7 +409,10 @@ async fn an_executor_killed_and_restarted_leaves_no_process_and_its_runs_read_lo
     // The run's decision has no outcome and never will: its replay reads OUTCOME_UNKNOWN.
     let mut replay = request.clone();
     replay.background = true;
-    let err = run(&b, replay).await.err().expect("a replay of a lost run is refused");
+    let err = run(&b, replay)
+        .await
+        .err()
+        .expect("a replay of a lost run is refused");
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
     assert_eq!(reason(&err), "OUTCOME_UNKNOWN", "{err:?}");
     // The session's working directory comes back from the ledger.
@@ -380,9 +425,72 @@ async fn an_executor_killed_and_restarted_leaves_no_process_and_its_runs_read_lo
         .filter(|pid: &i32| {
             std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(&root))
                 && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.starts_with(b"sleep\0600"))
+                    .is_ok_and(|c| c.starts_with(b"sleep\x00600"))
                 && alive(*pid)
         })
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_belongs_to_its_first_principal() {
+    let sb = Sandbox::new();
+    let policy = Policy::start(support::PERMISSIVE);
+    // A second agent, `agent-2`, beside the usual credentials.
+    let dir = tempfile::tempdir().unwrap();
+    let other = toolgate_runtime::auth::generate_token();
+    let mut tokens = std::fs::read_to_string(policy.creds.tokens_file()).unwrap();
+    tokens.push_str(&format!(
+        "[[tokens]]\nprincipal = \"agent-2\"\nrole = \"agent\"\ntoken = \"{other}\"\n"
+    ));
+    let tokens_file = dir.path().join("tokens.toml");
+    std::fs::write(&tokens_file, tokens).unwrap();
+    let tokens_file = tokens_file.display().to_string();
+    let env = |id: &'static str| {
+        [
+            ("TOOLGATE_AUTH__TOKENS_FILE", tokens_file.clone()),
+            ("TOOLGATE_EXECUTOR_ID", id.to_owned()),
+            ("TOOLGATE_SESSIONS__PIN", "false".to_owned()),
+        ]
+    };
+    let env_a = env("exec-a");
+    let env_a: Vec<(&str, &str)> = env_a.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = Executor::start_with(&policy, &sb.ws, &[], &env_a);
+    run(&a, persisted("mine", "cd .")).await.unwrap();
+    let as_other = |exe: &Executor| {
+        let exe_addr = exe.addr.clone();
+        let other = other.clone();
+        async move {
+            let ch = tonic::transport::Channel::from_shared(format!("http://{exe_addr}"))
+                .unwrap()
+                .connect()
+                .await
+                .unwrap();
+            let ch = tonic::service::interceptor::InterceptedService::new(
+                ch,
+                support::Bearer::new(&other).unwrap(),
+            );
+            let mut c = pb::process_service_client::ProcessServiceClient::new(ch);
+            c.run(persisted("mine", "echo joined")).await.map(|_| ())
+        }
+    };
+    // On the executor holding it, and on another (which asks the ledger).
+    let err = as_other(&a)
+        .await
+        .expect_err("another principal is refused");
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    let env_b = env("exec-b");
+    let env_b: Vec<(&str, &str)> = env_b.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let b = Executor::start_with(&policy, &sb.ws, &[], &env_b);
+    let err = as_other(&b)
+        .await
+        .expect_err("the ledger refuses another principal");
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    // Its own session is its own.
+    let mut r = persisted("theirs", "echo ok");
+    r.context.as_mut().unwrap().session_id = "theirs".into();
+    let ch = b.channel_as(&other).await;
+    let mut c = pb::process_service_client::ProcessServiceClient::new(ch);
+    let mut s = c.run(r).await.unwrap().into_inner();
+    while s.message().await.unwrap().is_some() {}
 }
