@@ -109,9 +109,16 @@ async fn one_trace_follows_a_run_from_the_caller_through_the_executor_to_the_chi
         )
         .await
         .unwrap_or_else(|spans| panic!("the executor's spans never arrived: {spans:#?}"));
+    // The executor's own session bookkeeping (abandoning its previous life's runs at start,
+    // renewing claims, ending sessions at shutdown) belongs to no call: its own traces.
+    let own = [
+        "toolgate.policy.v1.SessionService/AbandonRuns",
+        "toolgate.policy.v1.SessionService/RenewSessions",
+        "toolgate.policy.v1.SessionService/EndSession",
+    ];
     let executor: Vec<ReceivedSpan> = spans
         .iter()
-        .filter(|s| s.service_name == EXECUTOR)
+        .filter(|s| s.service_name == EXECUTOR && !own.contains(&s.name.as_str()))
         .cloned()
         .collect();
     for s in &executor {
