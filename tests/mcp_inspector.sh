@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The official MCP Inspector (CLI mode, pinned) against `toolgate mcp` over stdio: it lists
-# the ten tools in order, finds nothing unportable in their schemas (--strict), and makes
+# the thirteen tools in order, finds nothing unportable in their schemas (--strict), and makes
 # one real tool call through a running `toolgate up`.
 # Usage: tests/mcp_inspector.sh <dir holding the toolgate binary>
 set -euo pipefail
@@ -45,10 +45,14 @@ import json, sys
 tools = json.load(open(sys.argv[1]))["tools"]
 names = [t["name"] for t in tools]
 want = ["read_file", "write_file", "edit_file", "list_directory", "search_files", "find_files",
-        "create_directory", "stat_path", "delete_path", "run_command"]
+        "create_directory", "stat_path", "delete_path", "run_command", "list_runs",
+        "read_run_output", "stop_run"]
 assert names == want, names
 assert next(t for t in tools if t["name"] == "delete_path")["annotations"]["destructiveHint"]
-assert all(t["annotations"]["readOnlyHint"] for t in tools if t["name"] in want[:1] + want[3:6] + want[7:8])
+assert all(t["annotations"]["readOnlyHint"] for t in tools if t["name"] in want[:1] + want[3:6] + want[7:8] + want[10:12])
+assert not any(t["annotations"]["readOnlyHint"] for t in tools if t["name"] not in want[:1] + want[3:6] + want[7:8] + want[10:12])
+stop = next(t for t in tools if t["name"] == "stop_run")["annotations"]
+assert stop["destructiveHint"] and stop["idempotentHint"] and not stop["openWorldHint"], stop
 # Every output schema admits a refusal and a failure besides what the tool returns.
 assert all([b["title"] for b in t["outputSchema"]["anyOf"]] == ["Ran", "Refusal", "Failure"] for t in tools)
 print(f"mcp inspector: {len(names)} tools listed in order, schemas portable")

@@ -23,7 +23,8 @@ from toolgate.policy.v1 import approval_pb2, approval_pb2_grpc
 
 TOOLS = [
     "read_file", "write_file", "edit_file", "list_directory", "search_files", "find_files",
-    "create_directory", "stat_path", "delete_path", "run_command",
+    "create_directory", "stat_path", "delete_path", "run_command", "list_runs", "read_run_output",
+    "stop_run",
 ]
 
 
@@ -68,7 +69,8 @@ def test_tools_are_listed_in_order_with_annotations_and_schemas(served):
     tools = run(go())
     assert [t.name for t in tools] == TOOLS
     by = {t.name: t for t in tools}
-    for name in ["read_file", "list_directory", "search_files", "find_files", "stat_path"]:
+    for name in ["read_file", "list_directory", "search_files", "find_files", "stat_path",
+                 "list_runs", "read_run_output"]:
         a = by[name].annotations
         assert a.read_only_hint is True and a.destructive_hint is False and a.idempotent_hint is True
     assert by["write_file"].annotations.destructive_hint is True
@@ -86,7 +88,15 @@ def test_tools_are_listed_in_order_with_annotations_and_schemas(served):
         # What it returns when it ran, a refusal, or a failure.
         assert [b["title"] for b in t.output_schema["anyOf"]] == ["Ran", "Refusal", "Failure"]
     assert by["read_file"].input_schema["required"] == ["path"]
-    assert set(by["run_command"].input_schema["properties"]) >= {"script", "cwd", "timeout_ms", "env", "stdin"}
+    assert set(by["run_command"].input_schema["properties"]) >= {
+        "script", "cwd", "timeout_ms", "env", "stdin", "background", "persist_cwd"}
+    stop = by["stop_run"].annotations
+    assert stop.read_only_hint is False and stop.destructive_hint is True
+    assert stop.idempotent_hint is True and stop.open_world_hint is False
+    assert by["read_run_output"].input_schema["required"] == ["run_id"]
+    assert by["stop_run"].input_schema["required"] == ["run_id"]
+    assert {"text", "next_offset", "eof"} <= set(
+        by["read_run_output"].output_schema["anyOf"][0]["properties"])
     assert "file_sha256" in by["read_file"].output_schema["anyOf"][0]["properties"]
 
 

@@ -53,7 +53,7 @@ def test_the_typescript_sdk_reads_every_tool_and_every_refusal(served):
     r = subprocess.run(["node", "--test", "--test-reporter=tap", str(TS_CLIENT)], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "# fail 0" in r.stdout and "# pass 4" in r.stdout, r.stdout
+    assert "# fail 0" in r.stdout and "# pass 5" in r.stdout, r.stdout
 
 
 def test_a_pydantic_ai_agent_survives_a_deny_and_an_ask_and_reads_the_guidance(served):

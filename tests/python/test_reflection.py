@@ -10,7 +10,8 @@ COMMON = {"grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
 SERVES = {
     "executor": {"toolgate.executor.v1.FilesystemService", "toolgate.executor.v1.ProcessService",
                  "toolgate.executor.v1.ExecutorService"},
-    "policy": {"toolgate.policy.v1.PolicyService", "toolgate.policy.v1.ApprovalService"},
+    "policy": {"toolgate.policy.v1.PolicyService", "toolgate.policy.v1.ApprovalService",
+               "toolgate.policy.v1.SessionService"},
 }
 
 

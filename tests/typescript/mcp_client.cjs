@@ -24,7 +24,8 @@ const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/cli
 
 const env = process.env;
 const TOOLS = ["read_file", "write_file", "edit_file", "list_directory", "search_files",
-  "find_files", "create_directory", "stat_path", "delete_path", "run_command"];
+  "find_files", "create_directory", "stat_path", "delete_path", "run_command", "list_runs",
+  "read_run_output", "stop_run"];
 
 async function connect(token = env.TG_AGENT_TOKEN) {
   const client = new Client({ name: "toolgate-ts-test", version: "1.0.0" });
@@ -97,11 +98,61 @@ test("every tool answers through the SDK, called with its required arguments onl
   }
 });
 
+test("a background run is started, listed, read and stopped", async () => {
+  const c = await connect();
+  try {
+    const call = async (name, args) => {
+      const r = await c.callTool({ name, arguments: args });
+      assert.ok(!r.isError, `${name}: ${text(r)}`);
+      return r.structuredContent;
+    };
+    const started = await call("run_command", {
+      script: "echo ready; while :; do echo tick; sleep 0.05; done", background: true,
+    });
+    assert.equal(started.status, "running");
+    assert.equal(started.background, true);
+    const id = started.run_id;
+    assert.match(id, /\S/);
+    const listed = await call("list_runs", {});
+    assert.deepEqual(listed.runs.filter((r) => r.run_id === id).map((r) => r.state), ["running"]);
+    let read;
+    const deadline = Date.now() + 30000;
+    do {
+      read = await call("read_run_output", { run_id: id });
+      if (read.text.startsWith("ready\ntick\n")) break;
+      await new Promise((ok) => setTimeout(ok, 50));
+    } while (Date.now() < deadline);
+    assert.ok(read.text.startsWith("ready\ntick\n"), JSON.stringify(read));
+    assert.equal(read.offset, 0);
+    assert.equal(read.eof, false);
+    const tail = await call("read_run_output", { run_id: id, offset: 6, max_bytes: 5 });
+    assert.equal(tail.text, "tick\n");
+    assert.equal(tail.next_offset, 11);
+    const stopped = await call("stop_run", { run_id: id, kill: true });
+    assert.equal(stopped.run.run_id, id);
+    let ended;
+    do {
+      const all = await call("list_runs", { include_finished: true });
+      ended = all.runs.find((r) => r.run_id === id);
+      if (ended.state !== "running") break;
+      await new Promise((ok) => setTimeout(ok, 50));
+    } while (Date.now() < deadline);
+    assert.equal(ended.state, "exited", JSON.stringify(ended));
+    assert.ok(["signaled", "cancelled"].includes(ended.status), JSON.stringify(ended));
+    const unknown = await c.callTool({ name: "read_run_output", arguments: { run_id: "run_nosuchrun" } });
+    assert.equal(unknown.isError, true);
+    assert.equal(unknown.structuredContent.error.reason, "RUN_NOT_FOUND");
+  } finally {
+    await c.close();
+  }
+});
+
 test("a call missing a required argument says which", async () => {
   const c = await connect();
   try {
     for (const [name, field] of [["read_file", "path"], ["run_command", "script"],
-      ["find_files", "patterns"], ["search_files", "pattern"]]) {
+      ["find_files", "patterns"], ["search_files", "pattern"], ["read_run_output", "run_id"],
+      ["stop_run", "run_id"]]) {
       const r = await c.callTool({ name, arguments: {} });
       assert.equal(r.isError, true, name);
       assert.match(text(r), new RegExp(`missing field \`${field}\``), name);

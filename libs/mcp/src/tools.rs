@@ -1,4 +1,4 @@
-//! The ten tools: their arguments, results, JSON Schemas and annotations, in the order
+//! The thirteen tools: their arguments, results, JSON Schemas and annotations, in the order
 //! `tools/list` returns them.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The tools, in `tools/list` order.
-pub const NAMES: [&str; 10] = [
+pub const NAMES: [&str; 13] = [
     "read_file",
     "write_file",
     "edit_file",
@@ -20,6 +20,9 @@ pub const NAMES: [&str; 10] = [
     "stat_path",
     "delete_path",
     "run_command",
+    "list_runs",
+    "read_run_output",
+    "stop_run",
 ];
 
 /// The `&'static` spelling of a tool name, `_OTHER` for names that are not ours (metric
@@ -116,12 +119,34 @@ pub fn definitions(network: bool) -> Vec<Tool> {
         tool::<RunCommandArgs, RunCommandOutput>(
             "run_command",
             "Run a command",
-            "Run a bash script in the workspace, sandboxed, and return its exit status, stdout and stderr. Each stream returns its first 48 KiB and last 16 KiB, with a marker naming how many bytes were dropped between them: redirect long output to a file and search it. Commands the policy asks about wait for a human; denied ones do not run.",
+            "Run a bash script in the workspace, sandboxed, and return its exit status, stdout and stderr. Each stream returns its first 48 KiB and last 16 KiB, with a marker naming how many bytes were dropped between them: redirect long output to a file and search it. Commands the policy asks about wait for a human; denied ones do not run. With `background`, the call returns as soon as the command started, with its `run_id`: it goes on (a dev server, a long build) and later calls of this session reach it (for example `curl localhost:3000`); read its output with read_run_output, see it with list_runs, end it with stop_run. With `persist_cwd`, the script starts in this session's working directory and a `cd` (and `export` of allowed variables) carries over to the next `persist_cwd` call.",
             ToolAnnotations::new()
                 .read_only(false)
                 .destructive(true)
                 .idempotent(false)
                 .open_world(network),
+        ),
+        tool::<ListRunsArgs, ListRunsOutput>(
+            "list_runs",
+            "List background runs",
+            "List the runs of this session that the executor holds (with `all_sessions`, of every session of yours): run id, state (`running`, `exited`, `lost`), pid, command, start and exit, and how many bytes each stream wrote. Runs that ended are included with `include_finished`.",
+            read_only(),
+        ),
+        tool::<ReadRunOutputArgs, ReadRunOutputOutput>(
+            "read_run_output",
+            "Read a run's output",
+            "Read a background run's stdout or stderr from a byte `offset` (0: the start), whether it still runs or ended. Returns the text, `next_offset` to read on from, and `eof` once the run ended and everything was read. The executor keeps each stream's first bytes up to its cap and its last bytes; a read that reaches a part it did not keep skips to the next kept byte and says how many were skipped.",
+            read_only(),
+        ),
+        tool::<StopRunArgs, StopRunOutput>(
+            "stop_run",
+            "Stop a run",
+            "Stop a background run: SIGTERM to every process of it, then SIGKILL after the executor's grace period (or SIGKILL at once with `kill`). Stopping a run that already ended returns how it ended.",
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(false),
         ),
     ]
 }
@@ -433,6 +458,65 @@ pub struct RunCommandArgs {
     pub env: BTreeMap<String, String>,
     /// Text fed to the command's standard input (default: none).
     pub stdin: Option<String>,
+    /// Start the command in the background and return at once with its `run_id`; read it with
+    /// read_run_output, stop it with stop_run.
+    #[serde(default)]
+    pub background: bool,
+    /// Start in this session's working directory (when `cwd` is empty; a relative `cwd` is
+    /// resolved from it) and keep the script's final directory and allowed exported variables
+    /// for the session's next `persist_cwd` calls.
+    #[serde(default)]
+    pub persist_cwd: bool,
+}
+
+/// Arguments of `list_runs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListRunsArgs {
+    /// Also runs that ended and are still kept.
+    #[serde(default)]
+    pub include_finished: bool,
+    /// Runs of every session of this credential, not only this session's.
+    #[serde(default)]
+    pub all_sessions: bool,
+}
+
+/// An output stream of a run.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamName {
+    /// Standard output.
+    #[default]
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// Arguments of `read_run_output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadRunOutputArgs {
+    /// The run (from run_command's `run_id` or list_runs).
+    pub run_id: String,
+    /// Which stream (default `stdout`).
+    #[serde(default)]
+    pub stream: StreamName,
+    /// Byte offset to read from (default 0; use the previous read's `next_offset`).
+    #[serde(default)]
+    pub offset: u64,
+    /// Most bytes to return (default 48 KiB, at most 1 MiB).
+    pub max_bytes: Option<u64>,
+}
+
+/// Arguments of `stop_run`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StopRunArgs {
+    /// The run.
+    pub run_id: String,
+    /// SIGKILL at once instead of SIGTERM and a grace period.
+    #[serde(default)]
+    pub kill: bool,
 }
 
 /// A directory entry's type.
@@ -639,8 +723,23 @@ pub struct StreamOutput {
 /// Result of `run_command`.
 #[derive(Debug, Default, Serialize, JsonSchema)]
 pub struct RunCommandOutput {
-    /// How it ended: `exited`, `signaled`, `timed_out`, `cancelled` or `spawn_failed`.
+    /// How it ended: `exited`, `signaled`, `timed_out`, `cancelled` or `spawn_failed`; or
+    /// `running` for a command started in the background.
     pub status: String,
+    /// The run's id on its executor: read_run_output and stop_run take it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub run_id: String,
+    /// Whether the command goes on in the background after this call.
+    pub background: bool,
+    /// Its first process's pid, for a command started in the background (0 otherwise).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pid: i32,
+    /// The working directory it started in, workspace-relative (`.` for the root).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub cwd: String,
+    /// With `persist_cwd`: the session's working directory and kept variables after the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionStateOutput>,
     /// The exit code when it exited.
     pub exit_code: Option<i32>,
     /// The signal name when it was killed by one, or why it could not start.
@@ -671,6 +770,95 @@ pub struct RunCommandOutput {
     /// refused (and why).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<NetworkDestinationOutput>,
+}
+
+fn is_zero(v: &i32) -> bool {
+    *v == 0
+}
+
+/// What a session carries from one `persist_cwd` call to the next.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct SessionStateOutput {
+    /// The working directory, workspace-relative (`.` for the root).
+    pub cwd: String,
+    /// Exported variables kept for the session (names the executor allows).
+    pub env: BTreeMap<String, String>,
+}
+
+/// One run the executor holds.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct RunInfoOutput {
+    /// The run's id.
+    pub run_id: String,
+    /// The session it belongs to.
+    pub session_id: String,
+    /// `running`, `exited`, or `lost` (its executor stopped before it ended: how it ended is
+    /// unknown).
+    pub state: String,
+    /// Its first process's pid while it runs, 0 after.
+    pub pid: i32,
+    /// The command, as the policy saw it.
+    pub command: String,
+    /// The working directory it started in, workspace-relative.
+    pub cwd: String,
+    /// Whether it was started in the background.
+    pub background: bool,
+    /// When it started, RFC 3339.
+    pub started_at: String,
+    /// When it ended, RFC 3339 (empty while it runs).
+    pub finished_at: String,
+    /// How it ended (`exited`, `signaled`, `timed_out`, `cancelled`, `spawn_failed`), empty
+    /// while it runs.
+    pub status: String,
+    /// The exit code when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal name when one killed it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// Bytes written to stdout so far.
+    pub stdout_bytes: u64,
+    /// Bytes written to stderr so far.
+    pub stderr_bytes: u64,
+}
+
+/// Result of `list_runs`.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct ListRunsOutput {
+    /// The runs, oldest first.
+    pub runs: Vec<RunInfoOutput>,
+}
+
+/// Result of `read_run_output`.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct ReadRunOutputOutput {
+    /// The run.
+    pub run_id: String,
+    /// `stdout` or `stderr`.
+    pub stream: StreamName,
+    /// The bytes read, as UTF-8 (invalid sequences replaced; a character cut by the read's
+    /// end is left for the next read).
+    pub text: String,
+    /// Whether `text` is exactly the bytes read (false when something was replaced).
+    pub exact: bool,
+    /// Offset of `text` in the stream.
+    pub offset: u64,
+    /// Where to read on (pass it as `offset`).
+    pub next_offset: u64,
+    /// Bytes between the end of `text` and `next_offset` that the executor did not keep.
+    pub skipped_bytes: u64,
+    /// Bytes the run wrote to the stream so far.
+    pub total_bytes: u64,
+    /// The run ended and everything was read: nothing more will come.
+    pub eof: bool,
+    /// The run as it is now.
+    pub run: RunInfoOutput,
+}
+
+/// Result of `stop_run`.
+#[derive(Debug, Default, Serialize, JsonSchema)]
+pub struct StopRunOutput {
+    /// The run after the signal was sent: still `running` while SIGTERM's grace period lasts.
+    pub run: RunInfoOutput,
 }
 
 /// One destination a networked run reached or was refused.

@@ -16,6 +16,7 @@ mod mcp;
 mod render;
 mod rules;
 mod run;
+mod runs;
 mod up;
 
 use std::process::ExitCode;
@@ -36,6 +37,9 @@ enum Command {
     Fs(fs::Args),
     /// Run a command through an executor, streaming its output; exits with its status.
     Run(run::Args),
+    /// The runs an executor holds (background runs): list them, read or follow their output,
+    /// stop them.
+    Runs(runs::Args),
     /// See and decide parked calls (needs an approver or admin token).
     Approvals(approvals::Args),
     /// List and revoke the rules learned from approvals with `approvals approve --remember`
@@ -92,6 +96,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Fs(args) => fs::run(args).await,
         Command::Run(args) => run::run(args).await,
+        Command::Runs(args) => runs::run(args).await,
         Command::Approvals(args) => approvals::run(args).await,
         Command::Rules(args) => rules::run(args).await,
         Command::Ledger(args) => ledger::run(args).await,

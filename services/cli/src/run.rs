@@ -1,4 +1,5 @@
-//! `toolgate run`: one ProcessService.Run, its output streamed live, its exit status as ours.
+//! `toolgate run`: one ProcessService.Run, its output streamed live, its exit status as ours;
+//! or with `--background`, its run id as soon as it started.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -28,6 +29,7 @@ pub(crate) const EXIT_APPROVAL_PENDING: u8 = 75;
 
 const EXIT_CODES: &str = "\
 EXIT STATUS:
+  0                         with --background, once the run started (it goes on)
   the child's exit code     when it exited normally
   128 + N                   when it was killed by signal N
   75                        approval required and still pending (or expired) when --wait ran out:
@@ -84,6 +86,18 @@ pub(crate) struct Args {
     /// child's raw output; the exit status is the same.
     #[arg(long)]
     json: bool,
+    /// Start the run in the background: print its run id (with `--json`, one JSON object with
+    /// `run_id`, `session_id`, `executor`, `decision_id`, `pid`) as soon as it started and exit
+    /// 0 while it goes on. Read it with `toolgate runs logs RUN_ID`, stop it with `toolgate
+    /// runs stop RUN_ID`.
+    #[arg(long)]
+    background: bool,
+    /// Start in the session's working directory (when `--cwd` is empty; a relative `--cwd` is
+    /// resolved from it) with its kept variables, and keep the script's final working
+    /// directory and the allowed variables it exported for the session's next
+    /// `--persist-cwd` runs.
+    #[arg(long)]
+    persist_cwd: bool,
     /// Run this bash script instead of an argv.
     #[arg(long, conflicts_with = "argv")]
     script: Option<String>,
@@ -138,7 +152,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         timeout: args.timeout.map(crate::duration::to_proto),
         limits: None,
         sandbox_profile: args.profile.clone(),
-        ..Default::default()
+        background: args.background,
+        persist_cwd: args.persist_cwd,
     };
     let channel = match client::connect("executor", &args.executor, &args.token).await {
         Ok(c) => c,
@@ -149,6 +164,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut client = ProcessServiceClient::new(channel);
     let code = match (client.run(request).await, args.json) {
+        (Ok(stream), json) if args.background => {
+            started_in_background(stream.into_inner(), &args.session, json, args.verbose).await
+        }
         (Ok(stream), false) => follow(stream.into_inner(), args.verbose).await,
         (Ok(stream), true) => follow_json(stream.into_inner()).await,
         (Err(status), false) => refused(status),
@@ -228,7 +246,9 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
                 Some(Event::Started(s)) => (
                     serde_json::json!({"event": "started", "pid": s.pid, "decision_id": s.decision_id,
                         "decision": s.decision, "approval_id": s.approval_id, "rule_id": s.rule_id,
-                        "sandbox_profile": s.isolation.map(|i| i.sandbox_profile)}),
+                        "sandbox_profile": s.isolation.map(|i| i.sandbox_profile),
+                        "run_id": s.run_id, "cwd": s.cwd,
+                        "executor": s.executor.as_ref().map(executor_json)}),
                     None,
                 ),
                 Some(Event::Output(c)) => {
@@ -265,6 +285,9 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
                     if !e.network.is_empty() {
                         v["network"] = e.network.iter().map(destination_json).collect();
                     }
+                    if let Some(state) = &e.session {
+                        v["session"] = session_json(state);
+                    }
                     (v, Some(exit_code(e.status.as_ref())))
                 }
                 None => continue,
@@ -287,6 +310,91 @@ async fn follow_json(mut stream: tonic::Streaming<pb::RunResponse>) -> u8 {
             return code;
         }
     }
+}
+
+/// The end of a `--background` run's call: waits for `started` (printing an approval wait
+/// like [`follow`]), prints the run id (or with `json` one JSON object) and returns 0 while
+/// the run goes on. A run refused or failed before it started gets the usual codes.
+async fn started_in_background(
+    mut stream: tonic::Streaming<pb::RunResponse>,
+    session: &str,
+    json: bool,
+    verbose: bool,
+) -> u8 {
+    use pb::run_response::Event;
+    loop {
+        let event = match stream.message().await {
+            Ok(Some(m)) => m.event,
+            Ok(None) => {
+                eprintln!("toolgate: the call ended before the run started");
+                return EXIT_TOOLGATE;
+            }
+            Err(status) if json => return refused_json(status),
+            Err(status) => return refused(status),
+        };
+        match event {
+            Some(Event::AwaitingApproval(a)) => eprintln!(
+                "toolgate: {}\ntoolgate: waiting until {} for a decision; approve with: toolgate approvals approve {}\ntoolgate: awaiting approval {}",
+                a.message,
+                crate::render::time(a.wait_deadline.as_ref()),
+                a.approval_id,
+                a.approval_id
+            ),
+            Some(Event::Started(s)) => {
+                // The executor ends the call right after `started`; reading its end (briefly)
+                // lets the call finish instead of being reset by our exit.
+                let _ = tokio::time::timeout(Duration::from_secs(2), async {
+                    while let Ok(Some(_)) = stream.message().await {}
+                })
+                .await;
+                return print_background(&s, session, json, verbose);
+            }
+            // A run that could not start still ends with `exited`.
+            Some(Event::Exited(e)) => return exited(&e, verbose),
+            Some(Event::Output(_)) | None => {}
+        }
+    }
+}
+
+/// Prints what a caller needs to come back to a background run.
+fn print_background(s: &pb::Started, session: &str, json: bool, verbose: bool) -> u8 {
+    let mut out = std::io::stdout().lock();
+    let written = if json {
+        let v = serde_json::json!({"run_id": s.run_id, "session_id": session,
+            "executor": s.executor.as_ref().map(executor_json), "decision_id": s.decision_id,
+            "pid": s.pid, "cwd": s.cwd, "background": s.background});
+        writeln!(out, "{}", crate::render::safe_json(&v))
+    } else {
+        writeln!(out, "{}", toolgate_core::display::escape(&s.run_id))
+    };
+    if let Err(e) = written.and_then(|()| out.flush()) {
+        eprintln!("toolgate: cannot write output: {e}");
+        return EXIT_TOOLGATE;
+    }
+    if !s.background {
+        // An executor that ignored the flag ran it in the call, which is over: it was killed.
+        eprintln!("toolgate: the executor did not start the run in the background");
+        return EXIT_TOOLGATE;
+    }
+    if verbose || !json {
+        let id = toolgate_core::display::escape(&s.run_id);
+        eprintln!(
+            "toolgate: run {id} goes on in the background (pid {}, decision {}); read it with: toolgate runs logs {id}; stop it with: toolgate runs stop {id}",
+            s.pid, s.decision_id
+        );
+    }
+    0
+}
+
+/// An executor's identity as JSON (the executor that holds the run and its session).
+pub(crate) fn executor_json(e: &common::ExecutorIdentity) -> serde_json::Value {
+    serde_json::json!({"executor_id": e.executor_id, "pod": e.pod, "namespace": e.namespace,
+        "node": e.node, "version": e.version})
+}
+
+/// A session's kept state as JSON.
+fn session_json(s: &common::SessionState) -> serde_json::Value {
+    serde_json::json!({"cwd": s.cwd, "env": s.env})
 }
 
 /// `bytes` under `key` as text when it is UTF-8, else under `<key>_base64`.
@@ -358,6 +466,12 @@ fn exited(e: &pb::Exited, verbose: bool) -> u8 {
         report_audit(a);
     }
     report_network(&e.network, verbose);
+    if let (Some(state), true) = (&e.session, verbose) {
+        eprintln!(
+            "toolgate: the session's working directory is now {}",
+            toolgate_core::display::escape(&state.cwd)
+        );
+    }
     if verbose {
         eprintln!(
             "toolgate: {}",

@@ -2,8 +2,8 @@
 //! the refusal) to what the model reads.
 //!
 //! `outcome` is what a call comes to (success, refusal, failure) and the decision behind it;
-//! `fs` holds the filesystem tools, `run` the streamed `run_command`, `output` how a finished
-//! run's streams are rendered.
+//! `fs` holds the filesystem tools, `run` the streamed `run_command`, `runs` the tools that
+//! list, read and stop background runs, `output` how runs are rendered.
 
 use std::future::Future;
 
@@ -22,6 +22,7 @@ mod fs;
 mod outcome;
 mod output;
 mod run;
+mod runs;
 
 pub(crate) use outcome::Outcome;
 use outcome::Said;
@@ -51,6 +52,9 @@ pub(crate) async fn call(
         "stat_path" => cx.stat(args).await,
         "delete_path" => cx.delete(args).await,
         "run_command" => cx.run(args).await,
+        "list_runs" => cx.list_runs(args).await,
+        "read_run_output" => cx.read_run_output(args).await,
+        "stop_run" => cx.stop_run(args).await,
         other => Outcome::invalid(&format!("unknown tool `{other}`")),
     }
 }

@@ -5,27 +5,13 @@ use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 
 use crate::tools::{
-    LimitExceededOutput, NetworkDestinationOutput, RunCommandOutput, RunLimitsOutput, StreamOutput,
+    LimitExceededOutput, NetworkDestinationOutput, RunCommandOutput, RunInfoOutput,
+    RunLimitsOutput, SessionStateOutput, StreamOutput,
 };
 
 /// Fills `out` from the final event and the streamed heads.
 pub(super) fn finish(out: &mut RunCommandOutput, x: pb::Exited, stdout: &[u8], stderr: &[u8]) {
-    use common::exit_status::Status as S;
-    let (status, code, detail) = match x.status.and_then(|s| s.status) {
-        Some(S::Exited(c)) => ("exited", Some(c), String::new()),
-        Some(S::Signaled(s)) => ("signaled", None, s.name),
-        Some(S::TimedOut(t)) => (
-            "timed_out",
-            None,
-            t.timeout
-                .map(|d| format!("after {}s", d.seconds))
-                .unwrap_or_default(),
-        ),
-        Some(S::Cancelled(c)) => ("cancelled", None, c.cause),
-        Some(S::SpawnFailed(f)) => ("spawn_failed", None, f.reason),
-        Some(S::Completed(c)) => ("exited", Some(0), c.summary),
-        None => ("unknown", None, String::new()),
-    };
+    let (status, code, detail) = status_words(x.status);
     out.status = status.to_owned();
     out.exit_code = code;
     out.detail = detail;
@@ -40,6 +26,10 @@ pub(super) fn finish(out: &mut RunCommandOutput, x: pb::Exited, stdout: &[u8], s
         usage.peak_rss_bytes
     };
     out.oom_killed = usage.oom_killed;
+    out.session = x.session.map(|s| SessionStateOutput {
+        cwd: s.cwd,
+        env: s.env.into_iter().collect(),
+    });
     out.limit_exceeded = x.limit_exceeded.map(|l| LimitExceededOutput {
         resource: l.resource,
         limit: l.limit,
@@ -66,6 +56,27 @@ pub(super) fn finish(out: &mut RunCommandOutput, x: pb::Exited, stdout: &[u8], s
             message: d.message,
         })
         .collect();
+}
+
+/// An exit status as the tools name it: `exited` (with the code), `signaled`, `timed_out`,
+/// `cancelled`, `spawn_failed`, or `unknown`; and its detail.
+fn status_words(s: Option<common::ExitStatus>) -> (&'static str, Option<i32>, String) {
+    use common::exit_status::Status as S;
+    match s.and_then(|s| s.status) {
+        Some(S::Exited(c)) => ("exited", Some(c), String::new()),
+        Some(S::Signaled(s)) => ("signaled", None, s.name),
+        Some(S::TimedOut(t)) => (
+            "timed_out",
+            None,
+            t.timeout
+                .map(|d| format!("after {}s", d.seconds))
+                .unwrap_or_default(),
+        ),
+        Some(S::Cancelled(c)) => ("cancelled", None, c.cause),
+        Some(S::SpawnFailed(f)) => ("spawn_failed", None, f.reason),
+        Some(S::Completed(c)) => ("exited", Some(0), c.summary),
+        None => ("unknown", None, String::new()),
+    }
 }
 
 /// The limits a run got, from its `Started` event.
@@ -106,6 +117,65 @@ fn stream_output(head: &[u8], summary: Option<pb::StreamSummary>) -> StreamOutpu
     }
 }
 
+/// What the model reads when a command went on in the background: its id and how to come
+/// back to it.
+pub(super) fn background_text(o: &RunCommandOutput) -> String {
+    format!(
+        "started in the background as run {id} (pid {pid}, in {cwd}); it goes on after this call. \
+         Read its output with read_run_output {{\"run_id\": \"{id}\", \"offset\": 0}} (then from \
+         `next_offset`), see it with list_runs, stop it with stop_run {{\"run_id\": \"{id}\"}}.",
+        id = o.run_id,
+        pid = o.pid,
+        cwd = if o.cwd.is_empty() { "." } else { &o.cwd },
+    )
+}
+
+/// A run the executor holds, as the model reads it.
+pub(super) fn run_info(r: pb::RunInfo) -> RunInfoOutput {
+    let (status, exit_code, detail) = status_words(r.status);
+    RunInfoOutput {
+        state: match pb::RunState::try_from(r.state) {
+            Ok(pb::RunState::Running) => "running",
+            Ok(pb::RunState::Exited) => "exited",
+            Ok(pb::RunState::Lost) => "lost",
+            _ => "unspecified",
+        }
+        .to_owned(),
+        run_id: r.run_id,
+        session_id: r.session_id,
+        pid: r.pid,
+        command: r.command,
+        cwd: r.cwd,
+        background: r.background,
+        started_at: r.started_at.map(|t| t.to_string()).unwrap_or_default(),
+        finished_at: r.finished_at.map(|t| t.to_string()).unwrap_or_default(),
+        status: if r.state == pb::RunState::Running as i32 {
+            String::new()
+        } else {
+            status.to_owned()
+        },
+        exit_code,
+        detail,
+        stdout_bytes: r.stdout_bytes,
+        stderr_bytes: r.stderr_bytes,
+    }
+}
+
+/// One line per run: id, state, how it ended, command.
+pub(super) fn run_line(r: &RunInfoOutput) -> String {
+    let how = match (r.state.as_str(), r.exit_code) {
+        ("running", _) => format!("running, pid {}", r.pid),
+        ("lost", _) => "lost (its executor stopped; how it ended is unknown)".to_owned(),
+        (_, Some(c)) => format!("exited with {c}"),
+        (_, None) if !r.detail.is_empty() => format!("{} ({})", r.status, r.detail),
+        _ => r.status.clone(),
+    };
+    format!(
+        "{} [{}] session {}, started {}, stdout {} B, stderr {} B: {}",
+        r.run_id, how, r.session_id, r.started_at, r.stdout_bytes, r.stderr_bytes, r.command
+    )
+}
+
 pub(super) fn run_text(o: &RunCommandOutput) -> String {
     let head = match (o.status.as_str(), o.exit_code) {
         ("exited", Some(c)) => format!("exit code {c}"),
@@ -127,6 +197,12 @@ pub(super) fn run_text(o: &RunCommandOutput) -> String {
         text.push_str(&format!(
             "\nnetwork: {}:{} refused ({}): {}",
             d.host, d.port, d.refusal, d.message
+        ));
+    }
+    if let Some(state) = &o.session {
+        text.push_str(&format!(
+            "\nthe session's working directory is now {}",
+            state.cwd
         ));
     }
     for (name, s) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {

@@ -8,7 +8,7 @@ use toolgate_contracts::executor::v1 as pb;
 
 use super::Cx;
 use super::outcome::{Outcome, Receipt, tier};
-use super::output::{finish, limits_output, run_text};
+use super::output::{background_text, finish, limits_output, run_text};
 use crate::tools::{RunCommandArgs, RunCommandOutput};
 
 /// Bytes of each run stream returned live (the head) to the model by default; a model's
@@ -40,7 +40,8 @@ impl Cx<'_> {
                 kill_on_cap: false,
             }),
             sandbox_profile: String::new(),
-            ..Default::default()
+            background: a.background,
+            persist_cwd: a.persist_cwd,
         };
         let result = self
             .traced(
@@ -53,6 +54,10 @@ impl Cx<'_> {
             )
             .await;
         match result {
+            Ok((output, receipt)) if output.background => {
+                let text = background_text(&output);
+                Outcome::success(&output, text, receipt)
+            }
             Ok((output, receipt)) => {
                 let text = run_text(&output);
                 let mut o = Outcome::success(&output, text, receipt);
@@ -92,6 +97,13 @@ impl Cx<'_> {
                     w.approval_id, w.message
                 )),
                 Some(Event::Started(s)) => {
+                    out.run_id = s.run_id;
+                    out.cwd = s.cwd;
+                    if s.background {
+                        out.background = true;
+                        out.status = "running".to_owned();
+                        out.pid = s.pid;
+                    }
                     receipt = Receipt {
                         decision: tier(&s.decision),
                         rule_id: s.rule_id,
@@ -120,6 +132,10 @@ impl Cx<'_> {
                 }
                 None => None,
             };
+            if out.background {
+                // The executor ends a background run's call after `started`.
+                continue;
+            }
             if let (Some(token), Some(note)) = (&token, note) {
                 let _ = self
                     .context
@@ -130,6 +146,9 @@ impl Cx<'_> {
                     )
                     .await;
             }
+        }
+        if out.background {
+            return Ok((out, receipt));
         }
         Err(Status::unavailable(
             "the executor ended the run's stream without an exit event",

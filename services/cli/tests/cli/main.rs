@@ -11,4 +11,5 @@ mod durability;
 mod egress;
 mod ledger;
 mod run;
+mod runs;
 mod up;
