@@ -474,8 +474,6 @@ impl Runs {
     }
 
     /// Stops (KILL) every run of `session_id`, foreground and background; returns how many.
-    // The sessions' idle reaper calls it (issue 28, the `sess` half).
-    #[allow(dead_code)]
     pub(crate) fn stop_session(&self, session_id: &str) -> usize {
         let running: Vec<Arc<Entry>> = self
             .table()
@@ -492,8 +490,6 @@ impl Runs {
     }
 
     /// Runs of the session still running (foreground or background).
-    // The sessions' idle reaper calls it (issue 28, the `sess` half).
-    #[allow(dead_code)]
     pub(crate) fn running_in_session(&self, session_id: &str) -> usize {
         let entries: Vec<Arc<Entry>> = self
             .table()
