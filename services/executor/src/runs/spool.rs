@@ -26,38 +26,49 @@ pub(crate) struct SpoolRoot {
     path: PathBuf,
     /// The executor made it (the default, private one): removed whole at stop.
     owned: bool,
+    /// Held locked while the executor lives (the default root): a later executor that can lock
+    /// it knows this one died without removing its spool, and removes it.
+    _lock: Option<File>,
 }
+
+/// Name of the lock file inside a default spool root.
+const LOCK: &str = ".lock";
 
 impl SpoolRoot {
     /// Opens `configured` (cleared of every previous run's spool), or a private directory of
     /// its own under the system's temp directory; both mode 0700.
     pub(crate) fn open(configured: Option<&Path>) -> io::Result<SpoolRoot> {
-        let (path, owned) = match configured {
-            Some(p) => (p.to_owned(), false),
+        let (path, owned, lock) = match configured {
+            Some(p) => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(p)?;
+                (p.to_owned(), false, None)
+            }
             None => {
-                let name = format!(
-                    "toolgate-spool-{}-{:016x}",
-                    std::process::id(),
-                    fastrand::u64(..)
-                );
-                (std::env::temp_dir().join(name), true)
+                let (path, lock) = default_root()?;
+                (path, true, Some(lock))
             }
         };
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&path)?;
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
         // A previous executor's runs ended with it: their output is nobody's now.
         for entry in std::fs::read_dir(&path)? {
             let entry = entry?;
+            if entry.file_name() == LOCK && lock.is_some() {
+                continue;
+            }
             if entry.file_type()?.is_dir() {
                 std::fs::remove_dir_all(entry.path())?;
             } else {
                 std::fs::remove_file(entry.path())?;
             }
         }
-        Ok(SpoolRoot { path, owned })
+        Ok(SpoolRoot {
+            path,
+            owned,
+            _lock: lock,
+        })
     }
 
     /// The root directory.
@@ -97,6 +108,72 @@ impl SpoolRoot {
         };
         if let Err(e) = result {
             tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the run output spool");
+        }
+    }
+}
+
+/// A fresh default spool root, `<temp>/toolgate-spool-<euid>/<pid>-<random>`, locked for the
+/// executor's life. The per-user parent must be a directory of this user that nobody else may
+/// enter (a planted symlink or a shared directory is refused). Spools in it whose lock can be
+/// taken belong to executors that died (SIGKILL, OOM) before removing them: they are removed
+/// here, so killed executors do not leave their output behind in the temp directory.
+fn default_root() -> io::Result<(PathBuf, File)> {
+    use std::os::unix::fs::MetadataExt;
+    let euid = rustix::process::geteuid().as_raw();
+    let parent = std::env::temp_dir().join(format!("toolgate-spool-{euid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&parent) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = std::fs::symlink_metadata(&parent)?;
+    if !meta.is_dir() || meta.uid() != euid || meta.mode() & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is not a directory private to uid {euid}; remove it or set sessions.spool_dir",
+                parent.display()
+            ),
+        ));
+    }
+    sweep_dead(&parent);
+    let name = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
+    // Made under a dot name and renamed once locked: a sweep never sees it unlocked.
+    let staging = parent.join(format!(".{name}"));
+    std::fs::DirBuilder::new().mode(0o700).create(&staging)?;
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(staging.join(LOCK))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive)?;
+    let path = parent.join(name);
+    std::fs::rename(&staging, &path)?;
+    Ok((path, lock))
+}
+
+/// Removes the spools under `parent` whose executor died: their lock is free.
+fn sweep_dead(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
+        let dir = entry.path();
+        let Ok(lock) = File::open(dir.join(LOCK)) else {
+            continue;
+        };
+        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_ok() {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {
+                    tracing::info!(dir = %dir.display(), "removed the run output spool of an executor that died");
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot remove a dead executor's run output spool");
+                }
+            }
         }
     }
 }
@@ -318,6 +395,22 @@ mod tests {
         assert_eq!(size, 15, "head plus tail, never the dropped middle");
         spool.remove();
         assert!(!spool.dir().exists());
+    }
+
+    #[test]
+    fn a_dead_executors_default_spool_is_removed_and_a_live_ones_is_kept() {
+        let live = SpoolRoot::open(None).unwrap();
+        let parent = live.path().parent().unwrap().to_owned();
+        // An executor that died: its root exists, its lock is free.
+        let dead = parent.join(format!("1-{:016x}", fastrand::u64(..)));
+        std::fs::create_dir_all(dead.join("run_x")).unwrap();
+        std::fs::write(dead.join(LOCK), b"").unwrap();
+        let next = SpoolRoot::open(None).unwrap();
+        assert!(!dead.exists(), "the dead executor's spool is swept");
+        assert!(live.path().exists(), "a live executor's spool is kept");
+        next.remove();
+        live.remove();
+        assert!(!live.path().exists());
     }
 
     #[test]
