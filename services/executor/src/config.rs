@@ -70,8 +70,9 @@ pub struct SessionsSection {
     pub max_background_per_principal: u32,
     /// How long a background run that ended stays listed and readable (seconds).
     pub finished_retention_s: u64,
-    /// Where background runs' output is spooled; unset: a private directory under the
-    /// system's temp directory, removed when the executor stops. Cleared at start.
+    /// Where background runs' output is spooled; unset: a private, locked directory under
+    /// `<temp>/toolgate-spool-<uid>/`, removed when the executor stops (a later start removes
+    /// those of executors that were killed). Cleared at start.
     pub spool_dir: Option<PathBuf>,
 }
 
