@@ -11,27 +11,6 @@ use toolgate_contracts::common::v1::Tier;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::authorize_response::Result as R;
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Postgres).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     auto_deny_ask_approve_once_and_resume,
     roles_and_self_approval,

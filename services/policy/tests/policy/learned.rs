@@ -9,27 +9,6 @@ use support::*;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::authorize_response::Result as R;
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Postgres).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     remember_lifts_the_same_shape_in_its_session_until_revoked,
     an_expired_rule_stops_applying,

@@ -3,6 +3,7 @@
 //! One test binary for the crate (each links the world; fewer binaries build faster): the
 //! modules below were separate binaries before.
 
+#[macro_use]
 mod support;
 
 mod approvals;

@@ -12,27 +12,6 @@ use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::authorize_response::Result as R;
 
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Postgres).await;
-                }
-            )*
-        }
-        mod sqlite {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Backend::Sqlite).await;
-                }
-            )*
-        }
-    };
-}
-
 on_both_backends!(
     sessions_round_trip_and_route_to_their_holder,
     abandon_turns_an_executors_unreported_calls_unknown,

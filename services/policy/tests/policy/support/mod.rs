@@ -2,6 +2,29 @@
 //! (a Postgres database created for the test, or a SQLite file), with a fixed set of
 //! credentials, and gRPC clients that present them.
 
+/// Runs each named `async fn(Backend)` of the calling module as two tests, one per ledger
+/// backend (`postgres::NAME`, `sqlite::NAME`).
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Postgres).await;
+                }
+            )*
+        }
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Backend::Sqlite).await;
+                }
+            )*
+        }
+    };
+}
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
