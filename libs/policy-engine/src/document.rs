@@ -215,7 +215,10 @@ impl CommandPattern {
     }
 
     /// Whether `name args...` is matched.
-    pub(crate) fn matches(&self, name: &str, args: &[String]) -> bool {
+    ///
+    /// `words` are the layer's [`crate::baseline::subcommand_words`], computed once per
+    /// layer by the caller rather than once per pattern.
+    pub(crate) fn matches(&self, name: &str, words: &[&str]) -> bool {
         let program_ok = match &self.program {
             ProgramMatch::Exact(p) => p == name,
             ProgramMatch::Glob(_, g) => g.is_match(name),
@@ -223,10 +226,6 @@ impl CommandPattern {
         if !program_ok {
             return false;
         }
-        if self.subcommands.is_empty() {
-            return true;
-        }
-        let words = crate::baseline::subcommand_words(name, args);
         words.len() >= self.subcommands.len()
             && words.iter().zip(&self.subcommands).all(|(w, s)| w == s)
     }
@@ -266,9 +265,10 @@ impl Rule {
     }
 
     /// Whether one command layer matches the command selectors (not the path selector).
-    pub(crate) fn command_matches(&self, name: &str, args: &[String]) -> bool {
-        self.commands.iter().any(|p| p.matches(name, args))
-            && !self.except.iter().any(|p| p.matches(name, args))
+    /// `words` are the layer's [`crate::baseline::subcommand_words`].
+    pub(crate) fn command_matches(&self, name: &str, args: &[String], words: &[&str]) -> bool {
+        self.commands.iter().any(|p| p.matches(name, words))
+            && !self.except.iter().any(|p| p.matches(name, words))
             && (self.flags.is_empty() || self.flags.iter().any(|f| has_flag(args, f)))
             && !self.not_flags.iter().any(|f| has_flag(args, f))
     }

@@ -171,6 +171,8 @@ struct Index {
     by_program: HashMap<String, ProgramRules>,
     program_globs: GlobSet,
     program_glob_owners: Vec<u32>,
+    /// The first rule with each id, for what a match's rule requires (its sandbox).
+    by_id: HashMap<String, u32>,
 }
 
 /// A loaded, validated and indexed policy.
@@ -572,10 +574,10 @@ impl Policy {
         if kind == ToolKind::ProcessRun {
             for m in &b.matches {
                 if let Some(p) = self
-                    .rules
-                    .iter()
-                    .find(|r| r.id == m.rule_id)
-                    .and_then(|r| r.sandbox.as_deref())
+                    .index
+                    .by_id
+                    .get(&m.rule_id)
+                    .and_then(|r| self.rules[*r as usize].sandbox.as_deref())
                     && !sandboxes.contains(&p)
                 {
                     sandboxes.push(p);
@@ -681,11 +683,15 @@ impl Policy {
         let mut out: Vec<u32> = Vec::new();
         for (name, args) in &c.layers {
             let mut candidates: Vec<u32> = Vec::new();
+            // Read the layer's subcommand words once, and only when some rule could need them.
+            let mut words: Option<Vec<&str>> = None;
             if let Some(p) = self.index.by_program.get(name.as_str()) {
                 candidates.extend_from_slice(&p.any);
                 if !p.by_sub.is_empty()
-                    && let Some(first) = baseline::subcommand_words(name, args).first()
-                    && let Some(v) = p.by_sub.get(first)
+                    && let Some(first) = words
+                        .get_or_insert_with(|| baseline::subcommand_words(name, args))
+                        .first()
+                    && let Some(v) = p.by_sub.get(*first)
                 {
                     candidates.extend_from_slice(v);
                 }
@@ -703,7 +709,11 @@ impl Policy {
                 let rule = &self.rules[r as usize];
                 if out.contains(&r)
                     || !rule.context_matches(ctx)
-                    || !rule.command_matches(name, args)
+                    || !rule.command_matches(
+                        name,
+                        args,
+                        words.get_or_insert_with(|| baseline::subcommand_words(name, args)),
+                    )
                 {
                     continue;
                 }
@@ -822,6 +832,7 @@ fn build_index(rules: &[Rule]) -> Result<Index, String> {
     let mut program_globs = GlobSetBuilder::new();
     for (i, rule) in rules.iter().enumerate() {
         let i = u32::try_from(i).map_err(|_| "too many rules".to_owned())?;
+        index.by_id.entry(rule.id.clone()).or_insert(i);
         if !rule.commands.is_empty() {
             for p in &rule.commands {
                 match &p.program {

@@ -263,18 +263,12 @@ const NETWORK_CLIENTS: &[&str] = &[
 ];
 
 /// The words a command pattern's subcommand list is compared with.
-pub(crate) fn subcommand_words(name: &str, args: &[String]) -> Vec<String> {
+pub(crate) fn subcommand_words<'a>(name: &str, args: &'a [String]) -> Vec<&'a str> {
     if name == "git" {
         let (_, sub, rest) = git_split(args);
-        sub.into_iter()
-            .map(str::to_owned)
-            .chain(crate::argv::operands(rest).into_iter().map(str::to_owned))
-            .collect()
+        sub.into_iter().chain(crate::argv::operands(rest)).collect()
     } else {
         crate::argv::operands(args)
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
     }
 }
 
