@@ -5,6 +5,9 @@
 //! for them. A user policy is evaluated next to the baseline and the worst tier wins, so a
 //! user `auto` can never weaken a baseline `ask` or `deny`.
 
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
 use toolgate_core::Tier;
 
 use crate::access::Access;
@@ -261,6 +264,12 @@ const NETWORK_CLIENTS: &[&str] = &[
     "w3m",
     "fetch",
 ];
+
+/// [`SAFE_PROGRAMS`] and [`NETWORK_CLIENTS`] as sets: every command is looked up in both.
+static SAFE_PROGRAM_SET: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| SAFE_PROGRAMS.iter().copied().collect());
+static NETWORK_CLIENT_SET: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| NETWORK_CLIENTS.iter().copied().collect());
 
 /// The words a command pattern's subcommand list is compared with.
 pub(crate) fn subcommand_words<'a>(name: &str, args: &'a [String]) -> Vec<&'a str> {
@@ -752,7 +761,7 @@ fn general_findings(
     if is_publish(name, args) {
         f.rules.push(&PUBLISH);
     }
-    if NETWORK_CLIENTS.contains(&name) {
+    if NETWORK_CLIENT_SET.contains(name) {
         f.rules.push(&NETWORK);
     }
     if is_package_install(name, args, parsed) {
@@ -765,7 +774,7 @@ fn general_findings(
         f.rules.push(&AMBIGUOUS_OPTION);
     }
     f.safe = f.rules.is_empty()
-        && ((SAFE_PROGRAMS.contains(&name)
+        && ((SAFE_PROGRAM_SET.contains(name)
             && git_is_read_only(name, args)
             && plumbing_is_safe(name, args))
             || is_version_probe(name, args)
