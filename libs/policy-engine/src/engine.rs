@@ -1081,42 +1081,42 @@ impl Builder {
 }
 
 fn message(tier: Tier, b: &Builder, call: &ToolCall) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(128);
+    match tier {
+        Tier::Deny => out.push_str("denied, not approvable: "),
+        Tier::Ask => out.push_str("needs human approval: "),
+        Tier::Auto => out.push_str("allowed: "),
+    }
+    // What is refused or asked about; an allowed call is explained by its rules alone.
+    if tier != Tier::Auto {
+        if let Some(c) = b.commands.iter().find(|c| c.tier == tier) {
+            let _ = write!(out, "command `{}`", c.argv.join(" "));
+        } else if let Some(p) = b.paths.iter().find(|p| p.tier == tier) {
+            let _ = write!(out, "{} of `{}`", p.access.as_str(), p.path);
+        } else if call.tool == ToolKind::NetConnect {
+            let _ = write!(
+                out,
+                "connection to {}:{} ({})",
+                call.host.as_deref().unwrap_or("?"),
+                call.port.unwrap_or_default(),
+                call.protocol.as_deref().unwrap_or("tcp")
+            );
+        } else {
+            let _ = write!(out, "{} call", call.tool);
+        }
+        out.push_str(": ");
+    }
     // A contained rule is explained by the sandbox's own match.
-    let worst: Vec<&RuleMatch> = b
+    let worst = b
         .matches
         .iter()
-        .filter(|m| m.tier == tier && m.contained.is_none())
-        .collect();
-    let what = b
-        .commands
-        .iter()
-        .find(|c| c.tier == tier)
-        .map(|c| format!("command `{}`", c.argv.join(" ")))
-        .or_else(|| {
-            b.paths
-                .iter()
-                .find(|p| p.tier == tier)
-                .map(|p| format!("{} of `{}`", p.access.as_str(), p.path))
-        })
-        .or_else(|| {
-            (call.tool == ToolKind::NetConnect).then(|| {
-                format!(
-                    "connection to {}:{} ({})",
-                    call.host.as_deref().unwrap_or("?"),
-                    call.port.unwrap_or_default(),
-                    call.protocol.as_deref().unwrap_or("tcp")
-                )
-            })
-        })
-        .unwrap_or_else(|| format!("{} call", call.tool));
-    let reasons = worst
-        .iter()
-        .map(|m| format!("{} ({})", m.reason, m.rule_id))
-        .collect::<Vec<_>>()
-        .join("; ");
-    match tier {
-        Tier::Deny => format!("denied, not approvable: {what}: {reasons}"),
-        Tier::Ask => format!("needs human approval: {what}: {reasons}"),
-        Tier::Auto => format!("allowed: {reasons}"),
+        .filter(|m| m.tier == tier && m.contained.is_none());
+    for (i, m) in worst.enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        let _ = write!(out, "{} ({})", m.reason, m.rule_id);
     }
+    out
 }

@@ -403,8 +403,9 @@ fn leaves_workspace(target: &str) -> bool {
 }
 
 /// Publishing: sending work to a registry, a remote or a deployment.
-fn is_publish(name: &str, args: &[String]) -> bool {
-    let ops = crate::argv::operands(args);
+///
+/// `ops` are `args`' operands read without a table ([`crate::argv::operands`]).
+fn is_publish(name: &str, args: &[String], ops: &[&str]) -> bool {
     let first = ops.first().copied().unwrap_or("");
     let second = ops.get(1).copied().unwrap_or("");
     match name {
@@ -540,8 +541,9 @@ fn is_version_probe(name: &str, args: &[String]) -> bool {
 }
 
 /// Subcommands of build tools and package managers that only print what they know.
-fn tool_is_read_only(name: &str, args: &[String]) -> bool {
-    let ops = crate::argv::operands(args);
+///
+/// `ops` are `args`' operands read without a table ([`crate::argv::operands`]).
+fn tool_is_read_only(name: &str, args: &[String], ops: &[&str]) -> bool {
     let first = ops.first().copied().unwrap_or("");
     let second = ops.get(1).copied().unwrap_or("");
     match name {
@@ -758,7 +760,9 @@ fn general_findings(
             }
         }
     }
-    if is_publish(name, args) {
+    // Read once for both checks that compare operands with subcommand names.
+    let ops = crate::argv::operands(args);
+    if is_publish(name, args, &ops) {
         f.rules.push(&PUBLISH);
     }
     if NETWORK_CLIENT_SET.contains(name) {
@@ -778,7 +782,7 @@ fn general_findings(
             && git_is_read_only(name, args)
             && plumbing_is_safe(name, args))
             || is_version_probe(name, args)
-            || tool_is_read_only(name, args));
+            || tool_is_read_only(name, args, &ops));
 }
 
 /// xxd's operands and whether it reverts (writes binary), read as xxd reads its options.
