@@ -17,7 +17,7 @@ use super::api::{
     OutcomeReport, PolicyAnswer, PolicyFailure, RecordedOutcome, Verdict,
 };
 use super::sessions::{EndReason, SessionRefusal, SessionState, StoredSession};
-use crate::process_service::{exit_status, usage};
+use crate::wire::run::{exit_status, usage};
 
 /// `Authorize`'s request.
 pub fn authorize_request(r: AuthorizeRequest) -> pb::AuthorizeRequest {
@@ -170,10 +170,10 @@ pub fn outcome_request(r: OutcomeReport) -> pb::RecordOutcomeRequest {
                     seccomp: i.seccomp,
                     network: i.network,
                     pid_limit: i.pid_limit.unwrap_or(0),
-                    limits: Some(crate::process_service::limits_to_wire(&i.limits)),
+                    limits: Some(crate::wire::run::limits_to_wire(&i.limits)),
                 }),
                 audit: audit.as_deref().map(audit_to_wire),
-                limit_exceeded: limit.map(crate::process_service::limit_to_wire),
+                limit_exceeded: limit.map(crate::wire::run::limit_to_wire),
                 network: network.iter().map(destination_to_wire).collect(),
                 ..Default::default()
             }
