@@ -10,7 +10,6 @@
 //! could hide it reliably. The default is a per-workspace directory under
 //! `$XDG_STATE_HOME/toolgate` (`~/.local/state/toolgate`).
 
-mod authorizer;
 pub(crate) mod tokens;
 pub(crate) mod toolchains;
 
@@ -245,23 +244,19 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     exec_cfg
         .validate()
         .map_err(|e| anyhow::anyhow!("executor configuration: {e}"))?;
-    let authorizer = Arc::new(authorizer::InProcess::new(
+    // The embedded executor asks the policy core in process, as its own executor
+    // credential: the role checks and answers of the gRPC path, without a protobuf message.
+    // Its sessions are claimed and their state kept in the same ledger, through the same core.
+    let policy = Arc::new(toolgate_policy::Local::new(
         core.clone(),
         Principal {
             name: executor_name.to_owned(),
             role: Role::Executor,
         },
+        toolgate_executor::identity(&exec_cfg),
     ));
-    // Sessions are claimed and their state kept in the same ledger, through the same core.
-    let sessions: Arc<dyn toolgate_executor::authz::sessions::SessionLedger> =
-        Arc::new(authorizer::InProcessSessions::new(
-            core.clone(),
-            Principal {
-                name: executor_name.to_owned(),
-                role: Role::Executor,
-            },
-            toolgate_executor::identity(&exec_cfg),
-        ));
+    let authorizer: Arc<dyn toolgate_policy_api::Authorizer> = policy.clone();
+    let sessions: Arc<dyn toolgate_policy_api::SessionLedger> = policy;
 
     let executor_addr_for_mcp = executor_addr.clone();
     // Runs reach the network when the default sandbox profile allows it: then `run_command`
