@@ -5,7 +5,7 @@ use toolgate_core::ToolKind;
 use toolgate_process::Capabilities;
 
 use super::run::{duration, kill_mechanism};
-use crate::authz::api::ExecutorIdentity;
+use toolgate_core::ExecutorIdentity;
 
 /// What `GetCapabilities` reports, gathered from the executor's parts.
 pub(crate) struct Offered<'a> {
