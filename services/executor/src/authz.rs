@@ -1,7 +1,8 @@
 //! Authorization: the executor asks the policy service before every call.
 //!
-//! [`Authorizer`] is the policy service as the executor sees it; [`GrpcAuthorizer`] reaches it
-//! over gRPC with the executor's own credential and fails closed. [`Gate`] turns its answers
+//! [`Authorizer`] (the policy protocol's trait, `toolgate_policy_api`) is the policy service
+//! as the executor sees it; [`GrpcAuthorizer`] reaches it over gRPC with the executor's own
+//! credential and fails closed, and `toolgate up` answers it in process. [`Gate`] turns its answers
 //! into either an [`Authorized`] proof or the status the client gets (denied, approval
 //! required, already executed), waiting for a human when the call context asks to.
 //!
@@ -9,51 +10,24 @@
 //! operation the executor performs (a filesystem call, a process run) takes one as a
 //! parameter, so no code path can run anything without a decision for it.
 
-pub mod api;
 pub(crate) mod balance;
-pub mod contract;
 mod gate;
 mod grpc;
 mod report;
-pub mod sessions;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use futures::future::BoxFuture;
-use tonic::Status;
-use toolgate_contracts::status;
-use toolgate_core::Reason;
+use toolgate_core::{Reason, ReasonedError};
 use toolgate_fs::HiddenPaths;
+#[cfg(doc)]
+use toolgate_policy_api::Authorizer;
+use toolgate_policy_api::HiddenGlobs;
 
-use api::{
-    ApprovalStatus, AuthorizeRequest, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure,
-};
 pub(crate) use gate::{Call, Gate, Verdict};
 pub use grpc::{GrpcAuthorizer, GrpcSessions};
-pub(crate) use report::{Ran, Reporter, fs_outcome, not_started};
-
-/// The policy service, as the executor uses it: domain requests in, domain answers or a
-/// [`PolicyFailure`] out. Implemented over gRPC by [`GrpcAuthorizer`] and in-process by
-/// `toolgate up`; both map through [`contract`].
-pub trait Authorizer: Send + Sync + 'static {
-    /// Classifies and records a decision for one call.
-    fn authorize(
-        &self,
-        request: AuthorizeRequest,
-        traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>>;
-
-    /// Attaches the outcome of an allowed call to its decision.
-    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>>;
-
-    /// Waits until the approval leaves `pending` or `timeout` passes, and reports it.
-    fn wait_for_approval(
-        &self,
-        approval_id: String,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>>;
-}
+pub(crate) use report::{
+    Finished, Ran, Reporter, destination, fs_outcome, not_started, output_stats,
+};
 
 /// Proof that the policy service allowed one call. Only this module can make one, and only
 /// from an `allowed` answer; the operations require it.
@@ -191,19 +165,52 @@ impl Authorized {
     /// the answer carried none (an older policy service) or unusable ones, this is a
     /// `POLICY_UNAVAILABLE` status: the caller must refuse rather than act on rules it does
     /// not know.
-    pub fn hidden_globs(&self) -> Result<&Arc<HiddenPaths>, Status> {
+    pub fn hidden_globs(&self) -> Result<&Arc<HiddenPaths>, HiddenUnknown> {
         match &self.hidden {
             Hidden::Set(h) => Ok(h),
-            Hidden::Absent => Err(status::status(
-                Reason::PolicyUnavailable,
-                "the policy service's answer did not say which paths its rules hide (a policy service older than this executor?); nothing was run",
-                [("decision_id", self.decision_id.clone())],
-            )),
-            Hidden::Unusable(why) => Err(status::status(
-                Reason::PolicyUnavailable,
-                format!("the policy service's hidden paths are unusable: {why}; nothing was run"),
-                [("decision_id", self.decision_id.clone())],
-            )),
+            Hidden::Absent => Err(HiddenUnknown::Absent {
+                decision_id: self.decision_id.clone(),
+            }),
+            Hidden::Unusable(why) => Err(HiddenUnknown::Unusable {
+                decision_id: self.decision_id.clone(),
+                why: why.clone(),
+            }),
+        }
+    }
+}
+
+/// Why an `allowed` answer does not say which paths its rules hide: the call must be
+/// refused rather than act on rules the executor does not know (`POLICY_UNAVAILABLE`).
+#[derive(Debug, thiserror::Error)]
+pub enum HiddenUnknown {
+    /// The answer carried none.
+    #[error(
+        "the policy service's answer did not say which paths its rules hide (a policy service older than this executor?); nothing was run"
+    )]
+    Absent {
+        /// The decision the answer recorded.
+        decision_id: String,
+    },
+    /// The answer carried globs that do not compile.
+    #[error("the policy service's hidden paths are unusable: {why}; nothing was run")]
+    Unusable {
+        /// The decision the answer recorded.
+        decision_id: String,
+        /// Why they do not compile.
+        why: String,
+    },
+}
+
+impl ReasonedError for HiddenUnknown {
+    fn reason(&self) -> Reason {
+        Reason::PolicyUnavailable
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            HiddenUnknown::Absent { decision_id } | HiddenUnknown::Unusable { decision_id, .. } => {
+                vec![("decision_id", decision_id.clone())]
+            }
         }
     }
 }
@@ -234,6 +241,7 @@ fn compile_hidden(h: HiddenGlobs) -> Result<Arc<HiddenPaths>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate_contracts::status;
 
     fn allowed(hidden: Option<(&str, &[&str])>) -> Option<HiddenGlobs> {
         hidden.map(|(v, g)| HiddenGlobs {
@@ -261,7 +269,7 @@ mod tests {
     }
 
     fn refusal(a: &Authorized) -> (String, String) {
-        let s = a.hidden_globs().unwrap_err();
+        let s = status::from_error(&a.hidden_globs().unwrap_err());
         let (reason, _) = status::error_info(&s).unwrap();
         (reason, s.message().to_owned())
     }

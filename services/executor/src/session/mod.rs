@@ -35,13 +35,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tonic::Status;
 use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::policy_wire::error_to_status;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 use toolgate_fs::WorkspacePath;
+use toolgate_policy_api::{EndReason, SessionLedger, SessionRefusal, SessionState};
 use toolgate_process::{EnvAllow, SessionNamespaces};
 
-use crate::authz::contract::failure_status;
-use crate::authz::sessions::{EndReason, SessionLedger, SessionRefusal, SessionState};
 use crate::confined::Confined;
 
 /// Longest the shutdown waits for the ledger to record every session's end.
@@ -276,7 +276,7 @@ impl Sessions {
                 if first {
                     self.forget(s, true);
                 }
-                Err(failure_status(f))
+                Err(error_to_status(f))
             }
         }
     }
@@ -318,7 +318,7 @@ impl Sessions {
                 }
                 Ok(())
             }
-            Err(f) => Err(failure_status(f)),
+            Err(f) => Err(error_to_status(f)),
         }
     }
 
@@ -654,7 +654,7 @@ impl Persist {
             Ok(p) => match inner.confined.open_directory(p).await {
                 Ok(d) => Some(d.canonical),
                 Err(e) => {
-                    tracing::info!(session_id = %id, cwd = %report.cwd, error = %e.message(), "the run ended outside the workspace (or in a directory it may not use); the session's working directory is unchanged");
+                    tracing::info!(session_id = %id, cwd = %report.cwd, error = %e, "the run ended outside the workspace (or in a directory it may not use); the session's working directory is unchanged");
                     None
                 }
             },
