@@ -66,7 +66,7 @@ fn read_corpus(path: &Path) -> Vec<String> {
 
 fn classify(scripts: &[String], rules: usize) {
     let policy = generated_policy(rules).without_analysis_memo();
-    let calls: Vec<ToolCall> = scripts.iter().map(|s| ToolCall::script(s)).collect();
+    let calls: Vec<ToolCall> = scripts.iter().map(ToolCall::script).collect();
     let ctx = CallContext {
         session_id: "s".to_owned(),
         principal: "agent".to_owned(),
