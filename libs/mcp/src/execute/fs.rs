@@ -11,7 +11,7 @@ use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 
 use super::Cx;
-use super::outcome::{Outcome, Receipt};
+use crate::outcome::{Outcome, Receipt};
 use crate::tools::*;
 
 /// A directory argument whose schema says "empty for the root": the executor refuses an
@@ -52,9 +52,9 @@ impl Cx<'_> {
             Ok(response) => {
                 let receipt = Receipt::of_headers(response.metadata());
                 let (output, text) = render(response.into_inner());
-                Outcome::success(&output, text, receipt)
+                Outcome::ran(&output, text, receipt, None)
             }
-            Err(s) => Outcome::refused(self.said(), &s),
+            Err(s) => Outcome::refused(&s),
         }
     }
 
