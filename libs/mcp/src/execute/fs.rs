@@ -12,7 +12,12 @@ use toolgate_contracts::executor::v1 as pb;
 
 use super::Cx;
 use crate::outcome::{Outcome, Receipt};
-use crate::tools::*;
+use crate::tools::{
+    CreateDirectoryArgs, CreateDirectoryOutput, DeletePathArgs, DeletePathOutput, EditFileArgs,
+    EditFileOutput, Entry, EntryType, FindFilesArgs, FindFilesOutput, ListDirectoryArgs,
+    ListDirectoryOutput, Match, ReadFileArgs, ReadFileOutput, SearchFilesArgs, SearchFilesOutput,
+    StatPathArgs, StatPathOutput, WriteFileArgs, WriteFileOutput,
+};
 
 /// A directory argument whose schema says "empty for the root": the executor refuses an
 /// empty path, so the root is spelled `.`.
