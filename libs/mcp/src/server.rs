@@ -236,9 +236,7 @@ pub(crate) fn stdio_session(workspace: &str, token: &str, client: &str) -> Strin
 /// The token of an `Authorization: Bearer <token>` header.
 pub(crate) fn bearer(headers: &http::HeaderMap) -> Option<&str> {
     let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+    toolgate_runtime::auth::parse_bearer(v)
 }
 
 /// One tool call's identity as the executor sees it.
