@@ -9,6 +9,7 @@ pub mod backoff;
 mod call;
 pub mod display;
 mod integrity;
+pub mod traceparent;
 
 pub use call::{ExecutorIdentity, ToolCall};
 pub use integrity::{AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation};

@@ -34,7 +34,6 @@ mod policy_service;
 mod session_service;
 mod source;
 mod stored;
-mod trace;
 mod wire;
 
 use std::sync::Arc;
@@ -68,7 +67,6 @@ pub use config::Config;
 pub use policy_service::PolicyAdapter;
 pub use session_service::SessionAdapter;
 pub use source::PolicySource;
-pub use trace::trace_id;
 
 /// Why the policy service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
