@@ -130,12 +130,11 @@ pub fn policy_source(
             None,
         ));
     };
-    let file = toolgate_policy_engine::PolicyFile::load(path.clone()).map_err(|source| {
-        Error::Policy {
+    let file =
+        toolgate_policy_engine::PolicyFile::load(path.clone()).map_err(|source| Error::Policy {
             path: path.clone(),
             source,
-        }
-    })?;
+        })?;
     let file = Arc::new(file);
     let watched = path.clone();
     let watcher = file.watch(

@@ -4,8 +4,8 @@ use crate::support;
 
 use sha2::{Digest, Sha256};
 use support::{raw, text, toolgate};
-use toolgate_ledger::testing::FreshPg;
 use toolgate_core::{Tier, ToolKind};
+use toolgate_ledger::testing::FreshPg;
 use toolgate_ledger::{
     CallId, Ledger, LedgerConfig, NewDecision, PolicyVersion, Principal, RequestDigest, RuleId,
     SessionId, SqlLedger,

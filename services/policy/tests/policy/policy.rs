@@ -345,7 +345,11 @@ fn a_policy_file_that_cannot_be_loaded_is_named_in_the_startup_error() {
         let err = String::from_utf8_lossy(&out.stderr);
         let named = format!("cannot load the policy {}: ", policy.display());
         assert!(err.contains(&named) && err.contains(cause), "{err}");
-        assert_eq!(err.matches(&*policy.display().to_string()).count(), 1, "{err}");
+        assert_eq!(
+            err.matches(&*policy.display().to_string()).count(),
+            1,
+            "{err}"
+        );
         assert!(out.stdout.is_empty(), "must not announce a listener");
     }
 }

@@ -432,4 +432,3 @@ where
     }
     panic!("the Run stream ended without an Exited event")
 }
-

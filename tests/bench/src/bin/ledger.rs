@@ -19,7 +19,6 @@ use toolgate_core::{Tier, ToolKind};
 use toolgate_ledger::testing::FreshPg;
 use toolgate_ledger::*;
 
-
 fn digest(n: u64) -> RequestDigest {
     let mut b = [0u8; 32];
     b[..8].copy_from_slice(&n.to_be_bytes());
