@@ -31,7 +31,7 @@
 
 use std::time::{Duration, Instant};
 
-use sqlx::{AssertSqlSafe, Connection};
+use sqlx::Connection;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;

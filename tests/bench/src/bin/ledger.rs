@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, PgPool};
+use sqlx::{Connection, PgPool};
 use toolgate_bench::{Goal, Samples, heading, interleave, print_side, report_ratio, sample_count};
 use toolgate_core::{Tier, ToolKind};
 use toolgate_ledger::testing::FreshPg;
