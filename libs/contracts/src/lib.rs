@@ -3,9 +3,11 @@
 //! Generated from `proto/` at build time with protox, so building needs no `protoc`.
 //! Besides the generated modules this crate owns the one mapping from a domain error
 //! ([`toolgate_core::ReasonedError`]) to a `tonic::Status` carrying a
-//! `google.rpc.ErrorInfo`, and conversions between wire enums and domain enums.
+//! `google.rpc.ErrorInfo`, conversions between wire enums and domain enums, and
+//! [`policy_wire`], the one mapping of the policy protocol (`toolgate_policy_api`).
 
 pub mod convert;
+pub mod policy_wire;
 pub mod status;
 
 /// `toolgate.common.v1`.

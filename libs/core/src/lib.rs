@@ -5,12 +5,14 @@
 
 use std::fmt;
 
+mod approval;
 pub mod backoff;
 mod call;
 pub mod display;
 mod integrity;
 pub mod traceparent;
 
+pub use approval::{ApprovalState, UnknownApprovalState};
 pub use call::{ExecutorIdentity, ToolCall};
 pub use integrity::{AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation};
 

@@ -224,6 +224,10 @@ pub struct LedgerConfig {
     pub migrate: bool,
     /// Decisions per group commit, at most.
     pub max_batch: usize,
+    /// Group commits in flight at once, each on its own connection (Postgres; SQLite has one
+    /// writer and always commits one at a time). A batch's rows go in while the previous
+    /// batch's commit is being flushed; the audit chain still orders the commits.
+    pub commit_pipeline: usize,
     /// The time source.
     pub clock: Clock,
 }
@@ -241,6 +245,7 @@ impl LedgerConfig {
             retry_budget: Duration::from_secs(5),
             migrate: true,
             max_batch: 512,
+            commit_pipeline: 2,
             clock: Clock::system(),
         }
     }
@@ -259,6 +264,7 @@ impl std::fmt::Debug for LedgerConfig {
             .field("retry_budget", &self.retry_budget)
             .field("migrate", &self.migrate)
             .field("max_batch", &self.max_batch)
+            .field("commit_pipeline", &self.commit_pipeline)
             .finish_non_exhaustive()
     }
 }
@@ -336,7 +342,7 @@ pub async fn migrate(url: &str) -> Result<i64> {
 }
 
 struct Job {
-    decision: Decision,
+    decision: store::Pending,
     reply: oneshot::Sender<Result<Recorded>>,
 }
 
@@ -386,7 +392,16 @@ impl SqlLedger {
             notify::listen(o.clone(), hub, &mut tasks).await?;
         }
         let (tx, rx) = mpsc::channel(config.max_batch.max(1) * 8);
-        tasks.spawn(run_writer(core.clone(), rx, config.max_batch.max(1)));
+        let pipeline = match t {
+            Target::Pg(_) => config.commit_pipeline.max(1),
+            Target::Lite(_) => 1,
+        };
+        tasks.spawn(run_writer(
+            core.clone(),
+            rx,
+            config.max_batch.max(1),
+            pipeline,
+        ));
         Ok(SqlLedger {
             core,
             writer: tx,
@@ -412,7 +427,7 @@ impl SqlLedger {
                 "ask-tier decisions are recorded by ask, which also binds the approval",
             ));
         }
-        let decision = self.core.prepare_decision(nd, self.core.clock.now())?;
+        let decision = store::Pending::new(self.core.prepare_decision(nd, self.core.clock.now())?);
         let (reply, rx) = oneshot::channel();
         self.writer
             .send(Job { decision, reply })
@@ -423,19 +438,88 @@ impl SqlLedger {
     }
 }
 
-/// Group commit: take whatever queued up while the previous batch was committing.
-async fn run_writer(core: Arc<Core>, mut rx: mpsc::Receiver<Job>, max_batch: usize) {
-    let mut jobs = Vec::with_capacity(max_batch);
-    while rx.recv_many(&mut jobs, max_batch).await > 0 {
-        let (decisions, replies): (Vec<_>, Vec<_>) =
-            jobs.drain(..).map(|j| (j.decision, j.reply)).unzip();
-        let results = core.write_decisions(&decisions).await;
-        for (reply, r) in replies.into_iter().zip(results) {
-            // The caller may have gone away; its decision is durable regardless.
-            let _ = reply.send(r);
+/// Group commit: one transaction (one flush) for the decisions that queued up while the
+/// previous batch was committing, with up to `pipeline` batches in flight.
+///
+/// A batch starts at once when none is in flight. While one is, the next starts early only
+/// once it is as large as the last one started (so a second connection is worth its commit);
+/// otherwise it keeps gathering until a commit finishes. Each caller is answered only after
+/// the transaction holding its decision committed, so a crash loses only decisions nobody
+/// was told about.
+async fn run_writer(
+    core: Arc<Core>,
+    mut rx: mpsc::Receiver<Job>,
+    max_batch: usize,
+    pipeline: usize,
+) {
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<usize>();
+    let mut batches = JoinSet::new();
+    let mut jobs: Vec<Job> = Vec::with_capacity(max_batch);
+    let (mut in_flight, mut last, mut answered) = (0usize, 0usize, 0usize);
+    let mut open = true;
+    loop {
+        let start = !jobs.is_empty()
+            && in_flight < pipeline
+            && (in_flight == 0 || jobs.len() >= last.max(1) || jobs.len() >= max_batch);
+        if start {
+            // Callers just answered are usually about to send their next decision: let them,
+            // so that they join this batch instead of waiting a whole commit for the next.
+            // Bounded, and nearly free when nobody else is ready to run.
+            let rejoining = std::mem::take(&mut answered).min(max_batch);
+            for _ in 0..REJOIN_YIELDS {
+                if jobs.len() + rx.len() >= rejoining {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            while jobs.len() < max_batch {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            let batch = std::mem::replace(&mut jobs, Vec::with_capacity(max_batch));
+            last = batch.len();
+            in_flight += 1;
+            let core = Arc::clone(&core);
+            let done = done_tx.clone();
+            batches.spawn(async move {
+                let (decisions, replies): (Vec<_>, Vec<_>) =
+                    batch.into_iter().map(|j| (j.decision, j.reply)).unzip();
+                let results = core.write_decisions(decisions).await;
+                let n = results.len();
+                for (reply, r) in replies.into_iter().zip(results) {
+                    // The caller may have gone away; its decision is durable regardless.
+                    let _ = reply.send(r);
+                }
+                let _ = done.send(n);
+            });
+            continue;
+        }
+        if !open && jobs.is_empty() && in_flight == 0 {
+            break;
+        }
+        let room = max_batch - jobs.len();
+        tokio::select! {
+            n = rx.recv_many(&mut jobs, room), if open && room > 0 => {
+                if n == 0 {
+                    open = false;
+                }
+            }
+            Some(n) = done_rx.recv(), if in_flight > 0 => {
+                in_flight -= 1;
+                answered += n;
+                // Reap the finished batch's task.
+                while batches.try_join_next().is_some() {}
+            }
+            // Not reached (one branch is always enabled); callers then hear the writer stopped.
+            else => break,
         }
     }
 }
+
+/// How many times the writer yields, at most, for callers it just answered to send again.
+const REJOIN_YIELDS: usize = 8;
 
 impl Ledger for SqlLedger {
     fn record_decision(&self, decision: NewDecision) -> BoxFuture<'_, Result<Recorded>> {

@@ -1,46 +1,34 @@
 //! Admission, spawning and supervision of runs: the runner (admission, limits, sandbox plans)
 //! here, the spawn in `spawn`, the supervision of a running child in `supervisor`.
 
-use std::ffi::CString;
 use std::fs::File;
-use std::future::pending;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStringExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::Bytes;
-use rustix::process::{Pid, Resource, Signal};
-use tokio::io::AsyncWriteExt;
-use tokio::io::unix::AsyncFd;
-use tokio::net::unix::pipe;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use rustix::process::Signal;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use toolgate_core::{Reason, ReasonedError};
 
 use crate::caps::{Capabilities, LimitsView, ProfileStatus, probe_host};
-use crate::cgroup::{Budget, Hierarchy, RunCgroup, Spares};
+use crate::cgroup::{Budget, Hierarchy, Spares};
 use crate::config::{self, Config};
-use crate::egress::GateSockets;
-use crate::event::{
-    CancelCause, Event, Exited, Isolation, KillMechanism, Started, Status, Stream, StreamSummary,
-    Usage,
-};
-use crate::limits::{EnforcedLimits, LimitExceeded, LimitsEnforced, ResourceLimits};
-use crate::output::{StreamLimits, pump};
-use crate::sandbox::{Built, Masks, Resolved, Sandboxes, Unavailable};
+use crate::event::{Event, KillMechanism, Started};
+use crate::limits::{EnforcedLimits, LimitsEnforced, ResourceLimits};
+use crate::output::StreamLimits;
+use crate::sandbox::{Built, Resolved, Sandboxes, Unavailable};
 use crate::session::SessionNamespaces;
-use crate::spec::{Audit, Command, RunSpec};
-use crate::sys::sandbox::SandboxSetup;
-use crate::sys::{self, ChildSetup, Reaped};
+use crate::spec::{RunRequest, RunSpec};
+use crate::sys;
 
 mod selftest;
 mod spawn;
 mod supervisor;
 pub use selftest::EscapeCheck;
-use spawn::*;
-use supervisor::*;
+use spawn::{Io, Spawner, not_started, remove_stale_homes};
+use supervisor::{Supervisor, Watched, signal_all};
 
 /// Errors of admission and of checking a request against the configuration.
 #[derive(Debug, thiserror::Error)]
@@ -724,18 +712,12 @@ impl Runner {
     /// `Exited` with `Status::SpawnFailed`.
     pub fn try_run(&self, spec: RunSpec) -> Result<Run, Error> {
         let inner = &self.inner;
-        let config = &inner.config;
         if *inner.shutdown.borrow() {
             return Err(Error::ShuttingDown);
         }
         let limits = self.effective(&spec)?;
-        let (timeout, caps, tail) = (
-            limits.timeout,
-            [limits.stdout_cap, limits.stderr_cap],
-            limits.tail_bytes,
-        );
         let RunSpec {
-            request: req,
+            request: mut req,
             trace_parent,
             audit,
             tripwire,
@@ -746,108 +728,43 @@ impl Runner {
             capture_state,
         } = spec;
         // The call's trace context wins over a caller-supplied one.
-        let mut env = req.env;
         if let Some(tp) = trace_parent {
-            env.retain(|(name, _)| name != "TRACEPARENT");
-            env.push(("TRACEPARENT".to_owned(), tp));
+            req.env.retain(|(name, _)| name != "TRACEPARENT");
+            req.env.push(("TRACEPARENT".to_owned(), tp));
         }
         let handle = tokio::runtime::Handle::try_current().map_err(|_| Error::NoRuntime)?;
         let permit = Arc::clone(&inner.permits)
             .try_acquire_owned()
             .map_err(|_| Error::Busy {
-                limit: config.max_concurrent_runs,
+                limit: inner.config.max_concurrent_runs,
             })?;
-
-        let mut gate = None;
-        let (sandbox, profile_name) = match inner.sandboxes.resolve(&req.profile) {
-            Ok(Resolved::Confined(built)) => {
-                // Fail closed: nothing would serve a networked run's only way out.
-                if built.profile.network && egress.is_none() {
-                    return Err(Error::SandboxUnavailable {
-                        profile: built.name.clone(),
-                        missing: "its runs are networked and need the executor's egress gate, \
-                                  which this run was not given"
-                            .to_owned(),
-                    });
-                }
-                let (setup, sockets) =
-                    inner.sandbox_setup(built, &req.cwd, &req.masks, None, session.as_ref())?;
-                gate = sockets;
-                (Some((setup, built)), built.name.clone())
-            }
-            Ok(Resolved::Unconfined(name)) => (None, name.to_owned()),
-            Err((profile, why)) => return Err(unavailable(profile, why)),
-        };
-        if config.require_limits
-            && let Err(missing) = &inner.hierarchy
-        {
-            return Err(Error::LimitsUnavailable {
-                missing: missing.clone(),
-            });
-        }
-        let resources = inner.profile_limits(&profile_name).apply(config.limits);
-        let home = if sandbox.is_some() {
-            None
-        } else {
-            inner.private_home()?
-        };
-        let home_path = match (&sandbox, &home, &inner.home_mount) {
-            (Some(_), _, _) => inner.sandboxes.config.home.clone(),
-            (None, Some(dir), _) => dir.path().to_path_buf(),
-            (None, None, Some(mount)) => mount.clone(),
-            (None, None, None) => std::env::temp_dir(),
-        };
-
-        let (program, args): (&str, Vec<&str>) = match &req.command {
-            Command::Argv(argv) => (&argv[0], argv[1..].iter().map(String::as_str).collect()),
-            Command::Script(script) => (
-                inner.bash.to_str().unwrap_or("bash"),
-                vec!["--noprofile", "--norc", "-c", script.as_str()],
-            ),
-        };
-        let stdin = if req.stdin.is_some() {
-            Io::Pipe
-        } else {
-            Io::Null
-        };
-        let run_cgroup = inner.run_cgroup(Some(&resources), sandbox.is_some())?;
-        let enforced = inner.enforced(
-            &resources,
-            sandbox.as_ref().map(|(_, b)| *b),
-            timeout,
-            run_cgroup.is_some(),
-        );
-        let mut isolation = inner.isolation(
-            sandbox.as_ref().map(|(_, b)| *b),
-            &profile_name,
-            sandbox.is_some() && session.is_some(),
-        );
-        isolation.limits = enforced;
-        let mechanism = isolation.kill_mechanism;
-        let mut prepared = inner.prepare(
-            program,
-            &args,
+        let mut confinement = inner.confine(
+            &req.profile,
+            &req.cwd,
+            &req.masks,
+            egress.is_some(),
+            session.as_ref(),
+        )?;
+        let gate = confinement.gate.take();
+        let RunRequest {
+            command,
+            cwd,
+            env,
+            stdin,
+            kill_on_cap,
+            ..
+        } = req;
+        let child = inner.plan_child(
+            &command,
+            cwd,
             &env,
-            &home_path,
-            req.cwd,
-            run_cgroup.as_ref(),
-            enforced.cpu_seconds,
-            sandbox.map(|(setup, _)| setup),
-        );
-        // Only the child gets the write end: it is dropped with `prepared` once the child has
-        // been spawned, so the reader sees EOF when the run's last holder is gone.
-        let state = if capture_state {
-            let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                .map_err(|e| setup_err("create the state pipe")(e.into()))?;
-            if let Ok(p) = &mut prepared {
-                p.setup.state = Some(write);
-            }
-            Some(read)
-        } else {
-            None
-        };
+            stdin.is_some(),
+            confinement,
+            limits.timeout,
+            capture_state,
+        )?;
 
-        let (tx, rx) = mpsc::channel(config.event_buffer);
+        let (tx, rx) = mpsc::channel(inner.config.event_buffer);
         let cancel = CancelHandle(Arc::new(watch::Sender::new(Request::None)));
         let run = Run {
             events: rx,
@@ -864,75 +781,50 @@ impl Runner {
         }
         let started = Instant::now();
         let started_at = SystemTime::now();
-        let spawned = prepared.and_then(|p| inner.spawn(p, [stdin, Io::Pipe, Io::Pipe]));
-        let child = match spawned {
-            Ok(child) => child,
+        let spawned = child
+            .prepared
+            .and_then(|p| inner.spawn(p, [child.stdin, Io::Pipe, Io::Pipe]));
+        let spawned = match spawned {
+            Ok(spawned) => spawned,
             Err(err) => {
-                let exited = Exited {
-                    status: spawn_failed(program, &err),
-                    stdout: StreamSummary::default(),
-                    stderr: StreamSummary::default(),
-                    usage: Usage {
-                        wall_time: started.elapsed(),
-                        ..Usage::default()
-                    },
-                    finished_at: SystemTime::now(),
-                    audit: None,
-                    limit: None,
-                    state: None,
-                };
                 // The channel is fresh and has room for at least one event.
-                let _ = tx.try_send(Event::Exited(exited));
+                let program = inner.program(&command).0;
+                let _ = tx.try_send(Event::Exited(not_started(program, &err, started)));
                 return Ok(run);
             }
         };
-        let pid = child.pid;
-        let guard = ReapGuard { pid, reaped: false };
         let _enter = handle.enter();
-        let pidfd = sys::watch_exit(pid).map_err(setup_err("watch the child with a pidfd"))?;
-        let tripwire = armed
-            .map(crate::tripwire::Armed::into_tripwire)
-            .transpose()
-            .map_err(setup_err("watch the masked paths"))?;
-        let stdout = take_reader(child.stdout, config.pipe_buffer_bytes)
-            .map_err(setup_err("read stdout"))?;
-        let stderr = take_reader(child.stderr, config.pipe_buffer_bytes)
-            .map_err(setup_err("read stderr"))?;
-        let state = state
-            .map(pipe::Receiver::from_owned_fd)
-            .transpose()
-            .map_err(setup_err("read the state pipe"))?;
-        let stdin_feed = match (child.stdin, req.stdin) {
-            (Some(pipe_in), Some(bytes)) => Some((
-                pipe::Sender::from_owned_fd(pipe_in).map_err(setup_err("write stdin"))?,
-                bytes,
-            )),
-            _ => None,
-        };
-
+        let watched = Watched::new(spawned, armed, child.state, stdin, &inner.config)?;
+        let pid = watched.guard.pid;
         let sup = Supervisor {
             _spawner: Arc::clone(&inner.spawner),
             pid,
-            pidfd,
-            guard,
-            mechanism,
-            cgroup: run_cgroup,
-            enforced,
+            pidfd: watched.pidfd,
+            guard: watched.guard,
+            mechanism: child.isolation.kill_mechanism,
+            cgroup: child.cgroup,
+            enforced: child.isolation.limits,
             tx,
             cancel: cancel.0.subscribe(),
             shutdown: inner.shutdown.subscribe(),
-            timeout,
-            grace: config.kill_grace,
-            drain: config.drain_after_exit,
-            final_send_timeout: config.final_send_timeout,
-            kill_on_cap: req.kill_on_cap,
+            timeout: limits.timeout,
+            grace: inner.config.kill_grace,
+            drain: inner.config.drain_after_exit,
+            final_send_timeout: inner.config.final_send_timeout,
+            kill_on_cap,
             audit,
-            tripwire,
+            tripwire: watched.tripwire,
             disk_watch,
-            file_size_limit: config.rlimits.fsize,
+            file_size_limit: inner.config.rlimits.fsize,
             limits: [
-                StreamLimits { cap: caps[0], tail },
-                StreamLimits { cap: caps[1], tail },
+                StreamLimits {
+                    cap: limits.stdout_cap,
+                    tail: limits.tail_bytes,
+                },
+                StreamLimits {
+                    cap: limits.stderr_cap,
+                    tail: limits.tail_bytes,
+                },
             ],
             started,
         };
@@ -942,9 +834,12 @@ impl Runner {
         // least one event, so this cannot fail.
         let _ = sup.tx.try_send(Event::Started(Started {
             pid: pid as u32,
-            isolation,
+            isolation: child.isolation,
             started_at,
         }));
+        let (stdout, stderr, stdin_feed, state) =
+            (watched.stdout, watched.stderr, watched.stdin, watched.state);
+        let home = child.home;
         handle.spawn(async move {
             // Dropped last, after the runner's own permit: a caller's slot held here is never
             // free before the runner's.

@@ -1,7 +1,8 @@
 //! Authorization: the executor asks the policy service before every call.
 //!
-//! [`Authorizer`] is the policy service as the executor sees it; [`GrpcAuthorizer`] reaches it
-//! over gRPC with the executor's own credential and fails closed. [`Gate`] turns its answers
+//! [`Authorizer`] (the policy protocol's trait, `toolgate_policy_api`) is the policy service
+//! as the executor sees it; [`GrpcAuthorizer`] reaches it over gRPC with the executor's own
+//! credential and fails closed, and `toolgate up` answers it in process. [`Gate`] turns its answers
 //! into either an [`Authorized`] proof or the status the client gets (denied, approval
 //! required, already executed), waiting for a human when the call context asks to.
 //!
@@ -9,51 +10,26 @@
 //! operation the executor performs (a filesystem call, a process run) takes one as a
 //! parameter, so no code path can run anything without a decision for it.
 
-pub mod api;
 pub(crate) mod balance;
-pub mod contract;
 mod gate;
 mod grpc;
 mod report;
-pub mod sessions;
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tonic::Status;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 use toolgate_fs::HiddenPaths;
+#[cfg(doc)]
+use toolgate_policy_api::Authorizer;
+use toolgate_policy_api::HiddenGlobs;
 
-use api::{
-    ApprovalStatus, AuthorizeRequest, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure,
-};
 pub(crate) use gate::{Call, Gate, Verdict};
 pub use grpc::{GrpcAuthorizer, GrpcSessions};
-pub(crate) use report::{Ran, Reporter, fs_outcome, not_started};
-
-/// The policy service, as the executor uses it: domain requests in, domain answers or a
-/// [`PolicyFailure`] out. Implemented over gRPC by [`GrpcAuthorizer`] and in-process by
-/// `toolgate up`; both map through [`contract`].
-pub trait Authorizer: Send + Sync + 'static {
-    /// Classifies and records a decision for one call.
-    fn authorize(
-        &self,
-        request: AuthorizeRequest,
-        traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>>;
-
-    /// Attaches the outcome of an allowed call to its decision.
-    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>>;
-
-    /// Waits until the approval leaves `pending` or `timeout` passes, and reports it.
-    fn wait_for_approval(
-        &self,
-        approval_id: String,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>>;
-}
+pub(crate) use report::{
+    Finished, Ran, Reporter, destination, fs_outcome, not_started, output_stats,
+};
 
 /// Proof that the policy service allowed one call. Only this module can make one, and only
 /// from an `allowed` answer; the operations require it.

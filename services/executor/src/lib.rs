@@ -38,11 +38,12 @@ use toolgate_runtime::transport::Transport;
 use toolgate_runtime::{grpc, shutdown, telemetry};
 
 pub use admission::Settings as AdmissionSettings;
-pub use authz::{Authorized, Authorizer, GrpcAuthorizer};
+pub use authz::{Authorized, GrpcAuthorizer};
 pub use config::Config;
 pub use egress::Destination;
 pub use fs_service::FsService;
 pub use process_service::ProcessAdapter;
+pub use toolgate_policy_api::Authorizer;
 
 type Fs = InterceptedService<FilesystemServiceServer<FsService>, AuthInterceptor>;
 type Process = InterceptedService<ProcessServiceServer<ProcessAdapter>, AuthInterceptor>;
@@ -97,7 +98,7 @@ pub struct ServeOptions {
     /// [`serve`] passes, and `toolgate up` its in-process core). `None`: in this process's
     /// memory only, for an embedding with no ledger to share (a benchmark): every session is
     /// this executor's, and its state ends with the process.
-    pub sessions: Option<Arc<dyn authz::sessions::SessionLedger>>,
+    pub sessions: Option<Arc<dyn toolgate_policy_api::SessionLedger>>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -129,12 +130,12 @@ pub fn sweep_interrupted_writes(root: &std::path::Path, older_than: Duration) ->
 
 /// Who this executor is: configured id, else host name and pid, plus the Kubernetes
 /// downward-API variables when the pod sets them.
-pub fn identity(config: &Config) -> authz::api::ExecutorIdentity {
+pub fn identity(config: &Config) -> toolgate_core::ExecutorIdentity {
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_default();
-    authz::api::ExecutorIdentity {
+    toolgate_core::ExecutorIdentity {
         executor_id: if config.executor_id.is_empty() {
             format!("{host}:{}", std::process::id())
         } else {

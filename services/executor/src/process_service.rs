@@ -35,7 +35,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::admission::{Admission, Slot, Who};
-use crate::authz::api::{ExecutorIdentity, Finished};
+use crate::authz::Finished;
 use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, not_started};
 use crate::bound;
 use crate::confined::Confined;
@@ -45,6 +45,7 @@ use crate::runs::{self, Held, Runs};
 use crate::session;
 use crate::tool_span::ToolSpan;
 use crate::wire::{self, CallContext};
+use toolgate_core::ExecutorIdentity;
 
 /// Serves `ProcessService` and `ExecutorService`.
 #[derive(Debug, Clone)]
@@ -415,7 +416,11 @@ impl ProcessAdapter {
                 {
                     x.network = network
                         .iter()
-                        .map(crate::authz::contract::destination_to_wire)
+                        .map(|d| {
+                            toolgate_contracts::policy_wire::destination_to_wire(
+                                crate::authz::destination(d),
+                            )
+                        })
                         .collect();
                 }
             }
@@ -575,7 +580,10 @@ impl RunRecord {
                 let egress = self.egress.take();
                 let (started_at, finished_at) = (self.started_at, x.finished_at);
                 let (status, usage, limit) = (x.status.clone(), x.usage, x.limit);
-                let (stdout, stderr) = ((&x.stdout).into(), (&x.stderr).into());
+                let (stdout, stderr) = (
+                    crate::authz::output_stats(&x.stdout),
+                    crate::authz::output_stats(&x.stderr),
+                );
                 let isolation = self.isolation.take().map(Box::new);
                 let audit = x.audit.clone().map(Box::new);
                 return Some(Box::pin(async move {

@@ -29,6 +29,7 @@ mod approval_service;
 pub mod config;
 mod core;
 mod fault;
+mod local;
 mod outcome;
 mod policy_service;
 mod session_service;
@@ -53,10 +54,9 @@ use toolgate_runtime::transport::Transport;
 use toolgate_runtime::{grpc, shutdown, telemetry};
 
 pub use crate::core::{
-    ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
-    Classification, ClassifyRequest, DecideRequest, Decided, HiddenPaths, ListApprovalsRequest,
-    PolicyCore, PolicyDescription, PolicyError, RecordOutcomeRequest, Remember, Reported, RulePage,
-    RuleProposal, RuleScope, WaitRequest,
+    ApprovalPage, ApprovalView, AuthorizeDecision, CancelRequest, Classification, ClassifyRequest,
+    DecideRequest, Decided, ListApprovalsRequest, PolicyCore, PolicyDescription, PolicyError,
+    Remember, RulePage, RuleProposal, RuleScope, WaitRequest,
 };
 pub use crate::core::{
     ClaimRequest, DEFAULT_CLAIM_TTL, EndRequest, ListSessionsRequest, MAX_CLAIM_TTL, RenewRequest,
@@ -64,6 +64,7 @@ pub use crate::core::{
 };
 pub use approval_service::ApprovalAdapter;
 pub use config::Config;
+pub use local::Local;
 pub use policy_service::PolicyAdapter;
 pub use session_service::SessionAdapter;
 pub use source::PolicySource;

@@ -1,36 +1,49 @@
-//! Outcomes between the wire and the ledger.
+//! Outcomes between the policy protocol (`toolgate_policy_api::Outcome`) and the ledger.
 //!
 //! The mapping is deterministic, so an identical retry of `RecordOutcome` maps to an
-//! identical ledger outcome and is recognised as a retry rather than a conflict.
+//! identical ledger outcome and is recognised as a retry rather than a conflict. The stored
+//! JSON records (isolation, destinations, audit) use the v1 wire field names.
 
-use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::common::v1::exit_status::Status as Exit;
-use toolgate_contracts::convert::{tier_from_wire, tier_to_wire};
-use toolgate_contracts::policy::v1 as pb;
-use toolgate_core::Tier;
-use toolgate_ledger::{DecisionId, ExecutorIdentity, ExitStatus, NewOutcome, NotStarted, Outcome};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use toolgate_core::{
+    AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation, Tier,
+};
+use toolgate_ledger::{
+    DecisionId, ExecutorIdentity as Reporter, ExitStatus, NewOutcome, NotStarted, Outcome,
+    Timestamp,
+};
+use toolgate_policy_api as api;
 
 use crate::core::PolicyError;
-use crate::wire::timestamp;
 
-fn micros(t: &prost_types::Timestamp) -> toolgate_ledger::Timestamp {
-    toolgate_ledger::Timestamp::from_micros(
-        t.seconds
-            .saturating_mul(1_000_000)
-            .saturating_add(i64::from(t.nanos) / 1_000),
-    )
+/// A protocol time as the ledger keeps it (microseconds since the epoch).
+pub(crate) fn timestamp(t: SystemTime) -> Timestamp {
+    let micros = match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_micros()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_micros()).map_or(i64::MIN, |us| -us),
+    };
+    Timestamp::from_micros(micros)
 }
 
-/// The ledger outcome for a wire report, without its fence and reporter (the core sets
-/// both).
-pub(crate) fn from_wire(
+/// A ledger time in protocol terms.
+pub(crate) fn system_time(t: Timestamp) -> SystemTime {
+    let us = t.as_micros();
+    if us >= 0 {
+        UNIX_EPOCH + Duration::from_micros(us.unsigned_abs())
+    } else {
+        UNIX_EPOCH - Duration::from_micros(us.unsigned_abs())
+    }
+}
+
+/// The ledger outcome for a report, without its fence and reporter (the core sets both).
+pub(crate) fn from_api(
     decision_id: DecisionId,
-    o: pb::Outcome,
+    o: api::Outcome,
 ) -> Result<NewOutcome, PolicyError> {
-    let times = o.times.unwrap_or_default();
-    let (started, finished) = match (&times.started_at, &times.finished_at) {
-        (Some(s), Some(f)) => (micros(s), micros(f)),
-        (Some(t), None) | (None, Some(t)) => (micros(t), micros(t)),
+    let (started, finished) = match (o.started_at, o.finished_at) {
+        (Some(s), Some(f)) => (timestamp(s), timestamp(f)),
+        (Some(t), None) | (None, Some(t)) => (timestamp(t), timestamp(t)),
         (None, None) => {
             return Err(PolicyError::invalid(
                 "outcome.times",
@@ -39,16 +52,16 @@ pub(crate) fn from_wire(
         }
     };
     let code = o.result_code.trim().to_owned();
-    let (exit, error) = match o.status.and_then(|s| s.status) {
-        Some(Exit::Exited(c)) => (ExitStatus::Exited(c), None),
-        Some(Exit::Signaled(s)) => (ExitStatus::Signaled(s.signal), None),
-        Some(Exit::TimedOut(_)) => (ExitStatus::TimedOut, None),
-        Some(Exit::Cancelled(c)) => (ExitStatus::Cancelled, non_empty(c.cause)),
-        Some(Exit::SpawnFailed(f)) => (
+    let (exit, error) = match o.ended {
+        Some(api::Ended::Exited(c)) => (ExitStatus::Exited(c), None),
+        Some(api::Ended::Signaled { signal, .. }) => (ExitStatus::Signaled(signal), None),
+        Some(api::Ended::TimedOut { .. }) => (ExitStatus::TimedOut, None),
+        Some(api::Ended::Cancelled(cause)) => (ExitStatus::Cancelled, non_empty(cause)),
+        Some(api::Ended::SpawnFailed { reason, errno }) => (
             ExitStatus::FailedToStart,
-            Some(format!("spawn failed: {} (errno {})", f.reason, f.errno)),
+            Some(format!("spawn failed: {reason} (errno {errno})")),
         ),
-        Some(Exit::Completed(_)) => (ExitStatus::Ok, None),
+        Some(api::Ended::Completed(_)) => (ExitStatus::Ok, None),
         None if code.is_empty() => {
             return Err(PolicyError::invalid(
                 "outcome.status",
@@ -56,7 +69,7 @@ pub(crate) fn from_wire(
             ));
         }
         None if code == "OK" => (ExitStatus::Ok, None),
-        // Stored as `CODE REASON` so the wire form can be rebuilt.
+        // Stored as `CODE REASON` so the protocol's form can be rebuilt.
         None => (
             ExitStatus::Failed,
             Some(
@@ -66,7 +79,7 @@ pub(crate) fn from_wire(
             ),
         ),
     };
-    let stats = |s: Option<common::OutputStats>| {
+    let stats = |s: Option<api::OutputStats>| {
         let s = s.unwrap_or_default();
         (s.total_bytes, s.truncated)
     };
@@ -77,7 +90,7 @@ pub(crate) fn from_wire(
         decision_id,
         lease_token: None,
         executor_principal: None,
-        executor: ExecutorIdentity {
+        executor: Reporter {
             pod: if e.pod.is_empty() {
                 e.executor_id
             } else {
@@ -95,21 +108,21 @@ pub(crate) fn from_wire(
         stdout_truncated,
         stderr_truncated,
         error,
-        isolation: match o.isolation {
-            Some(i) => Some(isolation_json(&i, o.limit_exceeded.as_ref(), &o.network)),
+        isolation: match &o.isolation {
+            Some(i) => Some(isolation_json(i, o.limit_exceeded.as_ref(), &o.network)),
             // A call without isolation that still reports destinations keeps them.
             None if !o.network.is_empty() => Some(destinations_only_json(&o.network)),
             None => None,
         },
-        integrity: o.audit.map(|a| audit_json(&a)),
+        integrity: o.audit.as_ref().map(audit_json),
     })
 }
 
 /// A report that the call was refused before it started; `result_code` and `result_reason`
 /// say why (`RESOURCE_EXHAUSTED BUSY`).
-pub(crate) fn not_started_from_wire(
+pub(crate) fn not_started_from_api(
     decision_id: DecisionId,
-    o: &pb::Outcome,
+    o: &api::Outcome,
 ) -> Result<NotStarted, PolicyError> {
     let code = o.result_code.trim();
     if code.is_empty() || code == "OK" {
@@ -130,29 +143,29 @@ pub(crate) fn not_started_from_wire(
 
 /// The stored form of a run's after-run audit: a JSON object with the wire field names, the
 /// change spelled as in `toolgate_core::IntegrityChange::as_str` (the ledger redacts it).
-fn audit_json(a: &common::IntegrityAudit) -> String {
-    let found: Vec<serde_json::Value> = a
-        .violations
+fn audit_json(a: &Result<AuditReport, String>) -> String {
+    let (completed, error, violations, git): (bool, &str, &[IntegrityViolation], &[GitChange]) =
+        match a {
+            Ok(r) => (true, "", &r.violations, &r.git),
+            Err(e) => (false, e, &[], &[]),
+        };
+    let found: Vec<serde_json::Value> = violations
         .iter()
         .map(|v| {
-            let change = common::IntegrityChange::try_from(v.change)
-                .unwrap_or(common::IntegrityChange::Unspecified);
             serde_json::json!({
                 "path": v.path,
-                "change": change_name(change),
+                "change": v.change.as_str(),
                 "reverted": v.reverted,
             })
         })
         .collect();
-    let git: Vec<serde_json::Value> = a
-        .git
+    let git: Vec<serde_json::Value> = git
         .iter()
         .map(|g| {
             serde_json::json!({
                 "repository": g.repository,
                 "name": g.name,
-                "kind": toolgate_contracts::convert::git_kind_from_wire(g.kind)
-                    .map_or("unspecified", toolgate_core::GitChangeKind::as_str),
+                "kind": g.kind.as_str(),
                 "old": g.old,
                 "new": g.new,
                 "reverted": g.reverted,
@@ -160,78 +173,64 @@ fn audit_json(a: &common::IntegrityAudit) -> String {
         })
         .collect();
     serde_json::json!({
-        "completed": a.completed,
+        "completed": completed,
         "violations": found,
-        "error": a.error,
+        "error": error,
         "git": git,
     })
     .to_string()
 }
 
-fn change_name(c: common::IntegrityChange) -> &'static str {
-    match c {
-        common::IntegrityChange::Created => "created",
-        common::IntegrityChange::Modified => "modified",
-        common::IntegrityChange::Removed => "removed",
-        common::IntegrityChange::Unspecified => "unspecified",
-    }
-}
-
-/// The wire form of a stored audit; a change this build does not know reads as unspecified.
-fn audit_from_json(text: &str) -> Option<common::IntegrityAudit> {
+/// A stored audit; a change this build does not know reads as `modified`, a git change of
+/// an unknown kind is left out.
+fn audit_from_json(text: &str) -> Option<Result<AuditReport, String>> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
+    let s = |x: &serde_json::Value, k: &str| x[k].as_str().unwrap_or_default().to_owned();
+    if !v["completed"].as_bool().unwrap_or_default() {
+        return Some(Err(s(&v, "error")));
+    }
     let violations = v["violations"]
         .as_array()
         .map(|a| {
             a.iter()
-                .map(|x| common::IntegrityViolation {
-                    path: x["path"].as_str().unwrap_or_default().to_owned(),
+                .map(|x| IntegrityViolation {
+                    path: s(x, "path"),
                     change: match x["change"].as_str() {
-                        Some("created") => common::IntegrityChange::Created,
-                        Some("modified") => common::IntegrityChange::Modified,
-                        Some("removed") => common::IntegrityChange::Removed,
-                        _ => common::IntegrityChange::Unspecified,
-                    } as i32,
+                        Some("created") => IntegrityChange::Created,
+                        Some("removed") => IntegrityChange::Removed,
+                        _ => IntegrityChange::Modified,
+                    },
                     reverted: x["reverted"].as_bool().unwrap_or_default(),
                 })
                 .collect()
         })
         .unwrap_or_default();
-    let s = |x: &serde_json::Value, k: &str| x[k].as_str().unwrap_or_default().to_owned();
     let git = v["git"]
         .as_array()
         .map(|a| {
             a.iter()
-                .map(|x| common::GitChange {
-                    repository: s(x, "repository"),
-                    name: s(x, "name"),
-                    kind: x["kind"]
-                        .as_str()
-                        .and_then(toolgate_core::GitChangeKind::parse)
-                        .map_or(common::GitChangeKind::Unspecified, |k| {
-                            toolgate_contracts::convert::git_kind_to_wire(k)
-                        }) as i32,
-                    old: s(x, "old"),
-                    new: s(x, "new"),
-                    reverted: x["reverted"].as_bool().unwrap_or_default(),
+                .filter_map(|x| {
+                    Some(GitChange {
+                        kind: x["kind"].as_str().and_then(GitChangeKind::parse)?,
+                        repository: s(x, "repository"),
+                        name: s(x, "name"),
+                        old: s(x, "old"),
+                        new: s(x, "new"),
+                        reverted: x["reverted"].as_bool().unwrap_or_default(),
+                    })
                 })
                 .collect()
         })
         .unwrap_or_default();
-    Some(common::IntegrityAudit {
-        completed: v["completed"].as_bool().unwrap_or_default(),
-        violations,
-        error: s(&v, "error"),
-        git,
-    })
+    Some(Ok(AuditReport { violations, git }))
 }
 
 /// The stored form of a run's isolation: a JSON object with the wire field names, plus the
 /// limit that ended the run and the destinations its egress gate saw, if any.
 fn isolation_json(
-    i: &pb::RunIsolation,
-    limit: Option<&common::LimitExceeded>,
-    network: &[common::NetworkDestination],
+    i: &api::RunIsolation,
+    limit: Option<&api::ExceededLimit>,
+    network: &[api::NetworkDestination],
 ) -> String {
     let mut v = serde_json::json!({
         "sandbox_profile": i.sandbox_profile,
@@ -269,12 +268,12 @@ fn isolation_json(
 }
 
 /// The stored form of destinations reported without an isolation record.
-fn destinations_only_json(network: &[common::NetworkDestination]) -> String {
+fn destinations_only_json(network: &[api::NetworkDestination]) -> String {
     serde_json::json!({ "destinations": destinations_json(network) }).to_string()
 }
 
 /// Where a run connected, with the wire field names (the tier by its name).
-fn destinations_json(network: &[common::NetworkDestination]) -> serde_json::Value {
+fn destinations_json(network: &[api::NetworkDestination]) -> serde_json::Value {
     network
         .iter()
         .map(|d| {
@@ -283,7 +282,7 @@ fn destinations_json(network: &[common::NetworkDestination]) -> serde_json::Valu
                 "port": d.port,
                 "protocol": d.protocol,
                 "address": d.address,
-                "tier": tier_from_wire(d.tier).map(Tier::as_str),
+                "tier": d.tier.map(Tier::as_str),
                 "rule_id": d.rule_id,
                 "approval_id": d.approval_id,
                 "connections": d.connections,
@@ -298,7 +297,7 @@ fn destinations_json(network: &[common::NetworkDestination]) -> serde_json::Valu
 }
 
 /// The stored destinations of a run, empty for records without them.
-fn destinations_from_json(text: &str) -> Vec<common::NetworkDestination> {
+fn destinations_from_json(text: &str) -> Vec<api::NetworkDestination> {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(text) else {
         return Vec::new();
     };
@@ -309,15 +308,12 @@ fn destinations_from_json(text: &str) -> Vec<common::NetworkDestination> {
         .map(|d| {
             let s = |k: &str| d[k].as_str().unwrap_or_default().to_owned();
             let n = |k: &str| d[k].as_u64().unwrap_or_default();
-            common::NetworkDestination {
+            api::NetworkDestination {
                 host: s("host"),
                 port: n("port") as u32,
                 protocol: s("protocol"),
                 address: s("address"),
-                tier: d["tier"]
-                    .as_str()
-                    .and_then(|t| t.parse::<Tier>().ok())
-                    .map_or(common::Tier::Unspecified, tier_to_wire) as i32,
+                tier: d["tier"].as_str().and_then(|t| t.parse::<Tier>().ok()),
                 rule_id: s("rule_id"),
                 approval_id: s("approval_id"),
                 connections: n("connections") as u32,
@@ -332,10 +328,10 @@ fn destinations_from_json(text: &str) -> Vec<common::NetworkDestination> {
 }
 
 /// The stored run limits of an isolation record, if it has them.
-fn limits_from_json(v: &serde_json::Value) -> Option<common::RunLimits> {
+fn limits_from_json(v: &serde_json::Value) -> Option<api::RunLimits> {
     let l = v.get("limits")?;
     let n = |k: &str| l[k].as_u64().unwrap_or_default();
-    Some(common::RunLimits {
+    Some(api::RunLimits {
         enforced: l["enforced"].as_str().unwrap_or_default().to_owned(),
         memory_bytes: n("memory_bytes"),
         pids: n("pids") as u32,
@@ -347,24 +343,24 @@ fn limits_from_json(v: &serde_json::Value) -> Option<common::RunLimits> {
 }
 
 /// The stored limit a run ran into, if any.
-fn limit_exceeded_from_json(text: &str) -> Option<common::LimitExceeded> {
+fn limit_exceeded_from_json(text: &str) -> Option<api::ExceededLimit> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     let l = v.get("limit_exceeded")?;
-    Some(common::LimitExceeded {
+    Some(api::ExceededLimit {
         resource: l["resource"].as_str().unwrap_or_default().to_owned(),
         limit: l["limit"].as_u64().unwrap_or_default(),
         message: l["message"].as_str().unwrap_or_default().to_owned(),
     })
 }
 
-/// The wire form of a stored isolation; fields it lacks stay at their defaults.
-fn isolation_from_json(text: &str) -> Option<pb::RunIsolation> {
+/// A stored isolation; fields it lacks stay at their defaults.
+fn isolation_from_json(text: &str) -> Option<api::RunIsolation> {
     let v: serde_json::Value = serde_json::from_str(text).ok()?;
     // Only destinations were stored: the call had no isolation record.
     v.get("sandbox_profile")?;
     let s = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
     let b = |k: &str| v[k].as_bool().unwrap_or_default();
-    Some(pb::RunIsolation {
+    Some(api::RunIsolation {
         sandbox_profile: s("sandbox_profile"),
         sandboxed: b("sandboxed"),
         namespaces: v["namespaces"]
@@ -387,42 +383,43 @@ fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// The wire form of a recorded outcome (what `AlreadyExecuted` carries).
-pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
+/// A recorded outcome in protocol terms (what `AlreadyExecuted` carries).
+pub(crate) fn to_api(o: &Outcome) -> api::Outcome {
     let error = o.error.clone().unwrap_or_default();
-    let (status, result_code, result_reason) = match o.exit {
-        ExitStatus::Exited(c) => (Some(Exit::Exited(c)), String::new(), String::new()),
-        ExitStatus::Signaled(s) => (
-            Some(Exit::Signaled(common::Signaled {
-                signal: s,
-                ..Default::default()
-            })),
+    let (ended, result_code, result_reason) = match o.exit {
+        ExitStatus::Exited(c) => (Some(api::Ended::Exited(c)), String::new(), String::new()),
+        ExitStatus::Signaled(signal) => (
+            Some(api::Ended::Signaled {
+                signal,
+                name: String::new(),
+                core_dumped: false,
+            }),
             String::new(),
             String::new(),
         ),
         ExitStatus::TimedOut => (
-            Some(Exit::TimedOut(common::TimedOut {
+            Some(api::Ended::TimedOut {
                 timeout: None,
                 killed: true,
-            })),
+            }),
             String::new(),
             String::new(),
         ),
         ExitStatus::Cancelled => (
-            Some(Exit::Cancelled(common::Cancelled { cause: error })),
+            Some(api::Ended::Cancelled(error)),
             String::new(),
             String::new(),
         ),
         ExitStatus::FailedToStart => (
-            Some(Exit::SpawnFailed(common::SpawnFailed {
+            Some(api::Ended::SpawnFailed {
                 reason: error,
                 errno: 0,
-            })),
+            }),
             String::new(),
             String::new(),
         ),
         ExitStatus::Ok => (
-            Some(Exit::Completed(common::Completed::default())),
+            Some(api::Ended::Completed(String::new())),
             "OK".to_owned(),
             String::new(),
         ),
@@ -431,24 +428,22 @@ pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
             (None, code.to_owned(), reason.to_owned())
         }
     };
-    pb::Outcome {
-        status: status.map(|s| common::ExitStatus { status: Some(s) }),
-        times: Some(common::Timestamps {
-            started_at: Some(timestamp(o.started_at)),
-            finished_at: Some(timestamp(o.finished_at)),
-        }),
+    api::Outcome {
+        started_at: Some(system_time(o.started_at)),
+        finished_at: Some(system_time(o.finished_at)),
+        ended,
         usage: None,
-        stdout: Some(common::OutputStats {
+        stdout: Some(api::OutputStats {
             total_bytes: o.stdout_bytes,
             dropped_bytes: 0,
             truncated: o.stdout_truncated,
         }),
-        stderr: Some(common::OutputStats {
+        stderr: Some(api::OutputStats {
             total_bytes: o.stderr_bytes,
             dropped_bytes: 0,
             truncated: o.stderr_truncated,
         }),
-        executor: Some(common::ExecutorIdentity {
+        executor: Some(toolgate_core::ExecutorIdentity {
             executor_id: o.executor.pod.clone(),
             pod: o.executor.pod.clone(),
             namespace: o.executor.namespace.clone(),
@@ -475,18 +470,16 @@ pub(crate) fn to_wire(o: &Outcome) -> pb::Outcome {
 mod tests {
     use super::*;
 
-    fn at(s: i64) -> Option<prost_types::Timestamp> {
-        Some(prost_types::Timestamp {
-            seconds: s,
-            nanos: 500_000,
-        })
+    fn at(s: i64) -> Option<SystemTime> {
+        Some(system_time(Timestamp::from_micros(s * 1_000_000 + 500)))
     }
 
-    fn times() -> Option<common::Timestamps> {
-        Some(common::Timestamps {
+    fn timed() -> api::Outcome {
+        api::Outcome {
             started_at: at(10),
             finished_at: at(11),
-        })
+            ..Default::default()
+        }
     }
 
     fn exec() -> toolgate_ledger::Principal {
@@ -495,33 +488,29 @@ mod tests {
 
     #[test]
     fn runs_and_filesystem_results_map_both_ways() {
-        let run = pb::Outcome {
-            status: Some(common::ExitStatus {
-                status: Some(Exit::Exited(3)),
-            }),
-            times: times(),
-            stdout: Some(common::OutputStats {
+        let run = api::Outcome {
+            ended: Some(api::Ended::Exited(3)),
+            stdout: Some(api::OutputStats {
                 total_bytes: 9,
                 dropped_bytes: 0,
                 truncated: true,
             }),
-            ..Default::default()
+            ..timed()
         };
         let d = DecisionId::try_from("dec_1").unwrap();
-        let n = from_wire(d.clone(), run).unwrap();
+        let n = from_api(d.clone(), run).unwrap();
         assert_eq!(n.exit, ExitStatus::Exited(3));
         assert_eq!(n.started_at.as_micros(), 10_000_500);
         assert!(n.stdout_truncated);
 
-        let fs = pb::Outcome {
-            times: times(),
+        let fs = api::Outcome {
             result_code: "NOT_FOUND".into(),
             result_reason: "NOT_FOUND".into(),
-            ..Default::default()
+            ..timed()
         };
-        let n = from_wire(d.clone(), fs).unwrap();
+        let n = from_api(d.clone(), fs).unwrap();
         assert_eq!(n.exit, ExitStatus::Failed);
-        let back = to_wire(&Outcome {
+        let back = to_api(&Outcome {
             executor_principal: Some(exec()),
             decision_id: d,
             approval_id: None,
@@ -544,37 +533,30 @@ mod tests {
 
     #[test]
     fn an_audit_is_stored_and_read_back_with_its_changes() {
-        let audit = common::IntegrityAudit {
-            completed: true,
-            violations: vec![common::IntegrityViolation {
+        let audit = Ok(AuditReport {
+            violations: vec![IntegrityViolation {
                 path: ".git/hooks/pre-commit".into(),
-                change: common::IntegrityChange::Created as i32,
+                change: IntegrityChange::Created,
                 reverted: true,
             }],
-            error: String::new(),
-            git: vec![common::GitChange {
+            git: vec![GitChange {
                 repository: ".git".into(),
                 name: "refs/heads/main".into(),
-                kind: common::GitChangeKind::RefRewritten as i32,
+                kind: GitChangeKind::RefRewritten,
                 old: "a".repeat(40),
                 new: "b".repeat(40),
                 reverted: true,
             }],
-        };
+        });
         let back = audit_from_json(&audit_json(&audit)).unwrap();
         assert_eq!(back, audit);
-        let failed = common::IntegrityAudit {
-            completed: false,
-            violations: Vec::new(),
-            error: "walk failed".into(),
-            git: Vec::new(),
-        };
+        let failed = Err("walk failed".to_owned());
         assert_eq!(audit_from_json(&audit_json(&failed)).unwrap(), failed);
     }
 
     #[test]
     fn the_limits_and_the_limit_a_run_hit_are_stored_and_read_back() {
-        let limits = common::RunLimits {
+        let limits = api::RunLimits {
             enforced: "cgroup-v1".into(),
             memory_bytes: 256 << 20,
             pids: 32,
@@ -583,13 +565,13 @@ mod tests {
             tmpfs_bytes: 700 << 20,
             tmpfs_inodes: 65_536,
         };
-        let hit = common::LimitExceeded {
+        let hit = api::ExceededLimit {
             resource: "memory".into(),
             limit: 256 << 20,
             message: "the run exceeded its 256 MiB memory limit and was killed by the kernel"
                 .into(),
         };
-        let isolation = pb::RunIsolation {
+        let isolation = api::RunIsolation {
             sandbox_profile: "workspace".into(),
             limits: Some(limits.clone()),
             ..Default::default()
@@ -601,18 +583,18 @@ mod tests {
         );
         assert_eq!(limit_exceeded_from_json(&text), Some(hit));
         // Records from before limits were reported read back without them.
-        let old = isolation_json(&pb::RunIsolation::default(), None, &[]);
+        let old = isolation_json(&api::RunIsolation::default(), None, &[]);
         assert_eq!(isolation_from_json(&old).and_then(|i| i.limits), None);
         assert_eq!(limit_exceeded_from_json(&old), None);
     }
 
-    fn destination(host: &str, tier: common::Tier) -> common::NetworkDestination {
-        common::NetworkDestination {
+    fn destination(host: &str, tier: Tier) -> api::NetworkDestination {
+        api::NetworkDestination {
             host: host.into(),
             port: 443,
             protocol: "tcp".into(),
             address: "93.184.216.34:443".into(),
-            tier: tier as i32,
+            tier: Some(tier),
             rule_id: "package-registries".into(),
             approval_id: String::new(),
             connections: 3,
@@ -647,54 +629,49 @@ mod tests {
     #[test]
     fn the_destinations_a_run_reached_are_stored_and_read_back() {
         let network = vec![
-            destination("registry.npmjs.org", common::Tier::Auto),
-            destination("example.com", common::Tier::Ask),
-            destination("metadata.google.internal", common::Tier::Deny),
+            destination("registry.npmjs.org", Tier::Auto),
+            destination("example.com", Tier::Ask),
+            destination("metadata.google.internal", Tier::Deny),
         ];
-        let run = pb::Outcome {
-            status: Some(common::ExitStatus {
-                status: Some(Exit::Exited(0)),
-            }),
-            times: times(),
-            isolation: Some(pb::RunIsolation {
+        let run = api::Outcome {
+            ended: Some(api::Ended::Exited(0)),
+            isolation: Some(api::RunIsolation {
                 sandbox_profile: "network".into(),
                 network: true,
                 ..Default::default()
             }),
             network: network.clone(),
-            ..Default::default()
+            ..timed()
         };
         let d = DecisionId::try_from("dec_1").unwrap();
-        let back = to_wire(&stored(from_wire(d.clone(), run).unwrap()));
+        let back = to_api(&stored(from_api(d.clone(), run).unwrap()));
         assert_eq!(back.network, network);
         assert_eq!(
             back.isolation.map(|i| i.sandbox_profile).as_deref(),
             Some("network")
         );
         // Without an isolation record the destinations are kept, and no isolation appears.
-        let bare = pb::Outcome {
-            times: times(),
+        let bare = api::Outcome {
             result_code: "OK".into(),
             network: network.clone(),
-            ..Default::default()
+            ..timed()
         };
-        let back = to_wire(&stored(from_wire(d.clone(), bare).unwrap()));
+        let back = to_api(&stored(from_api(d.clone(), bare).unwrap()));
         assert_eq!((back.network, back.isolation), (network, None));
         // Records from before destinations were reported read back without them.
-        let none = pb::Outcome {
-            times: times(),
+        let none = api::Outcome {
             result_code: "OK".into(),
-            ..Default::default()
+            ..timed()
         };
-        let n = from_wire(d, none).unwrap();
+        let n = from_api(d, none).unwrap();
         assert!(n.isolation.is_none());
-        assert!(to_wire(&stored(n)).network.is_empty());
+        assert!(to_api(&stored(n)).network.is_empty());
     }
 
     #[test]
     fn an_outcome_without_status_or_times_is_refused() {
         let d = DecisionId::try_from("dec_1").unwrap();
-        let e = from_wire(d.clone(), pb::Outcome::default()).unwrap_err();
+        let e = from_api(d.clone(), api::Outcome::default()).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -705,14 +682,15 @@ mod tests {
             ),
             "{e}"
         );
-        let e = from_wire(
-            d,
-            pb::Outcome {
-                times: times(),
-                ..Default::default()
-            },
-        )
-        .unwrap_err();
+        let e = from_api(d, timed()).unwrap_err();
         assert!(e.to_string().contains("exit status"), "{e}");
+    }
+
+    #[test]
+    fn times_keep_microseconds_both_ways() {
+        for us in [0, 1_700_000_000_123_456, -5_000_001] {
+            let t = Timestamp::from_micros(us);
+            assert_eq!(timestamp(system_time(t)), t);
+        }
     }
 }

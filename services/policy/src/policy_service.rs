@@ -4,6 +4,7 @@
 use tonic::{Request, Response, Status};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyService;
+use toolgate_contracts::{policy_wire, status};
 use toolgate_core::traceparent::TraceParent;
 use toolgate_runtime::auth::{self, Principal, Role};
 
@@ -33,7 +34,8 @@ impl PolicyAdapter {
     ) -> Result<pb::AuthorizeResponse, Status> {
         // Authorize, then validate: who may not call this learns nothing about its input.
         require(caller, "Authorize", &[Role::Executor]).map_err(wire::status)?;
-        let request = wire::authorize_request(request).map_err(wire::status)?;
+        let request = policy_wire::authorize_request_from_wire(request)
+            .map_err(|e| status::from_error(&e))?;
         self.core
             .authorize(caller, request, traceparent)
             .await
@@ -48,7 +50,8 @@ impl PolicyAdapter {
         request: pb::RecordOutcomeRequest,
     ) -> Result<pb::RecordOutcomeResponse, Status> {
         require(caller, "RecordOutcome", &[Role::Executor]).map_err(wire::status)?;
-        let request = wire::record_outcome_request(request).map_err(wire::status)?;
+        let request =
+            policy_wire::outcome_report_from_wire(request).map_err(|e| status::from_error(&e))?;
         let already_recorded = self
             .core
             .record_outcome(caller, request)

@@ -1,6 +1,5 @@
 //! Approvals: their life cycle, scope and consumption lease, and a human's verdict on one.
 
-use std::fmt;
 use std::time::Duration;
 
 use toolgate_core::ToolKind;
@@ -10,71 +9,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 
-/// Where an approval is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ApprovalState {
-    /// Waiting for a human.
-    Pending,
-    /// Approved and not (yet) used up.
-    Approved,
-    /// Denied by a human; final.
-    Denied,
-    /// Ran out of time before being decided or used; final.
-    Expired,
-    /// Withdrawn before a decision; final.
-    Cancelled,
-    /// A once-scope approval taken by exactly one execution, outcome not yet reported.
-    Consumed,
-    /// The consuming execution reported its outcome; final.
-    Completed,
-    /// The consuming execution's lease ran out without an outcome; final, never re-runnable.
-    Unknown,
-}
-
-impl ApprovalState {
-    /// Every state.
-    pub const ALL: &'static [ApprovalState] = &[
-        ApprovalState::Pending,
-        ApprovalState::Approved,
-        ApprovalState::Denied,
-        ApprovalState::Expired,
-        ApprovalState::Cancelled,
-        ApprovalState::Consumed,
-        ApprovalState::Completed,
-        ApprovalState::Unknown,
-    ];
-
-    /// The stored lowercase name.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ApprovalState::Pending => "pending",
-            ApprovalState::Approved => "approved",
-            ApprovalState::Denied => "denied",
-            ApprovalState::Expired => "expired",
-            ApprovalState::Cancelled => "cancelled",
-            ApprovalState::Consumed => "consumed",
-            ApprovalState::Completed => "completed",
-            ApprovalState::Unknown => "unknown",
-        }
-    }
-}
-
-impl std::str::FromStr for ApprovalState {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        ApprovalState::ALL
-            .iter()
-            .copied()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| Error::invalid("state", format!("unknown approval state `{s}`")))
-    }
-}
-
-impl fmt::Display for ApprovalState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use toolgate_core::ApprovalState;
 
 /// How far an approval reaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -32,6 +32,7 @@ mod sweep;
 mod verify;
 mod watch;
 
+pub(crate) use decisions::Pending;
 pub(crate) use learned::RULES_TOPIC;
 use rows::*;
 pub(crate) use rows::{

@@ -174,7 +174,7 @@ pub(crate) fn approval_from(r: &Row) -> Result<Approval> {
         state: r
             .get::<String>("approval_state")?
             .parse()
-            .map_err(|e: Error| Error::Corrupt(e.to_string()))?,
+            .map_err(|e: toolgate_core::UnknownApprovalState| Error::Corrupt(e.to_string()))?,
         scope: r
             .get::<String>("approval_scope")?
             .parse()

@@ -43,6 +43,8 @@ conformance!(
     watch_cursor_resumes_after_reconnect,
     waiter_wakes_on_decision,
     decisions_group_commit_and_replay,
+    a_conflicting_decision_in_a_batch_fails_alone,
+    the_same_call_in_concurrent_batches_is_recorded_once,
     outcomes_are_idempotent_per_decision,
     session_scope_is_explicit_and_reusable,
     newer_schema_is_refused_and_migrate_is_repeatable,
@@ -1115,6 +1117,94 @@ async fn decisions_group_commit_and_replay(ctx: Ctx) {
     let v = l.verify().await.unwrap();
     assert!(v.broken.is_none(), "{v:?}");
     assert!(v.events >= 206);
+}
+
+/// One decision of a batch that cannot go in (its call id was used for another request)
+/// fails alone: the rest of its batch is recorded and answered.
+async fn a_conflicting_decision_in_a_batch_fails_alone(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    l.record_decision(new_decision("taken", "s", "make", Tier::Auto))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..60 {
+        let l = l.clone();
+        tasks.push(tokio::spawn(async move {
+            // Every tenth reuses the taken call id for another request.
+            let call = if i % 10 == 0 {
+                "taken".to_owned()
+            } else {
+                format!("fresh-{i}")
+            };
+            l.record_decision(new_decision(&call, "s", &format!("cmd {i}"), Tier::Auto))
+                .await
+        }));
+    }
+    let (mut recorded, mut refused) = (0, 0);
+    for (i, t) in tasks.into_iter().enumerate() {
+        match t.await.unwrap() {
+            Ok(r) => {
+                assert_ne!(i % 10, 0, "a reused call id was accepted: {r:?}");
+                assert!(!r.replayed);
+                recorded += 1;
+            }
+            Err(Error::CallIdReused { call_id, .. }) => {
+                assert_eq!((i % 10, call_id.as_str()), (0, "taken"));
+                refused += 1;
+            }
+            Err(e) => panic!("decision {i} failed: {e}"),
+        }
+    }
+    assert_eq!((recorded, refused), (54, 6));
+    for i in (0..60).filter(|i| i % 10 != 0) {
+        let call = CallId::try_from(format!("fresh-{i}").as_str()).unwrap();
+        assert!(l.lookup_call(call).await.unwrap().is_some(), "fresh-{i}");
+    }
+    let v = l.verify().await.unwrap();
+    assert!(v.broken.is_none(), "{v:?}");
+    assert_eq!(v.events, 55);
+}
+
+/// The same call sent three times at once lands in different batches (some committing while
+/// others start): it is recorded once, every answer names that one decision, and only one
+/// answer is not a replay.
+async fn the_same_call_in_concurrent_batches_is_recorded_once(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        for i in 0..40 {
+            let l = l.clone();
+            tasks.push(tokio::spawn(async move {
+                let r = l
+                    .record_decision(new_decision(
+                        &format!("dup-{i}"),
+                        "s",
+                        &format!("cmd {i}"),
+                        Tier::Auto,
+                    ))
+                    .await
+                    .unwrap();
+                (i, r)
+            }));
+        }
+    }
+    let mut ids: std::collections::HashMap<i32, (DecisionId, usize)> = Default::default();
+    for t in tasks {
+        let (i, r) = t.await.unwrap();
+        let entry = ids.entry(i).or_insert((r.decision.id.clone(), 0));
+        assert_eq!(
+            entry.0, r.decision.id,
+            "dup-{i} answered with two decisions"
+        );
+        if !r.replayed {
+            entry.1 += 1;
+        }
+    }
+    assert_eq!(ids.len(), 40);
+    assert!(ids.values().all(|(_, fresh)| *fresh == 1), "{ids:?}");
+    let v = l.verify().await.unwrap();
+    assert!(v.broken.is_none(), "{v:?}");
+    assert_eq!(v.events, 40);
 }
 
 async fn futures_count(tasks: Vec<tokio::task::JoinHandle<Result<Recorded>>>) -> usize {

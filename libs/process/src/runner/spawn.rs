@@ -1,7 +1,30 @@
 //! Spawning: the child each run gets (environment, sandbox plan, pipes) and the thread that
 //! clones it.
 
-use super::*;
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use rustix::process::Resource;
+use tokio::net::unix::pipe;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{Error, Inner, find_on_path, setup_err, unavailable};
+use crate::cgroup::RunCgroup;
+use crate::egress::GateSockets;
+use crate::event::{Exited, StreamSummary, Usage};
+use crate::event::{Isolation, KillMechanism, Status};
+use crate::limits::{EnforcedLimits, ResourceLimits};
+use crate::sandbox::{Built, Masks, Resolved};
+use crate::session::SessionNamespaces;
+use crate::spec::Command;
+use crate::sys::sandbox::SandboxSetup;
+use crate::sys::{self, ChildSetup};
 
 /// What a child's standard stream is connected to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +49,160 @@ pub(super) struct Spawned {
     pub(super) stderr: Option<OwnedFd>,
 }
 
+/// The sandbox a run gets, decided before anything about its child is.
+pub(super) struct Confinement<'a> {
+    /// The child's half of the sandbox and the profile it was built from; `None` unconfined.
+    pub(super) sandbox: Option<(SandboxSetup, &'a Built)>,
+    /// The profile's name.
+    pub(super) profile: String,
+    /// A networked profile's egress gate sockets, handed to the executor's hook.
+    pub(super) gate: Option<GateSockets>,
+    /// Whether the run enters its session's namespaces.
+    pub(super) session: bool,
+}
+
+/// Everything decided about a run's child before it is spawned.
+pub(super) struct ChildPlan {
+    /// The child, or why it cannot be prepared (reported as the run's `SpawnFailed`).
+    pub(super) prepared: io::Result<Prepared>,
+    /// What its stdin is connected to.
+    pub(super) stdin: Io,
+    /// The read end of the state pipe ([`RunSpec::capture_state`](crate::RunSpec)).
+    pub(super) state: Option<OwnedFd>,
+    /// The private HOME of an unconfined run, removed when the run ends.
+    pub(super) home: Option<tempfile::TempDir>,
+    /// The run's own cgroup, when it gets one.
+    pub(super) cgroup: Option<RunCgroup>,
+    /// What the run is isolated by, its enforced limits included.
+    pub(super) isolation: Isolation,
+}
+
 impl Inner {
+    /// The profile `profile` names (empty: the default) as this run's sandbox, or why the run
+    /// cannot have it; and the refusal of a run the configuration requires limits for when the
+    /// host enforces none.
+    pub(super) fn confine<'a>(
+        &'a self,
+        profile: &'a str,
+        cwd: &OwnedFd,
+        masks: &Masks,
+        has_egress: bool,
+        session: Option<&SessionNamespaces>,
+    ) -> Result<Confinement<'a>, Error> {
+        let mut gate = None;
+        let (sandbox, profile) = match self.sandboxes.resolve(profile) {
+            Ok(Resolved::Confined(built)) => {
+                // Fail closed: nothing would serve a networked run's only way out.
+                if built.profile.network && !has_egress {
+                    return Err(Error::SandboxUnavailable {
+                        profile: built.name.clone(),
+                        missing: "its runs are networked and need the executor's egress gate, \
+                                  which this run was not given"
+                            .to_owned(),
+                    });
+                }
+                let (setup, sockets) = self.sandbox_setup(built, cwd, masks, None, session)?;
+                gate = sockets;
+                (Some((setup, built)), built.name.clone())
+            }
+            Ok(Resolved::Unconfined(name)) => (None, name.to_owned()),
+            Err((profile, why)) => return Err(unavailable(profile, why)),
+        };
+        if self.config.require_limits
+            && let Err(missing) = &self.hierarchy
+        {
+            return Err(Error::LimitsUnavailable {
+                missing: missing.clone(),
+            });
+        }
+        Ok(Confinement {
+            sandbox,
+            profile,
+            gate,
+            session: session.is_some(),
+        })
+    }
+
+    /// The program a command executes and its arguments (a script runs under `bash`).
+    pub(super) fn program<'a>(&'a self, command: &'a Command) -> (&'a str, Vec<&'a str>) {
+        match command {
+            Command::Argv(argv) => (&argv[0], argv[1..].iter().map(String::as_str).collect()),
+            Command::Script(script) => (
+                self.bash.to_str().unwrap_or("bash"),
+                vec!["--noprofile", "--norc", "-c", script.as_str()],
+            ),
+        }
+    }
+
+    /// The child of a run in `confinement`: its HOME, cgroup, limits and isolation, and the
+    /// prepared clone (whose failure is the run's `SpawnFailed`, not an error here).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn plan_child(
+        &self,
+        command: &Command,
+        cwd: OwnedFd,
+        env: &[(String, String)],
+        stdin: bool,
+        confinement: Confinement<'_>,
+        timeout: Duration,
+        capture_state: bool,
+    ) -> Result<ChildPlan, Error> {
+        let Confinement {
+            sandbox,
+            profile,
+            session,
+            ..
+        } = confinement;
+        let built = sandbox.as_ref().map(|(_, b)| *b);
+        let resources = self.profile_limits(&profile).apply(self.config.limits);
+        let home = if sandbox.is_some() {
+            None
+        } else {
+            self.private_home()?
+        };
+        let home_path = match (&sandbox, &home, &self.home_mount) {
+            (Some(_), _, _) => self.sandboxes.config.home.clone(),
+            (None, Some(dir), _) => dir.path().to_path_buf(),
+            (None, None, Some(mount)) => mount.clone(),
+            (None, None, None) => std::env::temp_dir(),
+        };
+        let (program, args) = self.program(command);
+        let cgroup = self.run_cgroup(Some(&resources), sandbox.is_some())?;
+        let enforced = self.enforced(&resources, built, timeout, cgroup.is_some());
+        let mut isolation = self.isolation(built, &profile, built.is_some() && session);
+        isolation.limits = enforced;
+        let mut prepared = self.prepare(
+            program,
+            &args,
+            env,
+            &home_path,
+            cwd,
+            cgroup.as_ref(),
+            enforced.cpu_seconds,
+            sandbox.map(|(setup, _)| setup),
+        );
+        // Only the child gets the write end: it is dropped with `prepared` once the child has
+        // been spawned, so the reader sees EOF when the run's last holder is gone.
+        let state = if capture_state {
+            let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| setup_err("create the state pipe")(e.into()))?;
+            if let Ok(p) = &mut prepared {
+                p.setup.state = Some(write);
+            }
+            Some(read)
+        } else {
+            None
+        };
+        Ok(ChildPlan {
+            prepared,
+            stdin: if stdin { Io::Pipe } else { Io::Null },
+            state,
+            home,
+            cgroup,
+            isolation,
+        })
+    }
+
     /// The child for `program` and `args`: a cleared environment with the allowlist and `env`
     /// added (an addition replaces a fixed entry of the same name), and its setup.
     // One argument per part of a child; bundling them would only move the list elsewhere.
@@ -470,6 +646,23 @@ pub(super) fn take_reader(
         let _ = rustix::pipe::fcntl_setpipe_size(&fd, pipe_size);
     }
     pipe::Receiver::from_owned_fd(fd)
+}
+
+/// The only event of a run whose child could not be spawned.
+pub(super) fn not_started(program: &str, err: &io::Error, started: Instant) -> Exited {
+    Exited {
+        status: spawn_failed(program, err),
+        stdout: StreamSummary::default(),
+        stderr: StreamSummary::default(),
+        usage: Usage {
+            wall_time: started.elapsed(),
+            ..Usage::default()
+        },
+        finished_at: SystemTime::now(),
+        audit: None,
+        limit: None,
+        state: None,
+    }
 }
 
 pub(super) fn spawn_failed(program: &str, err: &io::Error) -> Status {

@@ -3,7 +3,27 @@
 
 use tokio::io::AsyncReadExt;
 
-use super::*;
+use std::future::pending;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use rustix::process::{Pid, Signal};
+use tokio::io::AsyncWriteExt;
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+use tokio::sync::{Notify, mpsc, watch};
+
+use super::spawn::{Spawned, Spawner, take_reader};
+use super::{Error, Request, StopSignal, setup_err};
+use crate::cgroup::RunCgroup;
+use crate::config::Config;
+use crate::event::{CancelCause, Event, Exited, KillMechanism, Status, Stream, Usage};
+use crate::limits::{EnforcedLimits, LimitExceeded};
+use crate::output::{StreamLimits, pump};
+use crate::spec::Audit;
+use crate::sys::{self, Reaped};
 
 /// Kills and reaps the child if supervision is abandoned (runtime dropped mid-run), so no process
 /// or zombie outlives its run.
@@ -162,6 +182,65 @@ pub(super) enum Ending {
     Stop(StopSignal),
     /// The disk watch found the run over its budget.
     Disk(LimitExceeded),
+}
+
+/// A spawned child as the supervisor watches it: its pidfd, the executor's ends of its pipes,
+/// the stdin to feed it and the tripwire. Holds the child's [`ReapGuard`] from the start, so a
+/// failure to set up any of them kills and reaps the child.
+pub(super) struct Watched {
+    pub(super) guard: ReapGuard,
+    pub(super) pidfd: AsyncFd<OwnedFd>,
+    pub(super) tripwire: Option<crate::tripwire::Tripwire>,
+    pub(super) stdout: pipe::Receiver,
+    pub(super) stderr: pipe::Receiver,
+    pub(super) stdin: Option<(pipe::Sender, Bytes)>,
+    pub(super) state: Option<pipe::Receiver>,
+}
+
+impl Watched {
+    /// Must be called inside the runtime the supervisor runs on (the fds register with it).
+    pub(super) fn new(
+        child: Spawned,
+        armed: Option<crate::tripwire::Armed>,
+        state: Option<OwnedFd>,
+        stdin: Option<Bytes>,
+        config: &Config,
+    ) -> Result<Self, Error> {
+        let guard = ReapGuard {
+            pid: child.pid,
+            reaped: false,
+        };
+        let pidfd =
+            sys::watch_exit(child.pid).map_err(setup_err("watch the child with a pidfd"))?;
+        let tripwire = armed
+            .map(crate::tripwire::Armed::into_tripwire)
+            .transpose()
+            .map_err(setup_err("watch the masked paths"))?;
+        let stdout = take_reader(child.stdout, config.pipe_buffer_bytes)
+            .map_err(setup_err("read stdout"))?;
+        let stderr = take_reader(child.stderr, config.pipe_buffer_bytes)
+            .map_err(setup_err("read stderr"))?;
+        let state = state
+            .map(pipe::Receiver::from_owned_fd)
+            .transpose()
+            .map_err(setup_err("read the state pipe"))?;
+        let stdin = match (child.stdin, stdin) {
+            (Some(pipe_in), Some(bytes)) => Some((
+                pipe::Sender::from_owned_fd(pipe_in).map_err(setup_err("write stdin"))?,
+                bytes,
+            )),
+            _ => None,
+        };
+        Ok(Watched {
+            guard,
+            pidfd,
+            tripwire,
+            stdout,
+            stderr,
+            stdin,
+            state,
+        })
+    }
 }
 
 pub(super) struct Supervisor {

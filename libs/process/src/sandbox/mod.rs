@@ -106,7 +106,7 @@ pub(crate) enum Resolved<'a> {
 
 impl Sandboxes {
     /// Builds every profile against what this kernel offers.
-    pub fn new(
+    pub(crate) fn new(
         config: SandboxConfig,
         home_bytes: u64,
         landlock_abi: i32,
@@ -174,7 +174,7 @@ impl Sandboxes {
     /// A new session's namespaces (see [`crate::session`]): a plain network namespace when a
     /// non-networked profile is confined, and mount and IPC namespaces with the session's
     /// capped `/tmp`. Nothing at all when this runner confines no run.
-    pub fn session(&self) -> io::Result<SessionNamespaces> {
+    pub(crate) fn session(&self) -> io::Result<SessionNamespaces> {
         let any_confined = self
             .built
             .values()
@@ -218,7 +218,10 @@ impl Sandboxes {
     }
 
     /// The profile a run asking for `name` (empty: the default) gets, or why it cannot run.
-    pub fn resolve<'a>(&'a self, name: &'a str) -> Result<Resolved<'a>, (String, Unavailable)> {
+    pub(crate) fn resolve<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> Result<Resolved<'a>, (String, Unavailable)> {
         let name = if name.is_empty() {
             self.config.default_profile.as_str()
         } else {
@@ -241,12 +244,12 @@ impl Sandboxes {
     }
 
     /// Records that the default profile failed its startup self-test.
-    pub fn mark_broken(&mut self, name: &str, why: String) {
+    pub(crate) fn mark_broken(&mut self, name: &str, why: String) {
         self.built.insert(name.to_owned(), Err(why));
     }
 
     /// The profiles and whether each can be enforced (for `GetCapabilities` and `doctor`).
-    pub fn report(&self) -> Vec<(String, Result<i32, String>)> {
+    pub(crate) fn report(&self) -> Vec<(String, Result<i32, String>)> {
         self.built
             .iter()
             .map(|(n, b)| {
@@ -262,7 +265,7 @@ impl Sandboxes {
     /// the same path), starting in `cwd` (a host path inside the workspace); for a networked
     /// profile, with the gate's sockets in the run's namespace; in `session`'s namespaces
     /// when it has one.
-    pub fn setup(
+    pub(crate) fn setup(
         &self,
         built: &Built,
         workspace: &Path,

@@ -4,7 +4,13 @@ use std::path::PathBuf;
 
 use super::bpf::ret_errno;
 use super::seccomp::{CREATING, DENIED, IPPROTO_MPTCP, NS_FLAGS, SET_ID};
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::bpf;
+use super::profile::{Profile, SandboxConfig};
+use super::seccomp::seccomp;
+use super::view::beneath;
 
 #[test]
 fn the_shipped_profiles_validate_and_none_is_unconfined() {

@@ -20,12 +20,12 @@ pub(crate) struct Reaped {
 
 impl Reaped {
     /// `Some(code)` when the child exited normally.
-    pub fn exit_code(&self) -> Option<i32> {
+    pub(crate) fn exit_code(&self) -> Option<i32> {
         libc::WIFEXITED(self.status).then(|| libc::WEXITSTATUS(self.status))
     }
 
     /// `Some((signal, core_dumped))` when a signal killed the child.
-    pub fn signal(&self) -> Option<(i32, bool)> {
+    pub(crate) fn signal(&self) -> Option<(i32, bool)> {
         libc::WIFSIGNALED(self.status)
             .then(|| (libc::WTERMSIG(self.status), libc::WCOREDUMP(self.status)))
     }

@@ -1,8 +1,8 @@
 //! `toolgate up`: the policy service and the executor in one process, with a SQLite ledger.
 //!
 //! The executor authorizes through the same [`PolicyCore`] the policy service's gRPC adapter
-//! uses, called in process (an [`Authorizer`] newtype), so the embedded and the distributed
-//! forms run the same decision code. Tokens are generated on first start and kept in
+//! uses, called in process through `toolgate_policy::Local` (the policy protocol's traits, no
+//! protobuf), so the embedded and the distributed forms run the same decision code. Tokens are generated on first start and kept in
 //! `<data-dir>/tokens.toml` (mode 0600).
 //!
 //! The data directory must lie outside the workspace: it holds the approver's token, and a
@@ -10,11 +10,11 @@
 //! could hide it reliably. The default is a per-workspace directory under
 //! `$XDG_STATE_HOME/toolgate` (`~/.local/state/toolgate`).
 
-mod authorizer;
 pub(crate) mod tokens;
 pub(crate) mod toolchains;
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -144,117 +144,201 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .context("cannot set up logging and tracing")?;
     // Before anything is printed: whoever reads the banner may signal us at once.
     let signals = shutdown::on_signals()?;
-    let workspace = std::fs::canonicalize(&args.workspace)
-        .with_context(|| format!("workspace {}", args.workspace.display()))?;
-    anyhow::ensure!(
-        workspace.is_dir(),
-        "workspace {} is not a directory",
-        workspace.display()
-    );
-    let data_dir = match &args.data_dir {
-        Some(d) => d.clone(),
-        None => default_data_dir(&workspace)?,
-    };
-    // Checked before anything is created, so a refused dir leaves no trace in the workspace.
-    let data_dir = resolve(&data_dir)?;
-    anyhow::ensure!(
-        !data_dir.starts_with(&workspace),
-        "the data directory {} is inside the workspace {}: it holds the approver's token and \
-         any command in the workspace could read it; pass a --data-dir outside the workspace",
-        data_dir.display(),
-        workspace.display()
-    );
-    create_private_dir(&data_dir)?;
-    let tokens = Tokens::load_or_generate(&data_dir)?;
-    let ledger_url = format!("sqlite:{}", data_dir.join("ledger.db").display());
-    let user_policy = match &args.policy {
-        Some(p) => {
-            Some(std::fs::canonicalize(p).with_context(|| format!("policy {}", p.display()))?)
-        }
-        None => None,
-    };
-    let policy_file = user_policy.clone();
+    let dirs = Dirs::prepare(&args)?;
+    let listeners = Listeners::bind(&args).await?;
+    let services = Services::configure(&args, &dirs, &listeners).await?;
+    // The only executor of this workspace: every write temp file is a leftover of a kill,
+    // removed before anyone is told the workspace is served.
+    toolgate_executor::sweep_interrupted_writes(&dirs.workspace, std::time::Duration::ZERO);
+    announce(&args, &dirs, &listeners)?;
+    let (policy, executor) = serve(&args, &dirs, listeners, services, signals).await?;
+    // Flush the spans of the last calls even when a service failed.
+    if let Err(err) = telemetry.shutdown().await {
+        tracing::warn!(error = %err, "spans lost at exit");
+    }
+    policy
+        .context("policy service task")?
+        .context("policy service")?;
+    executor.context("executor task")?.context("executor")?;
+    Ok(())
+}
 
-    let policy_listener = TcpListener::bind(&args.policy_listen)
-        .await
-        .with_context(|| format!("--policy-listen: cannot listen on {}", args.policy_listen))?;
-    let executor_listener = TcpListener::bind(&args.executor_listen)
-        .await
-        .with_context(|| {
-            format!(
-                "--executor-listen: cannot listen on {}",
-                args.executor_listen
-            )
-        })?;
-    let policy_addr = policy_listener.local_addr()?.to_string();
-    let executor_addr = executor_listener.local_addr()?.to_string();
-    let mcp_listener = if args.mcp_listen == "off" {
-        None
-    } else {
-        let l = TcpListener::bind(&args.mcp_listen)
+/// The workspace, the data directory and what is kept in it.
+struct Dirs {
+    workspace: PathBuf,
+    data_dir: PathBuf,
+    tokens: Tokens,
+    ledger_url: String,
+    /// The user's policy file; `None`: the builtin default.
+    policy_file: Option<PathBuf>,
+}
+
+impl Dirs {
+    /// Checks the workspace and the data directory (outside the workspace, private) and
+    /// loads or generates the credentials.
+    fn prepare(args: &Args) -> anyhow::Result<Dirs> {
+        let workspace = std::fs::canonicalize(&args.workspace)
+            .with_context(|| format!("workspace {}", args.workspace.display()))?;
+        anyhow::ensure!(
+            workspace.is_dir(),
+            "workspace {} is not a directory",
+            workspace.display()
+        );
+        let data_dir = match &args.data_dir {
+            Some(d) => d.clone(),
+            None => default_data_dir(&workspace)?,
+        };
+        // Checked before anything is created, so a refused dir leaves no trace in the workspace.
+        let data_dir = resolve(&data_dir)?;
+        anyhow::ensure!(
+            !data_dir.starts_with(&workspace),
+            "the data directory {} is inside the workspace {}: it holds the approver's token and \
+             any command in the workspace could read it; pass a --data-dir outside the workspace",
+            data_dir.display(),
+            workspace.display()
+        );
+        create_private_dir(&data_dir)?;
+        let tokens = Tokens::load_or_generate(&data_dir)?;
+        let ledger_url = format!("sqlite:{}", data_dir.join("ledger.db").display());
+        let policy_file = match &args.policy {
+            Some(p) => {
+                Some(std::fs::canonicalize(p).with_context(|| format!("policy {}", p.display()))?)
+            }
+            None => None,
+        };
+        Ok(Dirs {
+            workspace,
+            data_dir,
+            tokens,
+            ledger_url,
+            policy_file,
+        })
+    }
+}
+
+/// Every socket `up` serves, bound before anything starts so a taken port fails early.
+struct Listeners {
+    policy: TcpListener,
+    policy_addr: String,
+    executor: TcpListener,
+    executor_addr: String,
+    /// The MCP endpoint, unless `--mcp-listen off`.
+    mcp: Option<(
+        TcpListener,
+        toolgate_runtime::transport::Transport,
+        SocketAddr,
+    )>,
+    /// `/metrics`, when `--metrics-listen` is set.
+    metrics: Option<TcpListener>,
+    metrics_addr: Option<String>,
+}
+
+impl Listeners {
+    async fn bind(args: &Args) -> anyhow::Result<Listeners> {
+        let policy = TcpListener::bind(&args.policy_listen)
             .await
-            .with_context(|| format!("--mcp-listen: cannot listen on {}", args.mcp_listen))?;
-        let addr = l.local_addr()?;
-        Some((
-            l,
-            crate::mcp::up_transport(addr, args.insecure_plaintext)?,
-            addr,
-        ))
-    };
-
-    let mut policy_cfg = toolgate_policy::Config::default();
-    policy_cfg.listen.clone_from(&policy_addr);
-    policy_cfg.policy_file.clone_from(&policy_file);
-    policy_cfg.ledger.url = Some(ledger_url.clone());
-    policy_cfg.auth = tokens.auth_config();
-    policy_cfg.transport.insecure_plaintext = args.insecure_plaintext;
-    policy_cfg
-        .validate()
-        .map_err(|e| anyhow::anyhow!("policy service configuration: {e}"))?;
-    // One registry for both services, served on --metrics-listen when it is set.
-    let mut registry = toolgate_runtime::metrics::registry();
-    let policy_metrics = toolgate_runtime::metrics::PolicyMetrics::register(&mut registry);
-    let executor_metrics = toolgate_runtime::metrics::ExecutorMetrics::register(&mut registry);
-    let metrics_listener = match &args.metrics_listen {
-        Some(addr) => Some(
-            TcpListener::bind(addr)
+            .with_context(|| format!("--policy-listen: cannot listen on {}", args.policy_listen))?;
+        let executor = TcpListener::bind(&args.executor_listen)
+            .await
+            .with_context(|| {
+                format!(
+                    "--executor-listen: cannot listen on {}",
+                    args.executor_listen
+                )
+            })?;
+        let policy_addr = policy.local_addr()?.to_string();
+        let executor_addr = executor.local_addr()?.to_string();
+        let mcp = if args.mcp_listen == "off" {
+            None
+        } else {
+            let l = TcpListener::bind(&args.mcp_listen)
                 .await
-                .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?,
-        ),
-        None => None,
-    };
-    let metrics_addr = metrics_listener
-        .as_ref()
-        .map(|l| l.local_addr().map(|a| a.to_string()))
-        .transpose()?;
-    let core = PolicyCore::open_with(&policy_cfg, policy_metrics)
-        .await
-        .context("cannot start the policy service")?;
+                .with_context(|| format!("--mcp-listen: cannot listen on {}", args.mcp_listen))?;
+            let addr = l.local_addr()?;
+            Some((
+                l,
+                crate::mcp::up_transport(addr, args.insecure_plaintext)?,
+                addr,
+            ))
+        };
+        let metrics = match &args.metrics_listen {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("--metrics-listen: cannot listen on {addr}"))?,
+            ),
+            None => None,
+        };
+        let metrics_addr = metrics
+            .as_ref()
+            .map(|l| l.local_addr().map(|a| a.to_string()))
+            .transpose()?;
+        Ok(Listeners {
+            policy,
+            policy_addr,
+            executor,
+            executor_addr,
+            mcp,
+            metrics,
+            metrics_addr,
+        })
+    }
+}
 
-    let (executor_name, executor_token) = tokens
-        .get(Role::Executor)
-        .context("tokens.toml has no executor credential")?;
-    let mut exec_cfg = toolgate_executor::Config::default();
-    exec_cfg.listen.clone_from(&executor_addr);
-    exec_cfg.workspace.root.clone_from(&workspace);
-    exec_cfg.policy.endpoint = format!("http://{policy_addr}");
-    exec_cfg.policy.token = Some(executor_token.to_owned());
-    exec_cfg.auth = tokens.auth_config();
-    exec_cfg.transport.insecure_plaintext = args.insecure_plaintext;
-    args.sandbox.apply(&mut exec_cfg);
-    exec_cfg
-        .validate()
-        .map_err(|e| anyhow::anyhow!("executor configuration: {e}"))?;
-    let authorizer = Arc::new(authorizer::InProcess::new(
-        core.clone(),
-        Principal {
-            name: executor_name.to_owned(),
-            role: Role::Executor,
-        },
-    ));
-    // Sessions are claimed and their state kept in the same ledger, through the same core.
-    let sessions: Arc<dyn toolgate_executor::authz::sessions::SessionLedger> =
-        Arc::new(authorizer::InProcessSessions::new(
+/// Both services configured, the policy core open, and the in-process way between them.
+struct Services {
+    policy_cfg: toolgate_policy::Config,
+    core: PolicyCore,
+    exec_cfg: toolgate_executor::Config,
+    executor_metrics: toolgate_runtime::metrics::ExecutorMetrics,
+    registry: toolgate_runtime::metrics::Registry,
+    /// The policy as the embedded executor reaches it: in process, as its own credential.
+    local: Arc<toolgate_policy::Local>,
+}
+
+impl Services {
+    async fn configure(
+        args: &Args,
+        dirs: &Dirs,
+        listeners: &Listeners,
+    ) -> anyhow::Result<Services> {
+        let mut policy_cfg = toolgate_policy::Config::default();
+        policy_cfg.listen.clone_from(&listeners.policy_addr);
+        policy_cfg.policy_file.clone_from(&dirs.policy_file);
+        policy_cfg.ledger.url = Some(dirs.ledger_url.clone());
+        policy_cfg.auth = dirs.tokens.auth_config();
+        policy_cfg.transport.insecure_plaintext = args.insecure_plaintext;
+        policy_cfg
+            .validate()
+            .map_err(|e| anyhow::anyhow!("policy service configuration: {e}"))?;
+        // One registry for both services, served on --metrics-listen when it is set.
+        let mut registry = toolgate_runtime::metrics::registry();
+        let policy_metrics = toolgate_runtime::metrics::PolicyMetrics::register(&mut registry);
+        let executor_metrics = toolgate_runtime::metrics::ExecutorMetrics::register(&mut registry);
+        let core = PolicyCore::open_with(&policy_cfg, policy_metrics)
+            .await
+            .context("cannot start the policy service")?;
+
+        let (executor_name, executor_token) = dirs
+            .tokens
+            .get(Role::Executor)
+            .context("tokens.toml has no executor credential")?;
+        let mut exec_cfg = toolgate_executor::Config::default();
+        exec_cfg.listen.clone_from(&listeners.executor_addr);
+        exec_cfg.workspace.root.clone_from(&dirs.workspace);
+        exec_cfg.policy.endpoint = format!("http://{}", listeners.policy_addr);
+        exec_cfg.policy.token = Some(executor_token.to_owned());
+        exec_cfg.auth = dirs.tokens.auth_config();
+        exec_cfg.transport.insecure_plaintext = args.insecure_plaintext;
+        args.sandbox.apply(&mut exec_cfg);
+        exec_cfg
+            .validate()
+            .map_err(|e| anyhow::anyhow!("executor configuration: {e}"))?;
+        // The embedded executor asks the policy core in process, as its own executor
+        // credential: the role checks and answers of the gRPC path, without a protobuf
+        // message. Its sessions are claimed and their state kept in the same ledger, through
+        // the same core.
+        let local = Arc::new(toolgate_policy::Local::new(
             core.clone(),
             Principal {
                 name: executor_name.to_owned(),
@@ -262,8 +346,68 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             },
             toolgate_executor::identity(&exec_cfg),
         ));
+        Ok(Services {
+            policy_cfg,
+            core,
+            exec_cfg,
+            executor_metrics,
+            registry,
+            local,
+        })
+    }
+}
 
-    let executor_addr_for_mcp = executor_addr.clone();
+/// Tells whoever started `up` where everything is (a banner, or one JSON line).
+fn announce(args: &Args, dirs: &Dirs, listeners: &Listeners) -> anyhow::Result<()> {
+    let started = Started {
+        workspace: &dirs.workspace,
+        data_dir: &dirs.data_dir,
+        ledger: &dirs.ledger_url,
+        policy: dirs
+            .policy_file
+            .as_ref()
+            .map_or_else(|| "builtin default".to_owned(), |p| p.display().to_string()),
+        executor_addr: listeners.executor_addr.clone(),
+        policy_addr: listeners.policy_addr.clone(),
+        metrics_addr: listeners.metrics_addr.clone(),
+        mcp_url: listeners
+            .mcp
+            .as_ref()
+            .map(|(_, _, a)| format!("http://{a}{}", toolgate_mcp::http::PATH)),
+        tokens: &dirs.tokens,
+    };
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", json_line(&started))?;
+    } else {
+        out.write_all(banner(&started).as_bytes())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+type ServiceResult<E> = Result<Result<(), E>, tokio::task::JoinError>;
+
+/// Serves both services (and MCP and metrics when asked) until a signal or either service
+/// stops; answers how each service ended.
+async fn serve(
+    args: &Args,
+    dirs: &Dirs,
+    listeners: Listeners,
+    services: Services,
+    signals: shutdown::Shutdown,
+) -> anyhow::Result<(
+    ServiceResult<toolgate_policy::Error>,
+    ServiceResult<toolgate_executor::Error>,
+)> {
+    let Services {
+        policy_cfg,
+        core,
+        exec_cfg,
+        executor_metrics,
+        registry,
+        local,
+    } = services;
     // Runs reach the network when the default sandbox profile allows it: then `run_command`
     // is an open-world tool.
     let mcp_network = exec_cfg.process_config().map_or(true, |c| {
@@ -272,44 +416,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             .get(&c.sandbox.default_profile)
             .is_none_or(|p| p.network)
     });
-    let started = Started {
-        workspace: &workspace,
-        data_dir: &data_dir,
-        ledger: &ledger_url,
-        policy: user_policy
-            .as_ref()
-            .map_or_else(|| "builtin default".to_owned(), |p| p.display().to_string()),
-        executor_addr,
-        policy_addr,
-        metrics_addr,
-        mcp_url: mcp_listener
-            .as_ref()
-            .map(|(_, _, a)| format!("http://{a}{}", toolgate_mcp::http::PATH)),
-        tokens: &tokens,
-    };
-    // The only executor of this workspace: every write temp file is a leftover of a kill,
-    // removed before anyone is told the workspace is served.
-    toolgate_executor::sweep_interrupted_writes(&workspace, std::time::Duration::ZERO);
-    {
-        let mut out = std::io::stdout().lock();
-        if args.json {
-            writeln!(out, "{}", json_line(&started))?;
-        } else {
-            out.write_all(banner(&started).as_bytes())?;
-        }
-        out.flush()?;
-    }
-
     // One shutdown for both: a signal, or either service stopping on its own.
     let (trigger, stop) = shutdown::channel();
     let trigger = Arc::new(trigger);
     let policy_task = {
         let (stop, trigger) = (stop.clone(), trigger.clone());
+        let listener = listeners.policy;
         tokio::spawn(async move {
             let r = toolgate_policy::serve_with(
                 policy_cfg,
                 core,
-                policy_listener,
+                listener,
                 stop,
                 toolgate_policy::ServeOptions {
                     quiet: true,
@@ -323,10 +440,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     };
     let executor_task = {
         let (stop, trigger) = (stop.clone(), trigger.clone());
+        let listener = listeners.executor;
+        let authorizer: Arc<dyn toolgate_policy_api::Authorizer> = local.clone();
+        let sessions: Arc<dyn toolgate_policy_api::SessionLedger> = local;
         tokio::spawn(async move {
             let r = toolgate_executor::serve_with(
                 exec_cfg,
-                executor_listener,
+                listener,
                 stop,
                 authorizer,
                 toolgate_executor::ServeOptions {
@@ -341,13 +461,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             r
         })
     };
-    if let Some((listener, transport, addr)) = mcp_listener {
-        let channel = crate::mcp::channel(&format!("http://{executor_addr_for_mcp}"), &no_tls())?;
+    if let Some((listener, transport, addr)) = listeners.mcp {
+        let executor = format!("http://{}", listeners.executor_addr);
+        let channel = crate::mcp::channel(&executor, &no_tls())?;
         let config = toolgate_mcp::McpConfig {
             approval_wait: args.mcp_approval_wait,
             network: mcp_network,
-            tasks: crate::mcp::task_store(Some(data_dir.join("mcp-tasks")))?,
-            executor: format!("http://{executor_addr_for_mcp}"),
+            tasks: crate::mcp::task_store(Some(dirs.data_dir.join("mcp-tasks")))?,
+            executor,
         };
         let router = toolgate_mcp::http::router(
             toolgate_mcp::McpServer::http(channel, config),
@@ -363,7 +484,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             },
         ));
     }
-    if let Some(listener) = metrics_listener {
+    if let Some(listener) = listeners.metrics {
         tokio::spawn(toolgate_runtime::metrics::serve(
             listener,
             Arc::new(registry),
@@ -374,15 +495,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         signals.wait().await;
         trigger.trigger();
     });
-    let (p, e) = tokio::join!(policy_task, executor_task);
-    // Flush the spans of the last calls even when a service failed.
-    if let Err(err) = telemetry.shutdown().await {
-        tracing::warn!(error = %err, "spans lost at exit");
-    }
-    p.context("policy service task")?
-        .context("policy service")?;
-    e.context("executor task")?.context("executor")?;
-    Ok(())
+    Ok(tokio::join!(policy_task, executor_task))
 }
 
 /// Client flags with no TLS material: `up` serves plaintext on loopback.

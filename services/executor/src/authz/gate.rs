@@ -7,6 +7,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use tonic::Status;
 use toolgate_contracts::executor::v1::AwaitingApproval;
+use toolgate_contracts::policy_wire::error_to_status;
 use toolgate_contracts::status;
 use toolgate_core::{Reason, ToolCall};
 use toolgate_runtime::auth::Principal;
@@ -14,11 +15,12 @@ use toolgate_runtime::metrics::ExecutorMetrics;
 use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
-use super::api::{
-    ApprovalState, AuthorizeRequest, Ended, ExecutorIdentity, PolicyAnswer, RecordedOutcome,
-    Verdict as PolicyVerdict,
+use toolgate_policy_api::{
+    ApprovalState, Authorization, AuthorizeAnswer, AuthorizeRequest, Authorizer, Ended,
+    ExecutorIdentity, Outcome,
 };
-use super::{Authorized, Authorizer, Reporter};
+
+use super::{Authorized, Reporter};
 use crate::tool_span;
 use crate::wire::CallContext;
 
@@ -276,7 +278,8 @@ impl Gate {
                 .inner
                 .authorizer
                 .wait_for_approval(parked.approval_id.clone(), remaining)
-                .await?;
+                .await
+                .map_err(error_to_status)?;
             use ApprovalState as S;
             match approval.state {
                 S::Pending => continue,
@@ -353,10 +356,10 @@ impl Gate {
         let started = Instant::now();
         let response = self.inner.authorizer.authorize(request, traceparent).await;
         self.inner.metrics.authorize(started.elapsed());
-        let PolicyAnswer {
-            verdict,
+        let AuthorizeAnswer {
+            authorization,
             explanation,
-        } = response?;
+        } = response.map_err(error_to_status)?;
         let why = explanation
             .as_ref()
             .map(|e| e.message.clone())
@@ -367,10 +370,11 @@ impl Gate {
             .map(|e| e.rule_id.clone())
             .unwrap_or_default();
         let span = &call.span;
-        match verdict {
-            PolicyVerdict::Allowed {
+        match authorization {
+            Authorization::Allowed {
                 decision_id,
                 approval_id,
+                lease_expires_at: _,
                 hidden,
                 sandbox_profile,
                 denied_hosts,
@@ -396,7 +400,7 @@ impl Gate {
                 tool_span::record_profile(span, proof.sandbox_profile());
                 Ok(Answer::Allowed(proof))
             }
-            PolicyVerdict::Denied {
+            Authorization::Denied {
                 decision_id,
                 rule_id,
                 message,
@@ -411,7 +415,7 @@ impl Gate {
                     "",
                 ))
             }
-            PolicyVerdict::Denied {
+            Authorization::Denied {
                 decision_id,
                 rule_id,
                 message,
@@ -430,7 +434,7 @@ impl Gate {
                     [("rule_id", rule_id), ("decision_id", decision_id)],
                 ))
             }
-            PolicyVerdict::Pending {
+            Authorization::Pending {
                 decision_id,
                 approval_id,
                 expires_at,
@@ -446,15 +450,15 @@ impl Gate {
             }
             // Only a recorded outcome proves the call ran; an older policy service also said
             // AlreadyExecuted for calls that never reported one.
-            PolicyVerdict::AlreadyExecuted {
+            Authorization::AlreadyExecuted {
                 decision_id,
                 approval_id,
                 outcome,
-            } => Err(match &outcome {
+            } => Err(match outcome.as_deref() {
                 Some(o) => already_executed(&call.ctx.call_id, &decision_id, &approval_id, o),
                 None => outcome_unknown(&call.ctx.call_id, &decision_id, &approval_id, None),
             }),
-            PolicyVerdict::InFlight {
+            Authorization::InFlight {
                 decision_id,
                 approval_id,
                 lease_expires_at,
@@ -464,7 +468,7 @@ impl Gate {
                 &approval_id,
                 lease_expires_at,
             )),
-            PolicyVerdict::OutcomeUnknown {
+            Authorization::OutcomeUnknown {
                 decision_id,
                 approval_id,
                 lease_expired_at,
@@ -626,12 +630,7 @@ fn outcome_unknown(
 }
 
 /// `ALREADY_EXISTS` / `ALREADY_EXECUTED` with a compact summary of the recorded outcome.
-fn already_executed(
-    call_id: &str,
-    decision_id: &str,
-    approval_id: &str,
-    o: &RecordedOutcome,
-) -> Status {
+fn already_executed(call_id: &str, decision_id: &str, approval_id: &str, o: &Outcome) -> Status {
     let mut md = vec![("decision_id", decision_id.to_owned())];
     if !approval_id.is_empty() {
         md.push(("approval_id", approval_id.to_owned()));
@@ -640,21 +639,21 @@ fn already_executed(
     if let Some(ended) = &o.ended {
         let (k, v) = match ended {
             Ended::Exited(code) => ("exit_code", code.to_string()),
-            Ended::Signaled(name) => ("signal", name.clone()),
-            Ended::TimedOut => ("ended", "timed_out".to_owned()),
+            Ended::Signaled { name, .. } => ("signal", name.clone()),
+            Ended::TimedOut { .. } => ("ended", "timed_out".to_owned()),
             Ended::Cancelled(cause) => ("ended", format!("cancelled:{cause}")),
-            Ended::SpawnFailed(reason) => ("ended", format!("spawn_failed:{reason}")),
-            Ended::Completed => ("ended", "completed".to_owned()),
+            Ended::SpawnFailed { reason, .. } => ("ended", format!("spawn_failed:{reason}")),
+            Ended::Completed(_) => ("ended", "completed".to_owned()),
         };
         parts.push(format!("{k}={v}"));
         md.push((k, v));
     }
-    if let Some(p) = &o.sandbox_profile {
-        md.push(("sandbox_profile", p.clone()));
+    if let Some(i) = &o.isolation {
+        md.push(("sandbox_profile", i.sandbox_profile.clone()));
     }
     for (k, bytes) in [
-        ("stdout_bytes", o.stdout_bytes),
-        ("stderr_bytes", o.stderr_bytes),
+        ("stdout_bytes", o.stdout.map(|s| s.total_bytes)),
+        ("stderr_bytes", o.stderr.map(|s| s.total_bytes)),
     ] {
         if let Some(n) = bytes {
             parts.push(format!("{k}={n}"));

@@ -13,17 +13,17 @@ use tonic::{Code, Request, Status};
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
 use toolgate_contracts::policy::v1::session_service_client::SessionServiceClient;
+use toolgate_contracts::policy_wire as wire;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
+use toolgate_policy_api::{
+    ApprovalStatus, AuthorizeAnswer, AuthorizeRequest, Authorizer, EndReason, Error,
+    ExecutorIdentity, OutcomeReport, SessionLedger, SessionRefusal, SessionState, StoredSession,
+};
 use toolgate_runtime::telemetry;
 use tracing::Instrument;
 
-use super::api::{
-    ApprovalStatus, AuthorizeRequest, ExecutorIdentity, OutcomeReport, PolicyAnswer, PolicyFailure,
-};
 use super::balance::{self, Pool};
-use super::sessions::{EndReason, SessionLedger, SessionRefusal, SessionState, StoredSession};
-use super::{Authorizer, contract};
 use crate::config::PolicySection;
 use toolgate_runtime::transport::{ClientTls, Dial};
 
@@ -211,7 +211,7 @@ impl GrpcAuthorizer {
             }
             // A session of another principal is an answer about the session, not the
             // credential.
-            Code::PermissionDenied if contract::is_session_answer(&s) => s,
+            Code::PermissionDenied if is_session_answer(&s) => s,
             Code::Unauthenticated | Code::PermissionDenied => self.unavailable(
                 method,
                 &format!(
@@ -250,13 +250,19 @@ impl GrpcAuthorizer {
     }
 }
 
+/// Whether a status is the policy service's answer about a session (its `ErrorInfo` names
+/// the session) rather than about the call or the credential.
+fn is_session_answer(s: &Status) -> bool {
+    status::error_info(s).is_some_and(|(_, md)| md.contains_key("session_id"))
+}
+
 impl Authorizer for GrpcAuthorizer {
     fn authorize(
         &self,
         request: AuthorizeRequest,
         traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>> {
-        let request = contract::authorize_request(request);
+    ) -> BoxFuture<'_, Result<AuthorizeAnswer, Error>> {
+        let request = wire::authorize_request_to_wire(request);
         async move {
             let answer = self
                 .call(AUTHORIZE, Lane::Calls, self.request_timeout, |channel| {
@@ -264,14 +270,14 @@ impl Authorizer for GrpcAuthorizer {
                     async move { PolicyServiceClient::new(channel).authorize(request).await }
                 })
                 .await
-                .map_err(|s| contract::failure(&s))?;
-            contract::policy_answer(answer)
+                .map_err(|s| wire::error_from_status(&s))?;
+            wire::authorize_answer_from_wire(answer)
         }
         .boxed()
     }
 
-    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), PolicyFailure>> {
-        let request = contract::outcome_request(report);
+    fn record_outcome(&self, report: OutcomeReport) -> BoxFuture<'_, Result<(), Error>> {
+        let request = wire::outcome_report_to_wire(report);
         async move {
             self.call(
                 RECORD_OUTCOME,
@@ -288,7 +294,7 @@ impl Authorizer for GrpcAuthorizer {
             )
             .await
             .map(|_| ())
-            .map_err(|s| contract::failure(&s))
+            .map_err(|s| wire::error_from_status(&s))
         }
         .boxed()
     }
@@ -297,8 +303,8 @@ impl Authorizer for GrpcAuthorizer {
         &self,
         approval_id: String,
         timeout: Duration,
-    ) -> BoxFuture<'_, Result<ApprovalStatus, PolicyFailure>> {
-        let request = contract::wait_request(&approval_id, timeout);
+    ) -> BoxFuture<'_, Result<ApprovalStatus, Error>> {
+        let request = wire::wait_request_to_wire(approval_id, timeout);
         async move {
             let answer = self
                 .call(
@@ -315,8 +321,8 @@ impl Authorizer for GrpcAuthorizer {
                     },
                 )
                 .await
-                .map_err(|s| contract::failure(&s))?;
-            contract::approval_status(answer)
+                .map_err(|s| wire::error_from_status(&s))?;
+            wire::approval_status_from_wire(answer)
         }
         .boxed()
     }
@@ -381,15 +387,16 @@ impl SessionLedger for GrpcSessions {
         principal: String,
         ttl: Duration,
     ) -> BoxFuture<'_, Result<StoredSession, SessionRefusal>> {
-        let request = contract::claim_session_request(&self.executor, session_id, principal, ttl);
+        let request =
+            wire::claim_session_request_to_wire(&self.executor, session_id, principal, ttl);
         async move {
             let answer = self
                 .session_call(CLAIM_SESSION, request, |mut c, r| async move {
                     c.claim_session(r).await
                 })
                 .await
-                .map_err(|s| contract::session_refusal(&s))?;
-            contract::claimed_session(answer)
+                .map_err(|s| wire::session_refusal(&s))?;
+            wire::claimed_session_from_wire(answer)
         }
         .boxed()
     }
@@ -398,15 +405,15 @@ impl SessionLedger for GrpcSessions {
         &self,
         session_ids: Vec<String>,
         ttl: Duration,
-    ) -> BoxFuture<'_, Result<Vec<String>, PolicyFailure>> {
-        let request = contract::renew_sessions_request(&self.executor, session_ids, ttl);
+    ) -> BoxFuture<'_, Result<Vec<String>, Error>> {
+        let request = wire::renew_sessions_request_to_wire(&self.executor, session_ids, ttl);
         async move {
             self.session_call(RENEW_SESSIONS, request, |mut c, r| async move {
                 c.renew_sessions(r).await
             })
             .await
             .map(|r| r.lost)
-            .map_err(|s| contract::failure(&s))
+            .map_err(|s| wire::error_from_status(&s))
         }
         .boxed()
     }
@@ -416,14 +423,14 @@ impl SessionLedger for GrpcSessions {
         session_id: String,
         state: SessionState,
     ) -> BoxFuture<'_, Result<(), SessionRefusal>> {
-        let request = contract::update_session_request(&self.executor, session_id, state);
+        let request = wire::update_session_request_to_wire(&self.executor, session_id, state);
         async move {
             self.session_call(UPDATE_SESSION, request, |mut c, r| async move {
                 c.update_session(r).await
             })
             .await
             .map(|_| ())
-            .map_err(|s| contract::session_refusal(&s))
+            .map_err(|s| wire::session_refusal(&s))
         }
         .boxed()
     }
@@ -433,29 +440,29 @@ impl SessionLedger for GrpcSessions {
         session_id: String,
         reason: EndReason,
         runs_stopped: u32,
-    ) -> BoxFuture<'_, Result<(), PolicyFailure>> {
+    ) -> BoxFuture<'_, Result<(), Error>> {
         let request =
-            contract::end_session_request(&self.executor, session_id, reason, runs_stopped);
+            wire::end_session_request_to_wire(&self.executor, session_id, reason, runs_stopped);
         async move {
             self.session_call(END_SESSION, request, |mut c, r| async move {
                 c.end_session(r).await
             })
             .await
             .map(|_| ())
-            .map_err(|s| contract::failure(&s))
+            .map_err(|s| wire::error_from_status(&s))
         }
         .boxed()
     }
 
-    fn abandon_runs(&self) -> BoxFuture<'_, Result<usize, PolicyFailure>> {
-        let request = contract::abandon_runs_request(&self.executor);
+    fn abandon_runs(&self) -> BoxFuture<'_, Result<usize, Error>> {
+        let request = wire::abandon_runs_request_to_wire(&self.executor);
         async move {
             self.session_call(ABANDON_RUNS, request, |mut c, r| async move {
                 c.abandon_runs(r).await
             })
             .await
             .map(|r| r.decision_ids.len())
-            .map_err(|s| contract::failure(&s))
+            .map_err(|s| wire::error_from_status(&s))
         }
         .boxed()
     }

@@ -12,7 +12,7 @@ use toolgate_contracts::executor::v1::AwaitingApproval;
 use toolgate_runtime::auth::Principal;
 use toolgate_runtime::metrics::ExecutorMetrics;
 
-use crate::authz::api::Finished;
+use crate::authz::Finished;
 use crate::authz::{Authorized, Gate, Ran};
 use crate::egress::dns::{self, Placeholders};
 use crate::egress::{Destination, HostGlobs, Settings, conn};

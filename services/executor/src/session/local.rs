@@ -9,9 +9,8 @@ use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 
-use crate::authz::api::PolicyFailure;
-use crate::authz::sessions::{
-    EndReason, SessionLedger, SessionRefusal, SessionState, StoredSession,
+use toolgate_policy_api::{
+    EndReason, Error as PolicyError, SessionLedger, SessionRefusal, SessionState, StoredSession,
 };
 
 /// Sessions in this process's memory.
@@ -53,7 +52,7 @@ impl SessionLedger for LocalLedger {
         &self,
         _session_ids: Vec<String>,
         _ttl: Duration,
-    ) -> BoxFuture<'_, Result<Vec<String>, PolicyFailure>> {
+    ) -> BoxFuture<'_, Result<Vec<String>, PolicyError>> {
         Box::pin(std::future::ready(Ok(Vec::new())))
     }
 
@@ -73,14 +72,14 @@ impl SessionLedger for LocalLedger {
         session_id: String,
         _reason: EndReason,
         _runs_stopped: u32,
-    ) -> BoxFuture<'_, Result<(), PolicyFailure>> {
+    ) -> BoxFuture<'_, Result<(), PolicyError>> {
         if let Some(s) = super::lock(&self.sessions).get_mut(&session_id) {
             s.2 = true;
         }
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn abandon_runs(&self) -> BoxFuture<'_, Result<usize, PolicyFailure>> {
+    fn abandon_runs(&self) -> BoxFuture<'_, Result<usize, PolicyError>> {
         Box::pin(std::future::ready(Ok(0)))
     }
 }

@@ -35,13 +35,13 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tonic::Status;
 use toolgate_contracts::common::v1 as common;
+use toolgate_contracts::policy_wire::error_to_status;
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 use toolgate_fs::WorkspacePath;
+use toolgate_policy_api::{EndReason, SessionLedger, SessionRefusal, SessionState};
 use toolgate_process::{EnvAllow, SessionNamespaces};
 
-use crate::authz::contract::failure_status;
-use crate::authz::sessions::{EndReason, SessionLedger, SessionRefusal, SessionState};
 use crate::confined::Confined;
 
 /// Longest the shutdown waits for the ledger to record every session's end.
@@ -276,7 +276,7 @@ impl Sessions {
                 if first {
                     self.forget(s, true);
                 }
-                Err(failure_status(f))
+                Err(error_to_status(f))
             }
         }
     }
@@ -318,7 +318,7 @@ impl Sessions {
                 }
                 Ok(())
             }
-            Err(f) => Err(failure_status(f)),
+            Err(f) => Err(error_to_status(f)),
         }
     }
 

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use toolgate_process::EnvAllow;
 
-use crate::authz::sessions::SessionState;
+use toolgate_policy_api::SessionState;
 
 /// The first record of a state report.
 const MAGIC: &[u8] = b"toolgate-state-v1";

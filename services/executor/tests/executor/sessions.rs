@@ -7,9 +7,11 @@ use crate::support::*;
 use std::time::{Duration, SystemTime};
 
 use toolgate_core::{ToolCall, ToolKind};
-use toolgate_executor::authz::api::{AuthorizeRequest, ExecutorIdentity, Verdict};
-use toolgate_executor::authz::sessions::{EndReason, SessionLedger, SessionRefusal, SessionState};
-use toolgate_executor::authz::{Authorizer, GrpcAuthorizer};
+use toolgate_executor::authz::GrpcAuthorizer;
+use toolgate_policy_api::{
+    Authorization, AuthorizeRequest, Authorizer, EndReason, ExecutorIdentity, SessionLedger,
+    SessionRefusal, SessionState,
+};
 
 fn identity(id: &str) -> ExecutorIdentity {
     ExecutorIdentity {
@@ -116,7 +118,7 @@ async fn sessions_through_the_real_policy_service() {
         .authorize(echo("c-1", &identity("ex-a")), None)
         .await
         .unwrap();
-    let Verdict::Allowed { decision_id, .. } = allowed.verdict else {
+    let Authorization::Allowed { decision_id, .. } = allowed.authorization else {
         panic!("{allowed:?}")
     };
     // Another executor's call is not this one's to abandon.
@@ -124,14 +126,17 @@ async fn sessions_through_the_real_policy_service() {
         .authorize(echo("c-2", &identity("ex-b")), None)
         .await
         .unwrap();
-    assert!(matches!(foreign.verdict, Verdict::Allowed { .. }));
+    assert!(matches!(
+        foreign.authorization,
+        Authorization::Allowed { .. }
+    ));
     assert_eq!(a.abandon_runs().await.unwrap(), 1);
     let replay = client
         .authorize(echo("c-1", &identity("ex-a")), None)
         .await
         .unwrap();
-    match replay.verdict {
-        Verdict::OutcomeUnknown {
+    match replay.authorization {
+        Authorization::OutcomeUnknown {
             decision_id: lost, ..
         } => assert_eq!(lost, decision_id),
         other => panic!("expected OutcomeUnknown, got {other:?}"),
@@ -141,7 +146,7 @@ async fn sessions_through_the_real_policy_service() {
         .await
         .unwrap();
     assert!(
-        matches!(replay.verdict, Verdict::InFlight { .. }),
+        matches!(replay.authorization, Authorization::InFlight { .. }),
         "{replay:?}"
     );
     // The abandoned claim is free: the other executor takes the session over with its state.

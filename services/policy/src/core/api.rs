@@ -1,16 +1,17 @@
-//! The core's requests and answers, in domain types. The adapters build the requests from
-//! wire messages (parsing and validating at the edge, see `crate::wire`) and turn the
-//! answers back into wire messages; the core sees neither prost nor tonic.
+//! The core's requests and answers, in domain types. The executor protocol's own types
+//! (`toolgate_policy_api`) are taken and answered as they are; the rest (classification,
+//! approvals for humans, sessions) are here. The adapters build these from wire messages and
+//! turn the answers back into wire messages; the core sees neither prost nor tonic.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use toolgate_core::ExecutorIdentity;
 use toolgate_ledger::{
-    self as ledger, ApprovalFilter, ApprovalId, ApprovalState, CallId, DecisionId, NewOutcome,
-    NotStarted, PageToken, SessionId, Timestamp, Verdict,
+    self as ledger, ApprovalFilter, ApprovalId, ApprovalState, DecisionId, PageToken, Timestamp,
+    Verdict,
 };
+use toolgate_policy_api::Authorization;
 use toolgate_policy_engine::{CallContext, Decision, Policy, ToolCall};
 
 /// What an executor reported about itself as the JSON object kept beside its credential on
@@ -32,107 +33,10 @@ pub(crate) fn reported_json(e: &ExecutorIdentity) -> Option<String> {
     (!map.is_empty()).then(|| serde_json::Value::Object(map).to_string())
 }
 
-/// A call an executor is about to run.
+/// An [`Authorization`] with how the policy reached it.
 #[derive(Debug, Clone)]
-pub struct AuthorizeRequest {
-    /// The caller's id for this call; a repeat is a retry.
-    pub call_id: CallId,
-    /// The agent session approvals bind to.
-    pub session_id: SessionId,
-    /// The agent the call runs for; `None`: the caller itself.
-    pub principal: Option<ledger::Principal>,
-    /// The agent's free-text description for the approver.
-    pub description: String,
-    /// The canonical call.
-    pub call: ToolCall,
-    /// The workspace's labels.
-    pub labels: BTreeMap<String, String>,
-    /// What the executor said about itself.
-    pub executor: Option<ExecutorIdentity>,
-}
-
-/// What an allowed call must not reveal, from the policy that decided it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HiddenPaths {
-    /// The policy version the globs come from.
-    pub policy_version: String,
-    /// Workspace-relative globs of paths to leave out.
-    pub globs: Vec<String>,
-}
-
-/// The answer to one [`AuthorizeRequest`].
-#[derive(Debug, Clone)]
-pub enum Authorization {
-    /// Run it.
-    Allowed {
-        /// The recorded decision.
-        decision_id: DecisionId,
-        /// The approval it consumed, for an approved `ask`.
-        approval_id: Option<ApprovalId>,
-        /// When the outcome must be reported by.
-        lease_expires_at: Option<Timestamp>,
-        /// What the call must not reveal (tools that show more than one path).
-        hidden: Option<HiddenPaths>,
-        /// The sandbox profile in force.
-        sandbox_profile: String,
-        /// For a `process.run` under a networked profile: the host globs the `[[network]]`
-        /// rules deny on every port in this call's context, which the run's egress gate
-        /// answers as nonexistent names. Empty otherwise.
-        denied_hosts: Vec<String>,
-    },
-    /// A human must decide first.
-    Pending {
-        /// The recorded decision.
-        decision_id: DecisionId,
-        /// The approval to wait for.
-        approval_id: ApprovalId,
-        /// When it lapses.
-        expires_at: Timestamp,
-    },
-    /// Refused by a rule or by a human.
-    Denied {
-        /// The recorded decision.
-        decision_id: DecisionId,
-        /// The deciding rule (`default` when none matched).
-        rule_id: String,
-        /// What the model is told.
-        message: String,
-        /// The approval a human denied, if one did.
-        approval_id: Option<ApprovalId>,
-    },
-    /// This `call_id` ran before; its outcome.
-    AlreadyExecuted {
-        /// The recorded decision.
-        decision_id: DecisionId,
-        /// The approval it consumed, if any.
-        approval_id: Option<ApprovalId>,
-        /// What happened (boxed: an outcome is several times the size of the other answers).
-        outcome: Box<ledger::Outcome>,
-    },
-    /// This `call_id` was allowed and may still be running.
-    InFlight {
-        /// The recorded decision.
-        decision_id: DecisionId,
-        /// The approval it consumed, if any.
-        approval_id: Option<ApprovalId>,
-        /// Until when its executor may still report.
-        lease_expires_at: Timestamp,
-    },
-    /// This `call_id` was allowed, and its lease ran out without an outcome.
-    OutcomeUnknown {
-        /// The recorded decision.
-        decision_id: DecisionId,
-        /// The approval it consumed, if any.
-        approval_id: Option<ApprovalId>,
-        /// When the lease ran out.
-        lease_expired_at: Option<Timestamp>,
-    },
-}
-
-/// [`Authorization`] with how the policy reached it.
-#[derive(Debug, Clone)]
-pub struct Authorized {
-    /// The answer.
+pub struct AuthorizeDecision {
+    /// The answer, as the protocol carries it.
     pub authorization: Authorization,
     /// The policy's decision, rule by rule.
     pub decision: Decision,
@@ -167,22 +71,6 @@ pub struct PolicyDescription {
     pub loaded_at: SystemTime,
     /// Where it comes from.
     pub source: String,
-}
-
-/// An executor's report of how an allowed call ended.
-#[derive(Debug, Clone)]
-pub struct RecordOutcomeRequest {
-    /// What the executor reports; the core sets its fence (`lease_token`) and reporter.
-    pub report: Reported,
-}
-
-/// How an allowed call ended, as its executor reports it.
-#[derive(Debug, Clone)]
-pub enum Reported {
-    /// It ran: the outcome.
-    Outcome(NewOutcome),
-    /// It was refused before it started: nothing ran, the call is released.
-    NotStarted(NotStarted),
 }
 
 /// Waits for a human's decision.

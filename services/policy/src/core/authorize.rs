@@ -7,22 +7,22 @@ use toolgate_ledger::{
     self as ledger, AllowedState, AskRequest, AskVerdict, NewDecision, PolicyVersion,
     RequestDigest, RuleId,
 };
+use toolgate_policy_api::{Authorization, AuthorizeRequest, OutcomeReport};
 use toolgate_policy_engine::CallContext;
 use toolgate_policy_engine::digest::{canonical_json, digest_of_canonical};
 use toolgate_runtime::auth::{Principal, Role};
 use toolgate_runtime::telemetry;
 
-use super::api::{
-    Authorization, AuthorizeRequest, Authorized, RecordOutcomeRequest, Reported, reported_json,
-};
+use super::api::{AuthorizeDecision, reported_json};
 use super::{
     PolicyCore, PolicyError, hidden_paths, internal, parse_id, require, text, unbind_denied,
 };
+use crate::outcome::{self, system_time};
 use crate::stored;
 
 impl PolicyCore {
     /// Classifies a call, records the decision, and answers allowed, denied, pending or
-    /// already executed.
+    /// already executed. The caller's role is checked first, then the request's identifiers.
     ///
     /// Only executors authorize (agents get [`PolicyCore::classify`] for a dry run): a
     /// decision may consume an approval, so it must come from whoever will run the call. The
@@ -34,7 +34,7 @@ impl PolicyCore {
         caller: &Principal,
         req: AuthorizeRequest,
         traceparent: Option<&str>,
-    ) -> Result<Authorized, PolicyError> {
+    ) -> Result<AuthorizeDecision, PolicyError> {
         let started = Instant::now();
         let result = self.authorize_inner(caller, req, traceparent).await;
         self.inner.metrics.authorize_duration(started.elapsed());
@@ -46,18 +46,22 @@ impl PolicyCore {
         caller: &Principal,
         req: AuthorizeRequest,
         traceparent: Option<&str>,
-    ) -> Result<Authorized, PolicyError> {
+    ) -> Result<AuthorizeDecision, PolicyError> {
+        // Authorize, then validate: who may not call this learns nothing about its input.
         require(caller, "Authorize", &[Role::Executor])?;
-        let principal_id = match req.principal {
-            Some(p) => p,
-            None => parse_id("principal", caller.name.clone())?,
+        let call_id: ledger::CallId = parse_id("context.call_id", req.call_id)?;
+        let session_id: ledger::SessionId = parse_id("context.session_id", req.session_id)?;
+        let principal_id: ledger::Principal = if req.principal.is_empty() {
+            parse_id("principal", caller.name.clone())?
+        } else {
+            parse_id("principal", req.principal)?
         };
         let mut call = req.call;
         let policy = self.policy();
         let ctx = CallContext {
-            session_id: req.session_id.as_str().to_owned(),
+            session_id: session_id.as_str().to_owned(),
             principal: principal_id.as_str().to_owned(),
-            labels: req.labels,
+            labels: req.labels.into_iter().collect(),
         };
         unbind_denied(&policy, &mut call, &ctx);
         let mut decision = self.classify_call(&policy, &call, &ctx);
@@ -75,8 +79,8 @@ impl PolicyCore {
         let request_digest = digest_of_canonical(&request_json);
         let digest = RequestDigest::try_from(request_digest.as_str()).map_err(|e| internal(&e))?;
         let new = NewDecision {
-            call_id: req.call_id,
-            session_id: req.session_id,
+            call_id,
+            session_id,
             principal: principal_id,
             tool: call.tool,
             digest,
@@ -93,7 +97,7 @@ impl PolicyCore {
                 .or_else(|| traceparent.and_then(telemetry::trace_id_of))
                 .and_then(|t| ledger::TraceId::try_from(t).ok()),
             executor: Some(parse_id("executor", caller.name.clone())?),
-            executor_reported: req.executor.as_ref().and_then(reported_json),
+            executor_reported: reported_json(&req.executor),
             // A run may take its whole timeout before it can report.
             lease: Some(
                 call.timeout_ms
@@ -131,13 +135,13 @@ impl PolicyCore {
                     }),
                 )
                 .await?;
-            let decision_id = asked.decision.id.clone();
-            let approval_id = asked.approval.id.clone();
+            let decision_id = asked.decision.id.as_str().to_owned();
+            let approval_id = asked.approval.id.as_str().to_owned();
             match asked.verdict {
                 AskVerdict::Allowed { .. } => Authorization::Allowed {
                     decision_id,
-                    approval_id: Some(approval_id),
-                    lease_expires_at: asked.decision.lease_expires_at,
+                    approval_id,
+                    lease_expires_at: asked.decision.lease_expires_at.map(system_time),
                     hidden,
                     sandbox_profile,
                     denied_hosts,
@@ -145,13 +149,13 @@ impl PolicyCore {
                 AskVerdict::Pending => Authorization::Pending {
                     decision_id,
                     approval_id,
-                    expires_at: asked.approval.expires_at,
+                    expires_at: Some(system_time(asked.approval.expires_at)),
                 },
                 AskVerdict::Denied => Authorization::Denied {
                     decision_id,
                     rule_id: deciding_rule,
                     message: human_denial(&asked.approval),
-                    approval_id: Some(approval_id),
+                    approval_id,
                 },
                 AskVerdict::AlreadyRan => {
                     let record = self
@@ -180,16 +184,16 @@ impl PolicyCore {
                 // (A released call whose retry the policy no longer allows is refused with the
                 // answer it gets now.)
                 Authorization::Denied {
-                    decision_id: d.id,
+                    decision_id: d.id.as_str().to_owned(),
                     rule_id: deciding_rule,
                     message: decision.message.clone(),
-                    approval_id: None,
+                    approval_id: String::new(),
                 }
             } else {
                 Authorization::Allowed {
-                    decision_id: d.id,
-                    approval_id: None,
-                    lease_expires_at: d.lease_expires_at,
+                    decision_id: d.id.as_str().to_owned(),
+                    approval_id: String::new(),
+                    lease_expires_at: d.lease_expires_at.map(system_time),
                     hidden,
                     sandbox_profile,
                     denied_hosts,
@@ -209,24 +213,30 @@ impl PolicyCore {
                 decision.deciding_rule().map(|m| m.rule_id.as_str())
             },
         );
-        Ok(Authorized {
+        Ok(AuthorizeDecision {
             authorization,
             decision,
             request_digest,
         })
     }
 
-    /// Attaches the outcome of an allowed call to its decision (executors only).
-    /// Idempotent: an identical retry answers `true` (already recorded).
+    /// Attaches the outcome of an allowed call to its decision (executors only; the role is
+    /// checked before the report). Idempotent: an identical retry answers `true` (already
+    /// recorded).
     pub async fn record_outcome(
         &self,
         caller: &Principal,
-        req: RecordOutcomeRequest,
+        req: OutcomeReport,
     ) -> Result<bool, PolicyError> {
         require(caller, "RecordOutcome", &[Role::Executor])?;
-        let decision_id = match &req.report {
-            Reported::Outcome(o) => o.decision_id.clone(),
-            Reported::NotStarted(n) => n.decision_id.clone(),
+        let decision_id: ledger::DecisionId = parse_id("decision_id", req.decision_id)?;
+        let report = if req.outcome.not_started {
+            Reported::NotStarted(outcome::not_started_from_api(
+                decision_id.clone(),
+                &req.outcome,
+            )?)
+        } else {
+            Reported::Outcome(outcome::from_api(decision_id.clone(), req.outcome)?)
         };
         let l = &self.inner.ledger;
         let decision = self.read("decision", l.decision(decision_id)).await?;
@@ -244,7 +254,7 @@ impl PolicyCore {
             None => None,
         };
         let executor_principal = Some(parse_id("executor", caller.name.clone())?);
-        let mut new = match req.report {
+        let mut new = match report {
             Reported::Outcome(o) => o,
             Reported::NotStarted(mut n) => {
                 // Nothing ran: the call is released, and its retry may run.
@@ -268,6 +278,14 @@ impl PolicyCore {
     }
 }
 
+/// How an allowed call ended, in the ledger's terms.
+enum Reported {
+    /// It ran: the outcome.
+    Outcome(toolgate_ledger::NewOutcome),
+    /// It was refused before it started: nothing ran, the call is released.
+    NotStarted(toolgate_ledger::NotStarted),
+}
+
 /// `Allowed.denied_hosts`: for a run whose profile in force reaches the network, the names
 /// its egress gate's DNS answers as nonexistent (from the same policy that decided).
 fn denied_hosts(
@@ -288,24 +306,28 @@ fn denied_hosts(
 /// still be running (its lease runs), or nobody knows (its lease ran out without an outcome).
 /// Never "already executed" without a recorded outcome.
 fn replayed(d: &ledger::Decision, outcome: Option<ledger::Outcome>) -> Authorization {
-    let decision_id = d.id.clone();
-    let approval_id = d.approval_id.clone();
+    let decision_id = d.id.as_str().to_owned();
+    let approval_id = d
+        .approval_id
+        .as_ref()
+        .map(|a| a.as_str().to_owned())
+        .unwrap_or_default();
     let state = d.allowed_state(outcome.is_some(), ledger::Timestamp::now());
     match (outcome, state) {
-        (Some(outcome), _) => Authorization::AlreadyExecuted {
+        (Some(o), _) => Authorization::AlreadyExecuted {
             decision_id,
             approval_id,
-            outcome: Box::new(outcome),
+            outcome: Some(Box::new(outcome::to_api(&o))),
         },
         (None, Some(AllowedState::InFlight(until))) => Authorization::InFlight {
             decision_id,
             approval_id,
-            lease_expires_at: until,
+            lease_expires_at: Some(system_time(until)),
         },
         (None, _) => Authorization::OutcomeUnknown {
             decision_id,
             approval_id,
-            lease_expired_at: d.lease_expires_at,
+            lease_expired_at: d.lease_expires_at.map(system_time),
         },
     }
 }

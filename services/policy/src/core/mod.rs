@@ -16,23 +16,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use toolgate_ledger::{self as ledger, Ledger, SqlLedger};
+use toolgate_policy_api::HiddenGlobs;
 use toolgate_policy_engine::{CallContext, Policy, ToolCall, Watcher, request_digest};
 use toolgate_runtime::auth::{NotPermitted, Principal, Role};
 use toolgate_runtime::metrics::{self, PolicyMetrics};
 use tracing::Instrument;
 
 pub use api::{
-    ApprovalPage, ApprovalView, Authorization, AuthorizeRequest, Authorized, CancelRequest,
-    Classification, ClassifyRequest, DecideRequest, Decided, HiddenPaths, ListApprovalsRequest,
-    PolicyDescription, RecordOutcomeRequest, Remember, Reported, RulePage, RuleProposal, RuleScope,
-    WaitRequest,
+    ApprovalPage, ApprovalView, AuthorizeDecision, CancelRequest, Classification, ClassifyRequest,
+    DecideRequest, Decided, ListApprovalsRequest, PolicyDescription, Remember, RulePage,
+    RuleProposal, RuleScope, WaitRequest,
 };
 pub use error::PolicyError;
 pub use sessions::{
     ClaimRequest, DEFAULT_CLAIM_TTL, EndRequest, ListSessionsRequest, MAX_CLAIM_TTL, RenewRequest,
     UpdateRequest,
 };
-pub(crate) use sessions::{claim_ttl, readers};
+pub(crate) use sessions::{claim_ttl, readers, session_state};
 
 use crate::Error;
 use crate::config::Config;
@@ -251,7 +251,7 @@ pub(crate) fn hidden_paths(
     policy: &Policy,
     tool: toolgate_core::ToolKind,
     ctx: &CallContext,
-) -> Option<HiddenPaths> {
+) -> Option<HiddenGlobs> {
     use toolgate_core::ToolKind as K;
     if !matches!(
         tool,
@@ -265,7 +265,7 @@ pub(crate) fn hidden_paths(
             globs.push(g);
         }
     }
-    Some(HiddenPaths {
+    Some(HiddenGlobs {
         policy_version: policy.version().to_owned(),
         globs,
     })

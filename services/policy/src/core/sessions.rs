@@ -27,6 +27,53 @@ pub const MAX_CLAIM_TTL: Duration = Duration::from_secs(3600);
 const DEFAULT_LIST_LIMIT: u32 = 100;
 /// Sessions listed at most.
 const MAX_LIST_LIMIT: u32 = 1000;
+/// Variables a session keeps at most.
+const MAX_ENV: usize = 256;
+/// Bytes of a session's state (working directory, names and values) at most.
+const MAX_STATE_BYTES: usize = 64 << 10;
+
+/// A session's state as an executor sent it, checked: bounded in count and size, variable
+/// names that can be exported, no NUL bytes.
+pub(crate) fn session_state(
+    s: toolgate_policy_api::SessionState,
+) -> Result<SessionState, PolicyError> {
+    if s.env.len() > MAX_ENV {
+        return Err(PolicyError::invalid(
+            "state.env",
+            format!(
+                "state.env has {} variables; at most {MAX_ENV} are kept",
+                s.env.len()
+            ),
+        ));
+    }
+    let bytes = s.cwd.len() + s.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if bytes > MAX_STATE_BYTES {
+        return Err(PolicyError::invalid(
+            "state",
+            format!("the session state is {bytes} bytes; at most {MAX_STATE_BYTES} are kept"),
+        ));
+    }
+    if let Some(k) = s
+        .env
+        .keys()
+        .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
+    {
+        return Err(PolicyError::invalid(
+            "state.env",
+            format!("state.env has an invalid variable name {k:?}"),
+        ));
+    }
+    if s.cwd.contains('\0') || s.env.values().any(|v| v.contains('\0')) {
+        return Err(PolicyError::invalid(
+            "state",
+            "the session state contains a NUL byte",
+        ));
+    }
+    Ok(SessionState {
+        cwd: s.cwd,
+        env: s.env,
+    })
+}
 
 /// `ClaimSession`'s request.
 #[derive(Debug, Clone)]

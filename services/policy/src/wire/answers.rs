@@ -4,95 +4,21 @@ use std::fmt::Write as _;
 
 use toolgate_contracts::convert::{tier_to_wire, tool_call_from_wire};
 use toolgate_contracts::policy::v1 as pb;
-use toolgate_ledger::{self as ledger, ApprovalId, ApprovalState};
+use toolgate_contracts::policy_wire::{approval_state_to_wire, authorization_to_wire};
+use toolgate_ledger as ledger;
 
 use super::{explanation, into_explanation, source};
 use crate::core::{
-    ApprovalPage, ApprovalView, Authorization, Authorized, Classification, HiddenPaths,
-    PolicyDescription,
+    ApprovalPage, ApprovalView, AuthorizeDecision, Classification, PolicyDescription,
 };
-use crate::{outcome, stored};
+use crate::stored;
 
-/// `Authorize`'s response.
-pub(crate) fn authorize_response(a: Authorized) -> pb::AuthorizeResponse {
-    use pb::authorize_response::Result as R;
-    let id = |a: Option<ApprovalId>| a.map(|a| a.as_str().to_owned()).unwrap_or_default();
-    let result = match a.authorization {
-        Authorization::Allowed {
-            decision_id,
-            approval_id,
-            lease_expires_at,
-            hidden,
-            sandbox_profile,
-            denied_hosts,
-        } => R::Allowed(pb::Allowed {
-            decision_id: decision_id.as_str().to_owned(),
-            approval_id: id(approval_id),
-            lease_expires_at: lease_expires_at.map(timestamp),
-            hidden: hidden.map(hidden_paths),
-            sandbox_profile,
-            denied_hosts,
-        }),
-        Authorization::Pending {
-            decision_id,
-            approval_id,
-            expires_at,
-        } => R::Pending(pb::Pending {
-            decision_id: decision_id.as_str().to_owned(),
-            approval_id: approval_id.as_str().to_owned(),
-            expires_at: Some(timestamp(expires_at)),
-        }),
-        Authorization::Denied {
-            decision_id,
-            rule_id,
-            message,
-            approval_id,
-        } => R::Denied(pb::Denied {
-            decision_id: decision_id.as_str().to_owned(),
-            rule_id,
-            message,
-            approval_id: id(approval_id),
-        }),
-        Authorization::AlreadyExecuted {
-            decision_id,
-            approval_id,
-            outcome,
-        } => R::AlreadyExecuted(pb::AlreadyExecuted {
-            decision_id: decision_id.as_str().to_owned(),
-            approval_id: id(approval_id),
-            outcome: Some(outcome::to_wire(&outcome)),
-        }),
-        Authorization::InFlight {
-            decision_id,
-            approval_id,
-            lease_expires_at,
-        } => R::InFlight(pb::InFlight {
-            decision_id: decision_id.as_str().to_owned(),
-            approval_id: id(approval_id),
-            lease_expires_at: Some(timestamp(lease_expires_at)),
-        }),
-        Authorization::OutcomeUnknown {
-            decision_id,
-            approval_id,
-            lease_expired_at,
-        } => R::OutcomeUnknown(pb::OutcomeUnknown {
-            decision_id: decision_id.as_str().to_owned(),
-            approval_id: id(approval_id),
-            lease_expired_at: lease_expired_at.map(timestamp),
-        }),
-    };
+/// `Authorize`'s response: the answer, and the whole decision as its explanation.
+pub(crate) fn authorize_response(a: AuthorizeDecision) -> pb::AuthorizeResponse {
     pb::AuthorizeResponse {
-        result: Some(result),
+        result: Some(authorization_to_wire(a.authorization)),
         explanation: Some(explanation(&a.decision)),
         request_digest: a.request_digest,
-    }
-}
-
-/// The wire form of the paths an allowed call must not reveal.
-pub(crate) fn hidden_paths(h: HiddenPaths) -> pb::HiddenPaths {
-    pb::HiddenPaths {
-        policy_version: h.policy_version,
-        globs: h.globs,
     }
 }
 
@@ -148,7 +74,7 @@ pub(crate) fn approval(v: ApprovalView) -> pb::Approval {
     let display = display(call.as_ref(), &description);
     pb::Approval {
         approval_id: a.id.as_str().to_owned(),
-        state: state_to_wire(v.state) as i32,
+        state: approval_state_to_wire(v.state) as i32,
         session_id: a.session_id.as_str().to_owned(),
         principal: a.principal.as_str().to_owned(),
         call_id: a.call_id.as_str().to_owned(),
@@ -206,20 +132,6 @@ pub(crate) fn timestamp(t: ledger::Timestamp) -> prost_types::Timestamp {
     prost_types::Timestamp {
         seconds: us.div_euclid(1_000_000),
         nanos: (us.rem_euclid(1_000_000) * 1_000) as i32,
-    }
-}
-
-/// A ledger approval state on the wire.
-pub(crate) fn state_to_wire(s: ApprovalState) -> pb::ApprovalState {
-    match s {
-        ApprovalState::Pending => pb::ApprovalState::Pending,
-        ApprovalState::Approved => pb::ApprovalState::Approved,
-        ApprovalState::Denied => pb::ApprovalState::Denied,
-        ApprovalState::Expired => pb::ApprovalState::Expired,
-        ApprovalState::Cancelled => pb::ApprovalState::Cancelled,
-        ApprovalState::Consumed => pb::ApprovalState::Consumed,
-        ApprovalState::Completed => pb::ApprovalState::Completed,
-        ApprovalState::Unknown => pb::ApprovalState::Unknown,
     }
 }
 

@@ -3,58 +3,16 @@
 
 use std::time::Duration;
 
-use toolgate_contracts::convert::identity_from_wire;
 use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::policy_wire::{approval_state_from_wire, wait_request_from_wire};
 use toolgate_ledger::{ApprovalFilter, ApprovalId, ApprovalState, PageToken, Verdict};
 use toolgate_policy_engine::CallContext;
 
 use super::tool_call;
 use crate::core::{
-    AuthorizeRequest, CancelRequest, ClassifyRequest, DecideRequest, ListApprovalsRequest,
-    PolicyError, RecordOutcomeRequest, Remember, Reported, RuleScope, WaitRequest, parse_id,
+    CancelRequest, ClassifyRequest, DecideRequest, ListApprovalsRequest, PolicyError, Remember,
+    RuleScope, WaitRequest, parse_id,
 };
-use crate::outcome;
-
-/// `Authorize`'s request.
-pub(crate) fn authorize_request(
-    req: pb::AuthorizeRequest,
-) -> Result<AuthorizeRequest, PolicyError> {
-    let context = req.context.ok_or_else(|| {
-        PolicyError::invalid("context", "context (call_id, session_id) is required")
-    })?;
-    let call_id = parse_id("context.call_id", context.call_id)?;
-    let session_id = parse_id("context.session_id", context.session_id)?;
-    let principal = if req.principal.is_empty() {
-        None
-    } else {
-        Some(parse_id("principal", req.principal)?)
-    };
-    Ok(AuthorizeRequest {
-        call_id,
-        session_id,
-        principal,
-        description: context.description,
-        call: tool_call(req.call)?,
-        labels: req.labels.into_iter().collect(),
-        executor: req.executor.map(identity_from_wire),
-    })
-}
-
-/// `RecordOutcome`'s request.
-pub(crate) fn record_outcome_request(
-    req: pb::RecordOutcomeRequest,
-) -> Result<RecordOutcomeRequest, PolicyError> {
-    let decision_id = parse_id("decision_id", req.decision_id)?;
-    let wire = req
-        .outcome
-        .ok_or_else(|| PolicyError::invalid("outcome", "outcome is required"))?;
-    let report = if wire.not_started {
-        Reported::NotStarted(outcome::not_started_from_wire(decision_id, &wire)?)
-    } else {
-        Reported::Outcome(outcome::from_wire(decision_id, wire)?)
-    };
-    Ok(RecordOutcomeRequest { report })
-}
 
 /// `Classify`'s request; an empty principal is the caller's.
 pub(crate) fn classify_request(
@@ -77,12 +35,10 @@ pub(crate) fn classify_request(
 
 /// `WaitForApproval`'s request; no timeout (or a negative one) does not wait.
 pub(crate) fn wait_request(req: pb::WaitForApprovalRequest) -> Result<WaitRequest, PolicyError> {
+    let (approval_id, timeout) = wait_request_from_wire(req);
     Ok(WaitRequest {
-        approval_id: parse_id("approval_id", req.approval_id)?,
-        timeout: req
-            .timeout
-            .and_then(|t| Duration::try_from(t).ok())
-            .unwrap_or(Duration::ZERO),
+        approval_id: parse_id("approval_id", approval_id)?,
+        timeout,
     })
 }
 
@@ -217,20 +173,6 @@ fn non_empty(s: String) -> Option<String> {
     (!s.trim().is_empty()).then_some(s)
 }
 
-fn state_from_wire(v: i32) -> Option<ApprovalState> {
-    Some(match pb::ApprovalState::try_from(v).ok()? {
-        pb::ApprovalState::Unspecified => return None,
-        pb::ApprovalState::Pending => ApprovalState::Pending,
-        pb::ApprovalState::Approved => ApprovalState::Approved,
-        pb::ApprovalState::Denied => ApprovalState::Denied,
-        pb::ApprovalState::Expired => ApprovalState::Expired,
-        pb::ApprovalState::Cancelled => ApprovalState::Cancelled,
-        pb::ApprovalState::Consumed => ApprovalState::Consumed,
-        pb::ApprovalState::Completed => ApprovalState::Completed,
-        pb::ApprovalState::Unknown => ApprovalState::Unknown,
-    })
-}
-
 /// The ledger filter for wire filters, plus the states to check in memory when several are
 /// asked for (the ledger filters on one state at most).
 pub(crate) fn filter(
@@ -240,12 +182,15 @@ pub(crate) fn filter(
 ) -> Result<(ApprovalFilter, Vec<ApprovalState>), PolicyError> {
     let mut parsed = Vec::new();
     for s in states {
-        let st = state_from_wire(*s).ok_or_else(|| {
+        let unknown = || {
             PolicyError::invalid(
                 "states",
                 format!("states: {s} is not an approval state (PENDING ... UNKNOWN)"),
             )
-        })?;
+        };
+        let st = approval_state_from_wire(*s)
+            .map_err(|_| unknown())?
+            .ok_or_else(unknown)?;
         if !parsed.contains(&st) {
             parsed.push(st);
         }

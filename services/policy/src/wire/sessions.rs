@@ -5,19 +5,15 @@ use std::time::Duration;
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::convert::{identity_from_wire, identity_to_wire};
 use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::policy_wire::{session_state_from_wire, session_state_to_wire};
 use toolgate_core::ExecutorIdentity;
 use toolgate_ledger::{self as ledger, Session, SessionId, SessionState};
 
 use super::timestamp;
 use crate::core::{
     ClaimRequest, EndRequest, ListSessionsRequest, PolicyError, RenewRequest, UpdateRequest,
-    claim_ttl, parse_id,
+    claim_ttl, parse_id, session_state,
 };
-
-/// Variables a session keeps at most.
-const MAX_ENV: usize = 256;
-/// Bytes of a session's state (working directory, names and values) at most.
-const MAX_STATE_BYTES: usize = 64 << 10;
 
 fn executor(
     field: &'static str,
@@ -42,43 +38,7 @@ fn ttl(field: &'static str, d: Option<prost_types::Duration>) -> Result<Duration
 }
 
 fn state(s: Option<common::SessionState>) -> Result<SessionState, PolicyError> {
-    let s = s.unwrap_or_default();
-    if s.env.len() > MAX_ENV {
-        return Err(PolicyError::invalid(
-            "state.env",
-            format!(
-                "state.env has {} variables; at most {MAX_ENV} are kept",
-                s.env.len()
-            ),
-        ));
-    }
-    let bytes = s.cwd.len() + s.env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-    if bytes > MAX_STATE_BYTES {
-        return Err(PolicyError::invalid(
-            "state",
-            format!("the session state is {bytes} bytes; at most {MAX_STATE_BYTES} are kept"),
-        ));
-    }
-    if let Some(k) = s
-        .env
-        .keys()
-        .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
-    {
-        return Err(PolicyError::invalid(
-            "state.env",
-            format!("state.env has an invalid variable name {k:?}"),
-        ));
-    }
-    if s.cwd.contains('\0') || s.env.values().any(|v| v.contains('\0')) {
-        return Err(PolicyError::invalid(
-            "state",
-            "the session state contains a NUL byte",
-        ));
-    }
-    Ok(SessionState {
-        cwd: s.cwd,
-        env: s.env.into_iter().collect(),
-    })
+    session_state(session_state_from_wire(s.unwrap_or_default()))
 }
 
 /// `ClaimSession`'s request.
@@ -190,10 +150,10 @@ pub(crate) fn session(s: Session, now: ledger::Timestamp) -> pb::Session {
         claimed: s.claimed(now),
         session_id: s.session_id.as_str().to_owned(),
         principal: s.principal.as_str().to_owned(),
-        state: Some(common::SessionState {
+        state: Some(session_state_to_wire(toolgate_policy_api::SessionState {
             cwd: s.state.cwd,
-            env: s.state.env.into_iter().collect(),
-        }),
+            env: s.state.env,
+        })),
         created_at: Some(timestamp(s.created_at)),
         updated_at: Some(timestamp(s.updated_at)),
         claim_expires_at: Some(timestamp(s.claim_expires_at)),

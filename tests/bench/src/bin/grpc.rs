@@ -134,9 +134,9 @@ fn agent_auth() -> AuthConfig {
 /// What an [`toolgate_executor::Authorizer`] returns (the same type as `futures::future::BoxFuture`).
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-use toolgate_executor::authz::api::{
-    ApprovalStatus, AuthorizeRequest, HiddenGlobs, OutcomeReport, PolicyAnswer, PolicyFailure,
-    Verdict,
+use toolgate_policy_api::{
+    ApprovalStatus, Authorization, AuthorizeAnswer, AuthorizeRequest, Error as PolicyFailure,
+    HiddenGlobs, OutcomeReport,
 };
 
 /// The benchmark's policy bypass: allows every call at once and records nothing, so the
@@ -148,12 +148,13 @@ impl toolgate_executor::Authorizer for AllowAll {
         &self,
         _request: AuthorizeRequest,
         _traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>> {
+    ) -> BoxFuture<'_, Result<AuthorizeAnswer, PolicyFailure>> {
         Box::pin(async {
-            Ok(PolicyAnswer {
-                verdict: Verdict::Allowed {
+            Ok(AuthorizeAnswer {
+                authorization: Authorization::Allowed {
                     decision_id: "bench-bypass".into(),
                     approval_id: String::new(),
+                    lease_expires_at: None,
                     // Nothing hidden, said explicitly: an executor refuses to act without
                     // knowing which paths the policy hides.
                     hidden: Some(HiddenGlobs {

@@ -8,7 +8,7 @@ use tempfile::TempDir;
 use toolgate_process::{Config, Event, Exited, Run, RunRequest, RunSpec, Runner, Started, Stream};
 
 /// Limits small enough that misbehaving tests fail fast.
-pub fn config() -> Config {
+pub(crate) fn config() -> Config {
     Config {
         default_timeout: Duration::from_secs(20),
         kill_grace: Duration::from_millis(300),
@@ -17,24 +17,24 @@ pub fn config() -> Config {
     }
 }
 
-pub fn runner() -> Runner {
+pub(crate) fn runner() -> Runner {
     Runner::new(config()).expect("runner starts")
 }
 
 /// A fresh workspace directory and an fd of it for `cwd`.
-pub fn workspace() -> (TempDir, OwnedFd) {
+pub(crate) fn workspace() -> (TempDir, OwnedFd) {
     let dir = tempfile::tempdir().unwrap();
     let fd = std::fs::File::open(dir.path()).unwrap().into();
     (dir, fd)
 }
 
-pub fn cwd_of(dir: &TempDir) -> OwnedFd {
+pub(crate) fn cwd_of(dir: &TempDir) -> OwnedFd {
     std::fs::File::open(dir.path()).unwrap().into()
 }
 
 /// Everything a run produced, after checking event order and offsets.
 #[derive(Debug)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub started: Option<Started>,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -43,18 +43,18 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    pub fn stdout_str(&self) -> String {
+    pub(crate) fn stdout_str(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
 }
 
-pub async fn collect(run: Run) -> Outcome {
+pub(crate) async fn collect(run: Run) -> Outcome {
     Partial::default().finish(run).await
 }
 
 /// The events of a run read so far, checked as they arrive.
 #[derive(Debug, Default)]
-pub struct Partial {
+pub(crate) struct Partial {
     pub started: Option<Started>,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
@@ -94,7 +94,7 @@ impl Partial {
 
     /// Reads until stdout holds a complete line, and returns it (without its newline);
     /// panics if the run ends first.
-    pub async fn line(&mut self, run: &mut Run) -> String {
+    pub(crate) async fn line(&mut self, run: &mut Run) -> String {
         while !self.stdout.contains(&b'\n') {
             assert!(
                 self.step(run).await && self.exited.is_none(),
@@ -106,7 +106,7 @@ impl Partial {
     }
 
     /// Reads the rest of the run.
-    pub async fn finish(mut self, mut run: Run) -> Outcome {
+    pub(crate) async fn finish(mut self, mut run: Run) -> Outcome {
         while self.step(&mut run).await {}
         let exited = self.exited.expect("exactly one Exited ends every run");
         assert_eq!(exited.stdout.streamed_bytes, self.stdout.len() as u64);
@@ -129,11 +129,11 @@ impl Partial {
     }
 }
 
-pub fn spec(req: RunRequest) -> RunSpec {
+pub(crate) fn spec(req: RunRequest) -> RunSpec {
     RunSpec::try_from(req).expect("valid request")
 }
 
-pub async fn run_script(runner: &Runner, script: &str, cwd: OwnedFd) -> Outcome {
+pub(crate) async fn run_script(runner: &Runner, script: &str, cwd: OwnedFd) -> Outcome {
     collect(
         runner
             .try_run(spec(RunRequest::script(script, cwd)))
@@ -143,6 +143,6 @@ pub async fn run_script(runner: &Runner, script: &str, cwd: OwnedFd) -> Outcome 
 }
 
 /// Whether a process with this host pid still exists (zombies included).
-pub fn pid_exists(pid: u32) -> bool {
+pub(crate) fn pid_exists(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }

@@ -14,8 +14,8 @@ use toolgate_core::ToolKind;
 use toolgate_runtime::auth::Role;
 
 use super::*;
-use crate::authz::api::{ApprovalStatus, OutcomeReport, PolicyFailure};
-use crate::authz::contract;
+use toolgate_contracts::policy_wire as contract;
+use toolgate_policy_api::{ApprovalStatus, Error as PolicyFailure, OutcomeReport};
 
 /// Answers Authorize from a script, WaitForApproval from a watched approval state. Scripts
 /// and records are wire messages, mapped through [`contract`] as the real authorizers do.
@@ -71,16 +71,16 @@ impl Authorizer for Fake {
         &self,
         request: AuthorizeRequest,
         _traceparent: Option<String>,
-    ) -> BoxFuture<'_, Result<PolicyAnswer, PolicyFailure>> {
+    ) -> BoxFuture<'_, Result<AuthorizeAnswer, PolicyFailure>> {
         self.asked
             .lock()
             .unwrap()
-            .push(contract::authorize_request(request));
+            .push(contract::authorize_request_to_wire(request));
         let next = self.answers.lock().unwrap().pop_front();
         async move {
             let answer =
                 next.ok_or_else(|| PolicyFailure::new(Reason::Internal, "script exhausted", []))?;
-            contract::policy_answer(answer)
+            contract::authorize_answer_from_wire(answer)
         }
         .boxed()
     }
@@ -96,7 +96,7 @@ impl Authorizer for Fake {
             self.outcomes
                 .lock()
                 .unwrap()
-                .push(contract::outcome_request(report));
+                .push(contract::outcome_report_to_wire(report));
         }
         async move {
             if fail {
@@ -121,7 +121,7 @@ impl Authorizer for Fake {
             )
             .await;
             let approval = rx.borrow().clone();
-            contract::approval_status(pb::WaitForApprovalResponse {
+            contract::approval_status_from_wire(pb::WaitForApprovalResponse {
                 approval: Some(approval),
             })
         }
