@@ -76,12 +76,12 @@ pub enum Error {
     #[error("invalid configuration: {0}")]
     Config(String),
     /// The policy document cannot be read or is invalid.
-    #[error("cannot load the policy {}: {}", path.display(), policy_cause(source))]
+    #[error("cannot load the policy {}: {}", path.display(), policy_cause(error))]
     Policy {
         /// The document (`policy_file`).
         path: std::path::PathBuf,
-        /// Why it cannot be loaded.
-        source: toolgate_policy_engine::Error,
+        /// Why it cannot be loaded (in the message, not a `source`: the message says it once).
+        error: toolgate_policy_engine::Error,
     },
     /// The ledger could not be opened.
     #[error("cannot open the ledger: {0}")]
@@ -132,9 +132,9 @@ pub fn policy_source(
         ));
     };
     let file =
-        toolgate_policy_engine::PolicyFile::load(path.clone()).map_err(|source| Error::Policy {
+        toolgate_policy_engine::PolicyFile::load(path.clone()).map_err(|error| Error::Policy {
             path: path.clone(),
-            source,
+            error,
         })?;
     let file = Arc::new(file);
     let watched = path.clone();
