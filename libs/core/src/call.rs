@@ -124,6 +124,16 @@ impl ToolCall {
     }
 }
 
+/// What an agent session carries from one `persist_cwd` call to the next: the executor
+/// keeps it while it holds the session's sandbox, the ledger stores it between holders.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionState {
+    /// The working directory, workspace-relative (`.` for the root).
+    pub cwd: String,
+    /// The allowlisted variables the session's runs exported.
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 /// Who an executor is, as it reports itself to the policy service beside its credential.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecutorIdentity {

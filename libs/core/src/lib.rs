@@ -13,7 +13,7 @@ mod integrity;
 pub mod traceparent;
 
 pub use approval::{ApprovalState, UnknownApprovalState};
-pub use call::{ExecutorIdentity, ToolCall};
+pub use call::{ExecutorIdentity, SessionState, ToolCall};
 pub use integrity::{AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation};
 
 /// What replaces a secret wherever toolgate shows or stores text: stored ledger rows,

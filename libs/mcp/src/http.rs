@@ -23,7 +23,8 @@ use toolgate_contracts::executor::v1::executor_service_client::ExecutorServiceCl
 use toolgate_runtime::transport::{ActivityLayer, ConnInfo, Transport};
 use tower::Service;
 
-use crate::server::{McpServer, bearer};
+use crate::caller::bearer;
+use crate::server::McpServer;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";

@@ -33,13 +33,17 @@
 //! `mcp_server_operation_duration_seconds`; the executor's `execute_tool {tool}` span, with
 //! the same tool name, becomes its grandchild, under the gRPC client span.
 
+mod caller;
 mod execute;
 pub mod http;
+mod outcome;
 mod server;
+mod shared;
 mod tasks;
 pub mod tools;
 
-pub use server::{McpConfig, McpServer, SESSION_META_KEY};
+pub use server::{McpServer, SESSION_META_KEY};
+pub use shared::McpConfig;
 pub use tasks::TaskStore;
 
 /// Serves `server` over stdin/stdout until the client closes them.

@@ -2,55 +2,32 @@
 //! agent's own credential.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CreateTaskResult, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
-use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
-use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+use serde_json::Value;
+use toolgate_core::Tier;
 use toolgate_runtime::metrics::semconv;
 use toolgate_runtime::telemetry;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::execute::{self, Outcome};
+use crate::caller::{self, Caller};
+use crate::execute;
+use crate::outcome::{Outcome, Refusal, Said};
+use crate::shared::{McpConfig, Shared};
 use crate::tasks::{self, State, TaskRecord, TaskStore};
-use crate::tools;
+use crate::tools::{Definition, Tool};
 
 /// `_meta` key a client may set on `tools/call` to name the agent session its approvals are
 /// bound to (default: the transport's session, see the crate docs).
 pub const SESSION_META_KEY: &str = "dev.toolgate/session_id";
-
-/// How the server reaches the executor and how it treats calls.
-#[derive(Debug, Clone)]
-pub struct McpConfig {
-    /// How long a call the policy asks about waits for a human before it returns "pending"
-    /// (zero: return at once). The executor clamps it to its own maximum.
-    pub approval_wait: Duration,
-    /// Whether runs reach the network under the executor's default sandbox profile, which
-    /// makes `run_command` open-world.
-    pub network: bool,
-    /// Where task records live; with it the server offers the tasks extension to clients
-    /// that declare it (an `ask` becomes a task whose id is the approval id).
-    pub tasks: Option<Arc<TaskStore>>,
-    /// The executor's address as the user gave it, for messages that name it.
-    pub executor: String,
-}
-
-/// What every session of one server shares.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) channel: tonic::transport::Channel,
-    pub(crate) config: McpConfig,
-    tools: Vec<Tool>,
-}
 
 /// One MCP server instance (one per stdio process, or per HTTP session); cheap to clone.
 #[derive(Debug, Clone)]
@@ -113,7 +90,7 @@ impl McpServer {
     }
 
     /// The tools, in `tools/list` order.
-    pub fn tools(&self) -> &[Tool] {
+    pub fn tools(&self) -> &[Definition] {
         &self.shared.tools
     }
 
@@ -153,7 +130,7 @@ impl McpServer {
             (Some(s), _) => s,
             (None, Some(_)) if parts.is_none() => {
                 let client = context.client_info().map(|c| c.name).unwrap_or_default();
-                stdio_session(
+                caller::stdio_session(
                     self.workspace.as_deref().unwrap_or(""),
                     token.as_deref().unwrap_or(""),
                     &client,
@@ -162,10 +139,7 @@ impl McpServer {
             (None, Some(s)) => s.clone(),
             // Stateless HTTP (protocol 2026-07-28 has no sessions): one standing session per
             // credential, so an approval granted after "ask" covers the repeated call.
-            (None, None) => format!(
-                "mcp-cred-{}",
-                &hex::encode(Sha256::digest(token.as_deref().unwrap_or("").as_bytes()))[..16]
-            ),
+            (None, None) => caller::credential_session(token.as_deref().unwrap_or("")),
         };
         if session_id.is_empty() || session_id.len() > 128 {
             return Err(format!(
@@ -174,23 +148,12 @@ impl McpServer {
             ));
         }
         let call_id = match &transport {
-            Some(scope) => {
-                let mut h = Sha256::new();
-                for part in [
-                    scope.as_bytes(),
-                    serde_json::to_string(&context.id)
-                        .unwrap_or_default()
-                        .as_bytes(),
-                    request.name.as_bytes(),
-                    serde_json::to_string(&request.arguments)
-                        .unwrap_or_default()
-                        .as_bytes(),
-                ] {
-                    h.update((part.len() as u64).to_be_bytes());
-                    h.update(part);
-                }
-                format!("mcp-{}", &hex::encode(h.finalize())[..32])
-            }
+            Some(scope) => caller::call_id(
+                scope,
+                &serde_json::to_string(&context.id).unwrap_or_default(),
+                &request.name,
+                &serde_json::to_string(&request.arguments).unwrap_or_default(),
+            ),
             None => format!("mcp-{}", uuid::Uuid::new_v4().simple()),
         };
         Ok(Caller {
@@ -199,52 +162,6 @@ impl McpServer {
             session_id,
         })
     }
-}
-
-impl Shared {
-    fn new(channel: tonic::transport::Channel, config: McpConfig) -> Self {
-        Shared {
-            tools: tools::definitions(config.network),
-            channel,
-            config,
-        }
-    }
-
-    pub(crate) fn fs(&self) -> FilesystemServiceClient<tonic::transport::Channel> {
-        FilesystemServiceClient::new(self.channel.clone())
-    }
-
-    pub(crate) fn process(&self) -> ProcessServiceClient<tonic::transport::Channel> {
-        ProcessServiceClient::new(self.channel.clone())
-    }
-}
-
-/// The default session of a stdio server: a digest of the executor's workspace root, the
-/// agent's token and the client's declared name (`clientInfo.name`). The same agent
-/// restarted on the same workspace gets the same session, so an approval granted while it
-/// was away still covers its repeated call; two different clients, credentials or
-/// workspaces never share one.
-pub(crate) fn stdio_session(workspace: &str, token: &str, client: &str) -> String {
-    let mut h = Sha256::new();
-    for part in [workspace, token, client] {
-        h.update((part.len() as u64).to_be_bytes());
-        h.update(part.as_bytes());
-    }
-    format!("mcp-stdio-{}", &hex::encode(h.finalize())[..24])
-}
-
-/// The token of an `Authorization: Bearer <token>` header.
-pub(crate) fn bearer(headers: &http::HeaderMap) -> Option<&str> {
-    let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    toolgate_runtime::auth::parse_bearer(v)
-}
-
-/// One tool call's identity as the executor sees it.
-#[derive(Debug)]
-pub(crate) struct Caller {
-    pub(crate) token: Option<String>,
-    pub(crate) session_id: String,
-    pub(crate) call_id: String,
 }
 
 impl ServerHandler for McpServer {
@@ -280,7 +197,7 @@ impl ServerHandler for McpServer {
         Ok(result)
     }
 
-    fn get_tool(&self, name: &str) -> Option<Tool> {
+    fn get_tool(&self, name: &str) -> Option<Definition> {
         self.shared.tools.iter().find(|t| t.name == name).cloned()
     }
 
@@ -290,18 +207,23 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let started = Instant::now();
-        let tool = tools::label(&request.name);
-        if tool == "_OTHER" {
-            semconv::mcp_operation("tools/call", tool, Some("unknown_tool"), started.elapsed());
+        let Some(tool) = Tool::from_name(&request.name) else {
+            // Metric labels stay a closed set.
+            semconv::mcp_operation(
+                "tools/call",
+                "_OTHER",
+                Some("unknown_tool"),
+                started.elapsed(),
+            );
             return Err(McpError::invalid_params(
                 format!(
                     "unknown tool `{}`; the tools are {}",
                     request.name,
-                    tools::NAMES.join(", ")
+                    Tool::ALL.map(Tool::name).join(", ")
                 ),
                 None,
             ));
-        }
+        };
         // Each call is a trace of its own (rmcp runs handlers inside a session-long span),
         // continued from the client's `traceparent` when it sent one.
         let span = tracing::info_span!(
@@ -314,7 +236,7 @@ impl ServerHandler for McpServer {
             mcp.session.id = Empty,
             mcp.protocol.version = Empty,
             jsonrpc.request.id = %id_text(&context.id),
-            gen_ai.tool.name = tool,
+            gen_ai.tool.name = tool.name(),
             gen_ai.operation.name = "execute_tool",
             gen_ai.tool.call.id = Empty,
             error.type = Empty,
@@ -326,9 +248,8 @@ impl ServerHandler for McpServer {
         if let Some(v) = context.protocol_version() {
             span.record("mcp.protocol.version", v.as_str());
         }
-        let mut task = None;
-        let outcome = match self.caller(&request, &context) {
-            Err(why) => Outcome::invalid(&why),
+        let (outcome, caller) = match self.caller(&request, &context) {
+            Err(why) => (Outcome::Invalid(why), None),
             Ok(caller) => {
                 span.record("mcp.session.id", caller.session_id.as_str());
                 span.record("gen_ai.tool.call.id", caller.call_id.as_str());
@@ -336,19 +257,26 @@ impl ServerHandler for McpServer {
                 let outcome = execute::call(&self.shared, tool, args, &caller, &context)
                     .instrument(span.clone())
                     .await;
-                task = self.park(&request, &context, &caller, &outcome);
-                outcome
+                (outcome, Some(caller))
             }
         };
-        span.record("toolgate.decision", outcome.decision);
-        if let Some(e) = outcome.error_type {
+        let error_type = outcome.error_type();
+        span.record("toolgate.decision", outcome.tier().map_or("", Tier::as_str));
+        if let Some(e) = error_type {
             span.record("error.type", e);
             span.record("otel.status_code", "ERROR");
         }
-        semconv::mcp_operation("tools/call", tool, outcome.error_type, started.elapsed());
+        semconv::mcp_operation("tools/call", tool.name(), error_type, started.elapsed());
+        let task = caller
+            .as_ref()
+            .and_then(|c| self.park(tool, &request, &context, c, &outcome));
         match task {
             Some(t) => Ok(CallToolResponse::Task(CreateTaskResult::new(t))),
-            None => Ok(CallToolResponse::Complete(outcome.into_result())),
+            None => {
+                let session = caller.as_ref().map_or("", |c| c.session_id.as_str());
+                let said = self.said(tool, session, &context);
+                Ok(CallToolResponse::Complete(outcome.into_result(&said)))
+            }
         }
     }
 
@@ -423,41 +351,33 @@ impl McpServer {
     /// resolves before the client sees the id).
     fn park(
         &self,
+        tool: Tool,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
         caller: &Caller,
         outcome: &Outcome,
     ) -> Option<rmcp::model::Task> {
         let store = self.shared.config.tasks.as_ref()?;
-        let pending = outcome.decision == "ask"
-            && outcome.structured.get("state").and_then(Value::as_str) == Some("pending");
+        let (approval_id, expires_at) = outcome.pending_approval()?;
         let wants = context
             .client_capabilities()
             .is_some_and(|c| c.supports_tasks());
-        if !pending || !wants || outcome.approval_id.is_empty() {
+        if !wants {
             return None;
         }
         let now = tasks::now_text();
-        let expires = outcome
-            .structured
-            .get("expires_at")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
         let record = TaskRecord {
-            approval_id: outcome.approval_id.clone(),
-            tool: request.name.to_string(),
+            approval_id: approval_id.to_owned(),
+            tool,
             arguments: request.arguments.clone().unwrap_or_default(),
             session_id: caller.session_id.clone(),
             call_id: caller.call_id.clone(),
             owner: tasks::owner_of(caller.token.as_deref()),
             created_at: now.clone(),
             updated_at: now,
-            expires_at_ms: tasks::ms_of(expires),
+            expires_at_ms: tasks::ms_of(expires_at),
             state: State::Working,
-            message: format!(
-                "waiting for a human to decide approval {}",
-                outcome.approval_id
-            ),
+            message: format!("waiting for a human to decide approval {approval_id}"),
             result: None,
         };
         match store.save(&record) {
@@ -467,6 +387,21 @@ impl McpServer {
                 tracing::warn!(error = %e, "cannot save an MCP task record");
                 None
             }
+        }
+    }
+
+    /// Who a result is worded for.
+    fn said<'a>(
+        &'a self,
+        tool: Tool,
+        session_id: &'a str,
+        context: &RequestContext<RoleServer>,
+    ) -> Said<'a> {
+        Said {
+            tool,
+            session_id,
+            executor: &self.shared.config.executor,
+            http: context.extensions.get::<http::request::Parts>().is_some(),
         }
     }
 
@@ -487,7 +422,7 @@ impl McpServer {
 
     fn token_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
         match context.extensions.get::<http::request::Parts>() {
-            Some(p) => bearer(&p.headers).map(str::to_owned),
+            Some(p) => caller::bearer(&p.headers).map(str::to_owned),
             None => self.token.as_deref().map(str::to_owned),
         }
     }
@@ -522,43 +457,40 @@ impl McpServer {
                 call_id: record.call_id.clone(),
             };
             let args = Value::Object(record.arguments.clone());
-            let outcome = execute::call(
-                &self.shared,
-                tools::label(&record.tool),
-                args,
-                &caller,
-                context,
-            )
-            .await;
-            let state = outcome.structured.get("state").and_then(Value::as_str);
-            match (outcome.decision, state, outcome.error_type) {
-                ("ask", Some("pending"), _) if outcome.approval_id == record.approval_id => {
+            let outcome = execute::call(&self.shared, record.tool, args, &caller, context).await;
+            let said = self.said(record.tool, &caller.session_id, context);
+            match &outcome {
+                Outcome::Refused(Refusal::ApprovalPending { decided, .. })
+                    if decided.approval_id == record.approval_id =>
+                {
                     return Ok(record);
                 }
-                ("ask", Some("pending" | "cancelled"), _) => {
+                Outcome::Refused(
+                    Refusal::ApprovalPending { .. } | Refusal::ApprovalCancelled(_),
+                ) => {
                     record.state = State::Cancelled;
                     record.message = format!(
                         "approval {id} was cancelled before it was used; the call did not run"
                     );
                 }
-                ("ask", Some("expired"), _) => {
+                Outcome::Refused(Refusal::ApprovalExpired(_)) => {
                     record.state = State::Failed;
                     record.message =
                         format!("approval {id} expired before it was used; the call did not run");
                 }
                 // Running elsewhere right now, or a passing outage: still working.
-                (_, _, Some("call_in_flight" | "policy_unavailable" | "unavailable" | "busy")) => {
-                    record.message = format!("approval {id}: {}", outcome.text);
+                Outcome::Refused(Refusal::Failed(f)) if f.kind.is_transient() => {
+                    record.message = format!("approval {id}: {}", outcome.text(&said));
                     record.updated_at = tasks::now_text();
                     return Ok(record);
                 }
                 _ => {
                     record.state = State::Completed;
-                    record.message = match outcome.decision {
-                        "deny" => format!("approval {id} was denied"),
+                    record.message = match outcome.tier() {
+                        Some(Tier::Deny) => format!("approval {id} was denied"),
                         _ => format!("approval {id} was granted and the call ran"),
                     };
-                    record.result = Some(outcome.into_result());
+                    record.result = Some(outcome.into_result(&said));
                 }
             }
         }
@@ -576,31 +508,5 @@ fn id_text(id: &rmcp::model::RequestId) -> String {
     match id {
         rmcp::model::NumberOrString::Number(n) => n.to_string(),
         rmcp::model::NumberOrString::String(s) => s.to_string(),
-    }
-}
-
-impl Outcome {
-    /// The MCP result: text for the model, the structured fields, and toolgate's `_meta`.
-    pub(crate) fn into_result(self) -> CallToolResult {
-        let content = vec![ContentBlock::text(self.text)];
-        let mut result = if self.is_error {
-            CallToolResult::error(content)
-        } else {
-            CallToolResult::success(content)
-        };
-        result.structured_content = Some(Value::Object(self.structured));
-        let mut meta = Map::new();
-        for (k, v) in [
-            ("dev.toolgate/decision", self.decision),
-            ("dev.toolgate/rule_id", self.rule_id.as_str()),
-            ("dev.toolgate/approval_id", self.approval_id.as_str()),
-            ("dev.toolgate/decision_id", self.decision_id.as_str()),
-        ] {
-            if !v.is_empty() {
-                meta.insert(k.to_owned(), Value::String(v.to_owned()));
-            }
-        }
-        result.meta = Some(MetaObject(meta));
-        result
     }
 }

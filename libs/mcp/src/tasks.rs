@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::tools::Tool;
+
 /// How long finished task records are kept before they are removed.
 const KEEP_FINISHED: Duration = Duration::from_secs(7 * 24 * 3600);
 
@@ -32,7 +34,7 @@ pub(crate) struct TaskRecord {
     /// The approval id, which is the task id.
     pub(crate) approval_id: String,
     /// The tool and its arguments, as the client sent them.
-    pub(crate) tool: String,
+    pub(crate) tool: Tool,
     pub(crate) arguments: JsonObject,
     /// The executor call's identity; resumed under the same.
     pub(crate) session_id: String,

@@ -4,160 +4,223 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, ToolAnnotations};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The tools, in `tools/list` order.
-pub const NAMES: [&str; 13] = [
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_directory",
-    "search_files",
-    "find_files",
-    "create_directory",
-    "stat_path",
-    "delete_path",
-    "run_command",
-    "list_runs",
-    "read_run_output",
-    "stop_run",
-];
+/// A tool as `tools/list` describes it (rmcp's type).
+pub use rmcp::model::Tool as Definition;
 
-/// The `&'static` spelling of a tool name, `_OTHER` for names that are not ours (metric
-/// labels stay a closed set).
-pub fn label(name: &str) -> &'static str {
-    NAMES
-        .iter()
-        .find(|n| **n == name)
-        .copied()
-        .unwrap_or("_OTHER")
+/// One of the tools. Its name, description, schemas and annotations are here; the
+/// executor call it makes is `execute::call`'s match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Tool {
+    /// `read_file`: Read a file.
+    ReadFile,
+    /// `write_file`: Write a file.
+    WriteFile,
+    /// `edit_file`: Edit a file.
+    EditFile,
+    /// `list_directory`: List a directory.
+    ListDirectory,
+    /// `search_files`: Search file contents.
+    SearchFiles,
+    /// `find_files`: Find files by name.
+    FindFiles,
+    /// `create_directory`: Create a directory.
+    CreateDirectory,
+    /// `stat_path`: Stat a path.
+    StatPath,
+    /// `delete_path`: Delete a path.
+    DeletePath,
+    /// `run_command`: Run a command.
+    RunCommand,
+    /// `list_runs`: List background runs.
+    ListRuns,
+    /// `read_run_output`: Read a run's output.
+    ReadRunOutput,
+    /// `stop_run`: Stop a run.
+    StopRun,
 }
 
-/// Every tool's definition. `network` says whether the sandbox profile runs get by default
-/// reaches the network (then `run_command` is open-world).
-pub fn definitions(network: bool) -> Vec<Tool> {
-    let read_only = || {
-        ToolAnnotations::new()
-            .read_only(true)
-            .destructive(false)
-            .idempotent(true)
-            .open_world(false)
-    };
-    vec![
-        tool::<ReadFileArgs, ReadFileOutput>(
-            "read_file",
-            "Read a file",
-            "Read a file in the workspace, whole or a byte or line range. Returns the text (invalid UTF-8 replaced) and `file_sha256`: pass it as `expected_sha256` to write_file or edit_file so they fail instead of overwriting a change you have not seen. Paths are relative to the workspace root.",
-            read_only(),
-        ),
-        tool::<WriteFileArgs, WriteFileOutput>(
-            "write_file",
-            "Write a file",
-            "Create or replace a file in the workspace with the given text. Set `expected_sha256` (from read_file) to refuse the write when the file changed since you read it, `create_new` to refuse when it exists.",
+impl Tool {
+    /// Every tool, in `tools/list` order.
+    pub const ALL: [Tool; 13] = [
+        Tool::ReadFile,
+        Tool::WriteFile,
+        Tool::EditFile,
+        Tool::ListDirectory,
+        Tool::SearchFiles,
+        Tool::FindFiles,
+        Tool::CreateDirectory,
+        Tool::StatPath,
+        Tool::DeletePath,
+        Tool::RunCommand,
+        Tool::ListRuns,
+        Tool::ReadRunOutput,
+        Tool::StopRun,
+    ];
+
+    /// The name clients call it by.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Tool::ReadFile => "read_file",
+            Tool::WriteFile => "write_file",
+            Tool::EditFile => "edit_file",
+            Tool::ListDirectory => "list_directory",
+            Tool::SearchFiles => "search_files",
+            Tool::FindFiles => "find_files",
+            Tool::CreateDirectory => "create_directory",
+            Tool::StatPath => "stat_path",
+            Tool::DeletePath => "delete_path",
+            Tool::RunCommand => "run_command",
+            Tool::ListRuns => "list_runs",
+            Tool::ReadRunOutput => "read_run_output",
+            Tool::StopRun => "stop_run",
+        }
+    }
+
+    /// The tool a client names; `None` for a name that is not one of ours.
+    pub fn from_name(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Its `tools/list` entry. `network` says whether the sandbox profile runs get by
+    /// default reaches the network (then `run_command` is open-world).
+    pub fn definition(self, network: bool) -> Definition {
+        let read_only = || {
             ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        tool::<EditFileArgs, EditFileOutput>(
-            "edit_file",
-            "Edit a file",
-            "Replace `old_text` with `new_text` in a file. `old_text` must occur exactly once (or `expected_occurrences` times, or set `replace_all`); otherwise nothing changes and the error says how many were found. Returns a unified diff of the change.",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        tool::<ListDirectoryArgs, ListDirectoryOutput>(
-            "list_directory",
-            "List a directory",
-            "List the entries of a directory in the workspace (the root when `path` is empty), optionally recursively. Hidden files are left out unless `include_hidden`.",
-            read_only(),
-        ),
-        tool::<SearchFilesArgs, SearchFilesOutput>(
-            "search_files",
-            "Search file contents",
-            "Search file contents under a directory for a regular expression (or literal text with `literal`). Returns matching lines with line numbers and optional context lines.",
-            read_only(),
-        ),
-        tool::<FindFilesArgs, FindFilesOutput>(
-            "find_files",
-            "Find files by name",
-            "Find paths under a directory whose workspace-relative path matches any of the glob `patterns` (for example `**/*.rs`).",
-            read_only(),
-        ),
-        tool::<CreateDirectoryArgs, CreateDirectoryOutput>(
-            "create_directory",
-            "Create a directory",
-            "Create a directory in the workspace; with `parents`, also its missing parents, and an existing directory is not an error.",
-            ToolAnnotations::new()
-                .read_only(false)
+                .read_only(true)
                 .destructive(false)
                 .idempotent(true)
-                .open_world(false),
-        ),
-        tool::<StatPathArgs, StatPathOutput>(
-            "stat_path",
-            "Stat a path",
-            "Describe a path in the workspace: type, size, mode, modification time, and its sha256 with `compute_sha256`.",
-            read_only(),
-        ),
-        tool::<DeletePathArgs, DeletePathOutput>(
-            "delete_path",
-            "Delete a path",
-            "Delete a file, a symlink (the link itself, never its target) or an empty directory in the workspace; with `recursive`, a directory and everything beneath it (the policy usually asks a human for that). Protected paths (`.git`, tool configs) are never deleted. Set `missing_ok` to succeed when nothing is there, `expected_sha256` (from read_file) to refuse when the file changed since you read it.",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        tool::<RunCommandArgs, RunCommandOutput>(
-            "run_command",
-            "Run a command",
-            "Run a bash script in the workspace, sandboxed, and return its exit status, stdout and stderr. Each stream returns its first 48 KiB and last 16 KiB, with a marker naming how many bytes were dropped between them: redirect long output to a file and search it. Commands the policy asks about wait for a human; denied ones do not run. With `background`, the call returns as soon as the command started, with its `run_id`: it goes on (a dev server, a long build) and later calls of this session reach it (for example `curl localhost:3000`); read its output with read_run_output, see it with list_runs, end it with stop_run. With `persist_cwd`, the script starts in this session's working directory and a `cd` (and `export` of allowed variables) carries over to the next `persist_cwd` call.",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(false)
-                .open_world(network),
-        ),
-        tool::<ListRunsArgs, ListRunsOutput>(
-            "list_runs",
-            "List background runs",
-            "List the runs of this session that the executor holds (with `all_sessions`, of every session of yours): run id, state (`running`, `exited`, `lost`), pid, command, start and exit, and how many bytes each stream wrote. Runs that ended are included with `include_finished`.",
-            read_only(),
-        ),
-        tool::<ReadRunOutputArgs, ReadRunOutputOutput>(
-            "read_run_output",
-            "Read a run's output",
-            "Read a background run's stdout or stderr from a byte `offset` (0: the start), whether it still runs or ended. Returns the text, `next_offset` to read on from, and `eof` once the run ended and everything was read. The executor keeps each stream's first bytes up to its cap and its last bytes; a read that reaches a part it did not keep skips to the next kept byte and says how many were skipped.",
-            read_only(),
-        ),
-        tool::<StopRunArgs, StopRunOutput>(
-            "stop_run",
-            "Stop a run",
-            "Stop a background run: SIGTERM to every process of it, then SIGKILL after the executor's grace period (or SIGKILL at once with `kill`). Stopping a run that already ended returns how it ended.",
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true)
-                .open_world(false),
-        ),
-    ]
+                .open_world(false)
+        };
+        match self {
+            Tool::ReadFile => define::<ReadFileArgs, ReadFileOutput>(
+                self,
+                "Read a file",
+                "Read a file in the workspace, whole or a byte or line range. Returns the text (invalid UTF-8 replaced) and `file_sha256`: pass it as `expected_sha256` to write_file or edit_file so they fail instead of overwriting a change you have not seen. Paths are relative to the workspace root.",
+                read_only(),
+            ),
+            Tool::WriteFile => define::<WriteFileArgs, WriteFileOutput>(
+                self,
+                "Write a file",
+                "Create or replace a file in the workspace with the given text. Set `expected_sha256` (from read_file) to refuse the write when the file changed since you read it, `create_new` to refuse when it exists.",
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(true)
+                    .open_world(false),
+            ),
+            Tool::EditFile => define::<EditFileArgs, EditFileOutput>(
+                self,
+                "Edit a file",
+                "Replace `old_text` with `new_text` in a file. `old_text` must occur exactly once (or `expected_occurrences` times, or set `replace_all`); otherwise nothing changes and the error says how many were found. Returns a unified diff of the change.",
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(false)
+                    .open_world(false),
+            ),
+            Tool::ListDirectory => define::<ListDirectoryArgs, ListDirectoryOutput>(
+                self,
+                "List a directory",
+                "List the entries of a directory in the workspace (the root when `path` is empty), optionally recursively. Hidden files are left out unless `include_hidden`.",
+                read_only(),
+            ),
+            Tool::SearchFiles => define::<SearchFilesArgs, SearchFilesOutput>(
+                self,
+                "Search file contents",
+                "Search file contents under a directory for a regular expression (or literal text with `literal`). Returns matching lines with line numbers and optional context lines.",
+                read_only(),
+            ),
+            Tool::FindFiles => define::<FindFilesArgs, FindFilesOutput>(
+                self,
+                "Find files by name",
+                "Find paths under a directory whose workspace-relative path matches any of the glob `patterns` (for example `**/*.rs`).",
+                read_only(),
+            ),
+            Tool::CreateDirectory => define::<CreateDirectoryArgs, CreateDirectoryOutput>(
+                self,
+                "Create a directory",
+                "Create a directory in the workspace; with `parents`, also its missing parents, and an existing directory is not an error.",
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(false)
+                    .idempotent(true)
+                    .open_world(false),
+            ),
+            Tool::StatPath => define::<StatPathArgs, StatPathOutput>(
+                self,
+                "Stat a path",
+                "Describe a path in the workspace: type, size, mode, modification time, and its sha256 with `compute_sha256`.",
+                read_only(),
+            ),
+            Tool::DeletePath => define::<DeletePathArgs, DeletePathOutput>(
+                self,
+                "Delete a path",
+                "Delete a file, a symlink (the link itself, never its target) or an empty directory in the workspace; with `recursive`, a directory and everything beneath it (the policy usually asks a human for that). Protected paths (`.git`, tool configs) are never deleted. Set `missing_ok` to succeed when nothing is there, `expected_sha256` (from read_file) to refuse when the file changed since you read it.",
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(true)
+                    .open_world(false),
+            ),
+            Tool::RunCommand => define::<RunCommandArgs, RunCommandOutput>(
+                self,
+                "Run a command",
+                "Run a bash script in the workspace, sandboxed, and return its exit status, stdout and stderr. Each stream returns its first 48 KiB and last 16 KiB, with a marker naming how many bytes were dropped between them: redirect long output to a file and search it. Commands the policy asks about wait for a human; denied ones do not run. With `background`, the call returns as soon as the command started, with its `run_id`: it goes on (a dev server, a long build) and later calls of this session reach it (for example `curl localhost:3000`); read its output with read_run_output, see it with list_runs, end it with stop_run. With `persist_cwd`, the script starts in this session's working directory and a `cd` (and `export` of allowed variables) carries over to the next `persist_cwd` call.",
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(false)
+                    .open_world(network),
+            ),
+            Tool::ListRuns => define::<ListRunsArgs, ListRunsOutput>(
+                self,
+                "List background runs",
+                "List the runs of this session that the executor holds (with `all_sessions`, of every session of yours): run id, state (`running`, `exited`, `lost`), pid, command, start and exit, and how many bytes each stream wrote. Runs that ended are included with `include_finished`.",
+                read_only(),
+            ),
+            Tool::ReadRunOutput => define::<ReadRunOutputArgs, ReadRunOutputOutput>(
+                self,
+                "Read a run's output",
+                "Read a background run's stdout or stderr from a byte `offset` (0: the start), whether it still runs or ended. Returns the text, `next_offset` to read on from, and `eof` once the run ended and everything was read. The executor keeps each stream's first bytes up to its cap and its last bytes; a read that reaches a part it did not keep skips to the next kept byte and says how many were skipped.",
+                read_only(),
+            ),
+            Tool::StopRun => define::<StopRunArgs, StopRunOutput>(
+                self,
+                "Stop a run",
+                "Stop a background run: SIGTERM to every process of it, then SIGKILL after the executor's grace period (or SIGKILL at once with `kill`). Stopping a run that already ended returns how it ended.",
+                ToolAnnotations::new()
+                    .read_only(false)
+                    .destructive(true)
+                    .idempotent(true)
+                    .open_world(false),
+            ),
+        }
+    }
 }
 
-fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
-    name: &'static str,
+impl std::fmt::Display for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Every tool's definition, in `tools/list` order (see [`Tool::definition`]).
+pub fn definitions(network: bool) -> Vec<Definition> {
+    Tool::ALL.map(|t| t.definition(network)).into()
+}
+
+fn define<A: JsonSchema + 'static, O: JsonSchema + 'static>(
+    tool: Tool,
     title: &str,
     description: &'static str,
     annotations: ToolAnnotations,
-) -> Tool {
-    let mut t = Tool::new(name, description, Arc::new(JsonObject::new()))
+) -> Definition {
+    let mut t = Definition::new(tool.name(), description, Arc::new(JsonObject::new()))
         .with_title(title)
         .with_input_schema::<A>()
         .with_annotations(annotations.with_title_of(title));
@@ -166,7 +229,7 @@ fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
     t
 }
 
-/// A tool's output schema: what it returns when it ran, or a [`Refusal`], or a [`Failure`]
+/// A tool's output schema: what it returns when it ran, or a [`RefusalOutput`], or a [`FailureOutput`]
 /// (`anyOf`, each branch an object). Clients that check `structuredContent` against the
 /// schema (the TypeScript SDK does, `isError` or not) then accept every answer, and the
 /// refusal's fields reach the agent. The branches' `$defs` move to the root, where their
@@ -192,12 +255,12 @@ fn output_schema<O: JsonSchema + 'static>() -> JsonObject {
             "The call ran; what it returned.",
         ),
         branch(
-            schema_for_output::<Refusal>(),
+            schema_for_output::<RefusalOutput>(),
             "Refusal",
             "The call did not run: the policy denied it, a human denied it, or it waits for a human's approval. `guidance` says what to do next.",
         ),
         branch(
-            schema_for_output::<Failure>(),
+            schema_for_output::<FailureOutput>(),
             "Failure",
             "The call failed or was refused before any decision: invalid arguments, a path outside the workspace, a missing file, a credential the executor refused, an executor out of reach.",
         ),
@@ -946,7 +1009,7 @@ pub enum ApprovalState {
 
 /// A call that did not run because of a decision.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Refusal {
+pub struct RefusalOutput {
     /// `deny` or `ask`.
     pub decision: Decision,
     /// For a call with an approval: where it stands.
@@ -970,12 +1033,12 @@ pub struct Refusal {
 
 /// A call that failed, or was refused before any decision.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Failure {
+pub struct FailureOutput {
     /// What went wrong.
     pub error: FailureDetail,
 }
 
-/// The error of a [`Failure`].
+/// The error of a call that failed or was refused before any decision.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FailureDetail {
     /// The gRPC status code name (`NOT_FOUND`, `INVALID_ARGUMENT`, `UNAVAILABLE`, ...).
@@ -986,4 +1049,50 @@ pub struct FailureDetail {
     pub message: String,
     /// Details that came with it.
     pub metadata: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Tool, definitions};
+
+    #[test]
+    fn every_tool_has_one_name_that_parses_back() {
+        let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), Tool::ALL.len(), "{names:?}");
+        for tool in Tool::ALL {
+            assert_eq!(Tool::from_name(tool.name()), Some(tool));
+            // Task records store a tool by the same name.
+            assert_eq!(serde_json::to_value(tool).unwrap(), tool.name());
+            let back: Tool = serde_json::from_value(tool.name().into()).unwrap();
+            assert_eq!(back, tool);
+        }
+        for other in ["", "READ_FILE", "read_file ", "_OTHER", "shell"] {
+            assert_eq!(Tool::from_name(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn tools_list_follows_the_enum() {
+        for network in [false, true] {
+            let listed: Vec<String> = definitions(network)
+                .into_iter()
+                .map(|d| d.name.to_string())
+                .collect();
+            let names: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+            assert_eq!(listed, names);
+        }
+        let open_world = |network| {
+            Tool::RunCommand
+                .definition(network)
+                .annotations
+                .and_then(|a| a.open_world_hint)
+        };
+        assert_eq!(
+            (open_world(false), open_world(true)),
+            (Some(false), Some(true))
+        );
+    }
 }

@@ -1,18 +1,10 @@
 //! The session calls: claim, renew, update, end, abandon.
 
-use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use crate::error::Error;
 
-/// What a session carries between `persist_cwd` calls.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionState {
-    /// The working directory, workspace-relative (`.` for the root).
-    pub cwd: String,
-    /// The allowlisted variables the session's runs exported.
-    pub env: BTreeMap<String, String>,
-}
+pub use toolgate_core::SessionState;
 
 /// A session as the ledger keeps it, as its claimer learns it.
 #[derive(Debug, Clone)]

@@ -17,9 +17,7 @@ mod report;
 
 use std::sync::{Arc, Mutex};
 
-use tonic::Status;
-use toolgate_contracts::status;
-use toolgate_core::Reason;
+use toolgate_core::{Reason, ReasonedError};
 use toolgate_fs::HiddenPaths;
 #[cfg(doc)]
 use toolgate_policy_api::Authorizer;
@@ -167,19 +165,52 @@ impl Authorized {
     /// the answer carried none (an older policy service) or unusable ones, this is a
     /// `POLICY_UNAVAILABLE` status: the caller must refuse rather than act on rules it does
     /// not know.
-    pub fn hidden_globs(&self) -> Result<&Arc<HiddenPaths>, Status> {
+    pub fn hidden_globs(&self) -> Result<&Arc<HiddenPaths>, HiddenUnknown> {
         match &self.hidden {
             Hidden::Set(h) => Ok(h),
-            Hidden::Absent => Err(status::status(
-                Reason::PolicyUnavailable,
-                "the policy service's answer did not say which paths its rules hide (a policy service older than this executor?); nothing was run",
-                [("decision_id", self.decision_id.clone())],
-            )),
-            Hidden::Unusable(why) => Err(status::status(
-                Reason::PolicyUnavailable,
-                format!("the policy service's hidden paths are unusable: {why}; nothing was run"),
-                [("decision_id", self.decision_id.clone())],
-            )),
+            Hidden::Absent => Err(HiddenUnknown::Absent {
+                decision_id: self.decision_id.clone(),
+            }),
+            Hidden::Unusable(why) => Err(HiddenUnknown::Unusable {
+                decision_id: self.decision_id.clone(),
+                why: why.clone(),
+            }),
+        }
+    }
+}
+
+/// Why an `allowed` answer does not say which paths its rules hide: the call must be
+/// refused rather than act on rules the executor does not know (`POLICY_UNAVAILABLE`).
+#[derive(Debug, thiserror::Error)]
+pub enum HiddenUnknown {
+    /// The answer carried none.
+    #[error(
+        "the policy service's answer did not say which paths its rules hide (a policy service older than this executor?); nothing was run"
+    )]
+    Absent {
+        /// The decision the answer recorded.
+        decision_id: String,
+    },
+    /// The answer carried globs that do not compile.
+    #[error("the policy service's hidden paths are unusable: {why}; nothing was run")]
+    Unusable {
+        /// The decision the answer recorded.
+        decision_id: String,
+        /// Why they do not compile.
+        why: String,
+    },
+}
+
+impl ReasonedError for HiddenUnknown {
+    fn reason(&self) -> Reason {
+        Reason::PolicyUnavailable
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            HiddenUnknown::Absent { decision_id } | HiddenUnknown::Unusable { decision_id, .. } => {
+                vec![("decision_id", decision_id.clone())]
+            }
         }
     }
 }
@@ -210,6 +241,7 @@ fn compile_hidden(h: HiddenGlobs) -> Result<Arc<HiddenPaths>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolgate_contracts::status;
 
     fn allowed(hidden: Option<(&str, &[&str])>) -> Option<HiddenGlobs> {
         hidden.map(|(v, g)| HiddenGlobs {
@@ -237,7 +269,7 @@ mod tests {
     }
 
     fn refusal(a: &Authorized) -> (String, String) {
-        let s = a.hidden_globs().unwrap_err();
+        let s = status::from_error(&a.hidden_globs().unwrap_err());
         let (reason, _) = status::error_info(&s).unwrap();
         (reason, s.message().to_owned())
     }

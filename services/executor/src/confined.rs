@@ -8,14 +8,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tonic::Status;
-use toolgate_contracts::status;
-use toolgate_core::Reason;
+use toolgate_core::{Reason, ReasonedError};
 use toolgate_fs::{Canonical, OpenDirectory, Workspace, WorkspacePath};
 use toolgate_process::tripwire::Watch;
 use toolgate_process::{Audit, Capabilities, EffectiveLimits, Run, RunSpec, Runner};
 
-use crate::authz::Authorized;
+use crate::authz::{Authorized, HiddenUnknown};
 use crate::disk::DiskBudget;
 
 /// The workspace and the runner behind the authorization requirement; cheap to clone.
@@ -44,7 +42,7 @@ impl Confined {
         &self,
         path: WorkspacePath,
         write: bool,
-    ) -> Result<Canonical, Status> {
+    ) -> Result<Canonical, Error> {
         let ws = self.workspace.clone();
         blocking(move || {
             if write {
@@ -58,10 +56,7 @@ impl Confined {
 
     /// The canonical form of a path whose final name is acted on itself, never followed (a
     /// deletion of a symlink is decided on the link), checked against the protected globs.
-    pub(crate) async fn canonicalize_entry(
-        &self,
-        path: WorkspacePath,
-    ) -> Result<Canonical, Status> {
+    pub(crate) async fn canonicalize_entry(&self, path: WorkspacePath) -> Result<Canonical, Error> {
         let ws = self.workspace.clone();
         blocking(move || ws.canonicalize_entry(&path)).await
     }
@@ -71,40 +66,28 @@ impl Confined {
     /// The workspace root itself, the usual cwd, is opened inline: it is one `openat2` on a
     /// directory the executor already holds, and the hop to the blocking pool cost ~50 µs of a
     /// ~1.5 ms `Run(["/bin/true"])`. Deeper paths may cross slow mounts, so they still go there.
-    pub(crate) async fn open_directory(
-        &self,
-        path: WorkspacePath,
-    ) -> Result<OpenDirectory, Status> {
+    pub(crate) async fn open_directory(&self, path: WorkspacePath) -> Result<OpenDirectory, Error> {
         if matches!(path.as_str(), "" | ".") {
-            return self
-                .workspace
-                .open_directory(&path)
-                .map_err(|e| status::from_error(&e));
+            return self.workspace.open_directory(&path).map_err(Error::from);
         }
         let ws = self.workspace.clone();
         blocking(move || ws.open_directory(&path)).await
     }
 
     /// The limits a run would get, or why the runner would refuse it (no effect).
-    pub(crate) fn effective(&self, spec: &RunSpec) -> Result<EffectiveLimits, Status> {
-        self.runner
-            .effective(spec)
-            .map_err(|e| status::from_error(&e))
+    pub(crate) fn effective(&self, spec: &RunSpec) -> Result<EffectiveLimits, Error> {
+        self.runner.effective(spec).map_err(Error::from)
     }
 
     /// The sandbox profile a run asking for `name` (empty: the default) gets, or the
     /// `SANDBOX_UNAVAILABLE` refusal (before anything is authorized or parked).
-    pub(crate) fn profile(&self, name: &str) -> Result<String, Status> {
-        self.runner
-            .profile(name)
-            .map_err(|e| status::from_error(&e))
+    pub(crate) fn profile(&self, name: &str) -> Result<String, Error> {
+        self.runner.profile(name).map_err(Error::from)
     }
 
     /// What a run under the profile `name` reserves of the run memory budget.
-    pub(crate) fn reservation(&self, name: &str) -> Result<toolgate_process::Reservation, Status> {
-        self.runner
-            .reservation(name)
-            .map_err(|e| status::from_error(&e))
+    pub(crate) fn reservation(&self, name: &str) -> Result<toolgate_process::Reservation, Error> {
+        self.runner.reservation(name).map_err(Error::from)
     }
 
     /// The profile name the policy decides a run under `profile` with: the name itself when
@@ -150,10 +133,8 @@ impl Confined {
     }
 
     /// A new session sandbox: the namespaces one session's confined runs share.
-    pub(crate) fn session_namespaces(&self) -> Result<toolgate_process::SessionNamespaces, Status> {
-        self.runner
-            .session_namespaces()
-            .map_err(|e| status::from_error(&e))
+    pub(crate) fn session_namespaces(&self) -> Result<toolgate_process::SessionNamespaces, Error> {
+        self.runner.session_namespaces().map_err(Error::from)
     }
 
     /// What the runner can do on this host.
@@ -172,7 +153,7 @@ impl Confined {
         _proof: &Authorized,
         span: tracing::Span,
         op: F,
-    ) -> Result<T, Status>
+    ) -> Result<T, Error>
     where
         T: Send + 'static,
         F: FnOnce(&Workspace) -> Result<T, toolgate_fs::Error> + Send + 'static,
@@ -192,7 +173,7 @@ impl Confined {
     /// Starts an authorized run. Its view hides what the workspace's deny globs and the
     /// decision's hidden paths match, and binds protected paths read-only: the walk happens
     /// here, right before the spawn, so it sees the workspace as the run will.
-    pub(crate) fn run(&self, proof: &Authorized, mut spec: RunSpec) -> Result<Run, Status> {
+    pub(crate) fn run(&self, proof: &Authorized, mut spec: RunSpec) -> Result<Run, Error> {
         let hidden = proof.hidden_globs()?;
         // The walk reads the whole workspace: on a multi-thread runtime the worker says it
         // blocks, so its other tasks move elsewhere instead of waiting behind a large tree.
@@ -211,7 +192,7 @@ impl Confined {
                 Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(walk),
                 _ => walk(),
             }
-            .map_err(|e| status::from_error(&e))?;
+            .map_err(Error::from)?;
         if let (Some(budget), Some(baseline)) = (self.disk, baseline) {
             spec.set_disk_watch(budget.watch(self.workspace.clone(), baseline));
         }
@@ -224,8 +205,8 @@ impl Confined {
             if toolgate_process::SHIPPED_PROFILES.contains(&answered)
                 && !self.runner.confines(answered)
             {
-                return Err(status::from_error(
-                    &toolgate_process::runner::Error::SandboxUnavailable {
+                return Err(Error::Runner(
+                    toolgate_process::runner::Error::SandboxUnavailable {
                         profile: answered.to_owned(),
                         missing: "the sandbox itself: the policy decided this run under a shipped profile, which this executor would run unconfined".to_owned(),
                     },
@@ -252,9 +233,7 @@ impl Confined {
                 .audit_run(&before, &hidden, quarantine)
                 .map_err(|e| format!("the after-run audit of the protected set failed: {e}"))
         }));
-        self.runner
-            .try_run(spec)
-            .map_err(|e| status::from_error(&e))
+        self.runner.try_run(spec).map_err(Error::from)
     }
 }
 
@@ -284,19 +263,53 @@ fn watches(root: &std::path::Path, masks: &toolgate_fs::RunMasks) -> Vec<Watch> 
         .collect()
 }
 
-/// Runs blocking filesystem work off the async threads, mapping domain errors.
-async fn blocking<T, F>(f: F) -> Result<T, Status>
+/// Why the workspace or the runner refused to resolve or perform something; mapped to a
+/// status only by the adapters (`crate::wire::status`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Error {
+    /// The workspace refused or failed the path or operation.
+    #[error(transparent)]
+    Fs(#[from] toolgate_fs::Error),
+    /// The runner refused the run (limits, profile, capacity) or could not start it.
+    #[error(transparent)]
+    Runner(#[from] toolgate_process::runner::Error),
+    /// The proof does not say which paths the policy hides: nothing is revealed or run.
+    #[error(transparent)]
+    HiddenUnknown(#[from] HiddenUnknown),
+    /// The blocking task of a filesystem operation panicked.
+    #[error("filesystem operation panicked: {0}")]
+    Panicked(String),
+}
+
+impl ReasonedError for Error {
+    fn reason(&self) -> Reason {
+        match self {
+            Error::Fs(e) => e.reason(),
+            Error::Runner(e) => e.reason(),
+            Error::HiddenUnknown(e) => e.reason(),
+            Error::Panicked(_) => Reason::Internal,
+        }
+    }
+
+    fn metadata(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Error::Fs(e) => e.metadata(),
+            Error::Runner(e) => e.metadata(),
+            Error::HiddenUnknown(e) => e.metadata(),
+            Error::Panicked(_) => Vec::new(),
+        }
+    }
+}
+
+/// Runs blocking filesystem work off the async threads.
+async fn blocking<T, F>(f: F) -> Result<T, Error>
 where
     T: Send + 'static,
     F: FnOnce() -> Result<T, toolgate_fs::Error> + Send + 'static,
 {
     match tokio::task::spawn_blocking(f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(status::from_error(&e)),
-        Err(join) => Err(status::status(
-            Reason::Internal,
-            format!("filesystem operation panicked: {join}"),
-            [],
-        )),
+        Ok(Err(e)) => Err(Error::Fs(e)),
+        Err(join) => Err(Error::Panicked(join.to_string())),
     }
 }

@@ -12,23 +12,19 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt, stream};
 use tonic::{Request, Response, Status};
 use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::convert::audit_to_wire;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::executor_service_server::ExecutorService;
 use toolgate_contracts::executor::v1::process_service_server::ProcessService;
 use toolgate_contracts::status;
 use toolgate_core::{ToolCall, ToolKind};
 use toolgate_fs::WorkspacePath;
-use toolgate_process::{
-    Command, Event, Isolation, KillMechanism, RunRequest, RunSpec, Status as RunStatus,
-    StreamSummary,
-};
+use toolgate_process::{Command, Event, Isolation, RunRequest, RunSpec, Status as RunStatus};
 use toolgate_runtime::metrics::{ExecutorMetrics, InFlight};
 use toolgate_runtime::telemetry;
 use tracing::Instrument;
@@ -44,6 +40,7 @@ use crate::fs_service::sha256_hex;
 use crate::runs::{self, Held, Runs};
 use crate::session;
 use crate::tool_span::ToolSpan;
+use crate::wire::run::RunTag;
 use crate::wire::{self, CallContext};
 use toolgate_core::ExecutorIdentity;
 
@@ -288,7 +285,7 @@ impl ProcessAdapter {
                 }));
                 egress = Some(run_gate);
             }
-            self.confined.run(&proof, spec)
+            Ok(self.confined.run(&proof, spec)?)
         });
         let run = match run {
             Ok(run) => run,
@@ -302,7 +299,7 @@ impl ProcessAdapter {
             }
         };
         let cwd = call.call.cwd.clone().unwrap_or_else(|| ".".to_owned());
-        let tag = Tag {
+        let tag = RunTag {
             run_id: prepared.run_id().to_owned(),
             executor: self.identity_wire.clone(),
             background: background.is_some(),
@@ -369,12 +366,16 @@ impl ProcessAdapter {
                     run_span.record("status", status_label(&x.status));
                     run_span.in_scope(|| tracing::info!(status = ?x.status, "run ended"));
                     if foreground.is_some() {
-                        entry.ended(exit_status(&x.status), x.finished_at);
+                        entry.ended(wire::run::exit_status(&x.status), x.finished_at);
                     }
                 }
                 Event::Output(o) => entry.count(o.stream, o.data.len()),
             }
-            (Ok(to_wire(event, &receipt, &tag)), recorded, settled)
+            (
+                Ok(wire::run::event(event, &receipt, &tag)),
+                recorded,
+                settled,
+            )
         });
         let waits = tokio_stream::wrappers::ReceiverStream::new(gate_rx).map(|waiting| {
             let event = pb::run_response::Event::AwaitingApproval(waiting);
@@ -433,14 +434,6 @@ impl ProcessAdapter {
             _ => Ok(Box::pin(stream)),
         }
     }
-}
-
-/// What a run's `Started` says about it beyond the runner's event.
-struct Tag {
-    run_id: String,
-    executor: common::ExecutorIdentity,
-    background: bool,
-    cwd: String,
 }
 
 /// The command as the policy saw it, for listings: argv joined by spaces, or the script
@@ -654,41 +647,6 @@ impl Drop for RunRecord {
     }
 }
 
-/// A run's resource usage on the wire.
-pub(crate) fn usage(u: &toolgate_process::Usage) -> common::ResourceUsage {
-    common::ResourceUsage {
-        wall_time: Some(proto_duration(u.wall_time)),
-        user_cpu_time: Some(proto_duration(u.user_cpu)),
-        system_cpu_time: Some(proto_duration(u.system_cpu)),
-        peak_rss_bytes: u.peak_rss_bytes,
-        peak_memory_bytes: u.peak_memory_bytes,
-        oom_killed: u.oom_killed,
-        cpu_throttled: Some(proto_duration(u.cpu_throttled)),
-    }
-}
-
-/// The limits a run got, on the wire (0 where nothing bounds a resource).
-pub(crate) fn limits_to_wire(l: &toolgate_process::EnforcedLimits) -> common::RunLimits {
-    common::RunLimits {
-        enforced: l.enforced.as_str().to_owned(),
-        memory_bytes: l.memory_bytes.unwrap_or(0),
-        pids: l.pids.unwrap_or(0),
-        cpu_millicores: l.cpu_millicores.unwrap_or(0),
-        cpu_seconds: l.cpu_seconds.unwrap_or(0),
-        tmpfs_bytes: l.tmpfs_bytes.unwrap_or(0),
-        tmpfs_inodes: l.tmpfs_inodes.unwrap_or(0),
-    }
-}
-
-/// The limit a run ran into, on the wire, with the message for the model.
-pub(crate) fn limit_to_wire(l: toolgate_process::LimitExceeded) -> common::LimitExceeded {
-    common::LimitExceeded {
-        resource: l.as_str().to_owned(),
-        limit: l.value(),
-        message: l.message(),
-    }
-}
-
 type RunStream = Pin<Box<dyn Stream<Item = Result<pb::RunResponse, Status>> + Send>>;
 type AttachStream = runs::AttachStream;
 
@@ -872,119 +830,6 @@ fn in_session(stream: RunStream, session: session::Entry) -> RunStream {
     }))
 }
 
-fn to_wire(event: Event, receipt: &Receipt, tag: &Tag) -> pb::RunResponse {
-    use pb::run_response::Event as E;
-    let event = match event {
-        Event::Started(s) => E::Started(pb::Started {
-            pid: s.pid as i32,
-            isolation: Some(isolation(&s.isolation)),
-            started_at: Some(prost_types::Timestamp::from(s.started_at)),
-            decision_id: receipt.decision_id.clone(),
-            approval_id: receipt.approval_id.clone(),
-            rule_id: receipt.rule_id.clone(),
-            decision: receipt.tier.to_owned(),
-            run_id: tag.run_id.clone(),
-            executor: Some(tag.executor.clone()),
-            background: tag.background,
-            cwd: tag.cwd.clone(),
-        }),
-        Event::Output(o) => E::Output(pb::OutputChunk {
-            stream: match o.stream {
-                toolgate_process::Stream::Stdout => pb::Stream::Stdout,
-                toolgate_process::Stream::Stderr => pb::Stream::Stderr,
-            } as i32,
-            offset: o.offset,
-            data: o.data,
-        }),
-        Event::Exited(x) => E::Exited(pb::Exited {
-            status: Some(exit_status(&x.status)),
-            stdout: Some(summary(&x.stdout)),
-            stderr: Some(summary(&x.stderr)),
-            usage: Some(usage(&x.usage)),
-            finished_at: Some(prost_types::Timestamp::from(x.finished_at)),
-            audit: x.audit.as_ref().map(audit_to_wire),
-            limit_exceeded: x.limit.map(limit_to_wire),
-            network: Vec::new(),
-            session: None,
-        }),
-    };
-    pb::RunResponse { event: Some(event) }
-}
-
-fn summary(s: &StreamSummary) -> pb::StreamSummary {
-    pb::StreamSummary {
-        stats: Some(common::OutputStats {
-            total_bytes: s.total_bytes,
-            dropped_bytes: s.dropped_bytes,
-            truncated: s.truncated,
-        }),
-        tail: s.tail.clone(),
-        tail_offset: s.tail_offset,
-    }
-}
-
-/// The wire form of a run's final status.
-pub(crate) fn exit_status(s: &RunStatus) -> common::ExitStatus {
-    use common::exit_status::Status as S;
-    let status = match s {
-        RunStatus::Exited(code) => S::Exited(*code),
-        RunStatus::Signaled {
-            signal,
-            core_dumped,
-        } => S::Signaled(common::Signaled {
-            signal: *signal,
-            name: toolgate_process::signal_name(*signal),
-            core_dumped: *core_dumped,
-        }),
-        RunStatus::TimedOut { timeout, killed } => S::TimedOut(common::TimedOut {
-            timeout: Some(proto_duration(*timeout)),
-            killed: *killed,
-        }),
-        RunStatus::Cancelled(cause) => S::Cancelled(common::Cancelled {
-            cause: cause.as_str().to_owned(),
-        }),
-        RunStatus::SpawnFailed { reason, errno } => S::SpawnFailed(common::SpawnFailed {
-            reason: reason.clone(),
-            errno: *errno,
-        }),
-    };
-    common::ExitStatus {
-        status: Some(status),
-    }
-}
-
-fn kill_mechanism(k: KillMechanism) -> pb::KillMechanism {
-    match k {
-        KillMechanism::PidNamespace => pb::KillMechanism::PidNamespace,
-        KillMechanism::Cgroup => pb::KillMechanism::Cgroup,
-        KillMechanism::ProcessGroup => pb::KillMechanism::ProcessGroup,
-    }
-}
-
-fn isolation(i: &Isolation) -> pb::Isolation {
-    pb::Isolation {
-        kill_mechanism: kill_mechanism(i.kill_mechanism) as i32,
-        own_process_group: i.own_process_group,
-        no_new_privs: i.no_new_privs,
-        landlock_abi: i.landlock_abi,
-        seccomp: i.seccomp,
-        namespaces: i.namespaces.iter().map(|s| (*s).to_owned()).collect(),
-        sandbox_profile: i.sandbox_profile.clone(),
-        sandboxed: i.sandboxed,
-        network: i.network,
-        pid_limit: i.pid_limit.unwrap_or(0),
-        limits: Some(limits_to_wire(&i.limits)),
-    }
-}
-
-/// A wire duration; the configured limits are far below the (saturated) overflow point.
-fn proto_duration(d: Duration) -> prost_types::Duration {
-    d.try_into().unwrap_or(prost_types::Duration {
-        seconds: i64::MAX,
-        nanos: 999_999_999,
-    })
-}
-
 #[tonic::async_trait]
 impl ExecutorService for ProcessAdapter {
     async fn get_capabilities(
@@ -992,83 +837,16 @@ impl ExecutorService for ProcessAdapter {
         request: Request<pb::GetCapabilitiesRequest>,
     ) -> Result<Response<pb::GetCapabilitiesResponse>, Status> {
         wire::caller(&request, "ExecutorService/GetCapabilities")?;
-        let c = self.confined.capabilities();
-        let l = &c.limits;
-        let a = self.admission.settings();
-        let (disk_bytes, disk_files) = self.confined.disk_limits();
-        Ok(Response::new(pb::GetCapabilitiesResponse {
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-            identity: Some(toolgate_contracts::convert::identity_to_wire(
-                self.identity.clone(),
-            )),
-            namespaces: Some(pb::Namespaces {
-                user: c.namespaces.user,
-                pid: c.namespaces.pid,
-                net: c.namespaces.net,
-                mount: c.namespaces.mount,
-            }),
-            landlock_abi: c.landlock_abi,
-            seccomp: c.seccomp,
-            cgroup: Some(pb::CgroupSupport {
-                available: c.cgroup.available,
-                writable: c.cgroup.writable,
-                mount_point: c
-                    .cgroup
-                    .mount_point
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_default(),
-            }),
-            kill_mechanism: kill_mechanism(c.kill_mechanism) as i32,
-            limits: Some(pb::RunLimitsView {
-                default_timeout: Some(proto_duration(l.default_timeout)),
-                max_timeout: Some(proto_duration(l.max_timeout)),
-                kill_grace: Some(proto_duration(l.kill_grace)),
-                default_cap_bytes: l.default_cap_bytes,
-                max_cap_bytes: l.max_cap_bytes,
-                default_tail_bytes: l.default_tail_bytes,
-                max_concurrent_runs: l.max_concurrent_runs,
-                rlimits: l
-                    .rlimits
-                    .iter()
-                    .map(|(k, v)| ((*k).to_owned(), *v))
-                    .collect(),
-                allowed_env: l.allowed_env.clone(),
-                runs_memory_bytes: a.budget_bytes,
-                default_run_reservation_bytes: a.default_reservation,
-                queue_length: u32::try_from(a.queue_length).unwrap_or(u32::MAX),
-                queue_wait: Some(proto_duration(a.queue_wait)),
-                session_share: a.session_share,
-                principal_share: a.principal_share,
-                reserve_share: a.reserve_share,
-                disk_max_written_bytes: disk_bytes,
-                disk_max_created_files: disk_files,
-                session_idle_timeout: Some(proto_duration(self.sessions.settings().idle_timeout)),
-                max_background_per_session: self.runs.settings().per_session,
-                max_background_per_principal: self.runs.settings().per_principal,
-                finished_retention: Some(proto_duration(self.runs.settings().retention)),
-            }),
-            workspace: Some(self.view.clone()),
-            // `net.connect` included: this executor's egress gate decides networked runs'
-            // connections through the policy.
-            tools: ToolKind::ALL
-                .iter()
-                .map(|k| toolgate_contracts::convert::tool_to_wire(*k) as i32)
-                .collect(),
-            sandbox_profiles: c
-                .profiles
-                .iter()
-                .map(|p| pb::SandboxProfile {
-                    name: p.name.clone(),
-                    available: p.available.is_ok(),
-                    missing: p.available.clone().err().unwrap_or_default(),
-                    network: p.network,
-                    unconfined: p.unconfined,
-                    landlock_abi: p.available.clone().unwrap_or(0),
-                })
-                .collect(),
-            default_sandbox_profile: c.default_profile.clone(),
-            require_sandbox: c.require_sandbox,
-        }))
+        Ok(Response::new(wire::capabilities::response(
+            &wire::capabilities::Offered {
+                identity: &self.identity,
+                capabilities: self.confined.capabilities(),
+                admission: self.admission.settings(),
+                disk: self.confined.disk_limits(),
+                sessions: self.sessions.settings(),
+                runs: self.runs.settings(),
+                workspace: &self.view,
+            },
+        )))
     }
 }

@@ -143,10 +143,7 @@ fn stored_session(claimed: ledger::Claimed) -> StoredSession {
     StoredSession {
         session_id: s.session_id.as_str().to_owned(),
         principal: s.principal.as_str().to_owned(),
-        state: SessionState {
-            cwd: s.state.cwd,
-            env: s.state.env,
-        },
+        state: s.state,
         claim_expires_at: system_time(s.claim_expires_at),
         resumed: claimed.resumed,
     }

@@ -10,8 +10,7 @@ use toolgate_core::{
     AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation, Tier,
 };
 use toolgate_ledger::{
-    DecisionId, ExecutorIdentity as Reporter, ExitStatus, NewOutcome, NotStarted, Outcome,
-    Timestamp,
+    DecisionId, ExecutorRecord, ExitStatus, NewOutcome, NotStarted, Outcome, Timestamp,
 };
 use toolgate_policy_api as api;
 
@@ -90,7 +89,7 @@ pub(crate) fn from_api(
         decision_id,
         lease_token: None,
         executor_principal: None,
-        executor: Reporter {
+        executor: ExecutorRecord {
             pod: if e.pod.is_empty() {
                 e.executor_id
             } else {

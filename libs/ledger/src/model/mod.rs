@@ -22,7 +22,7 @@ pub use ids::{
     SessionId, TraceId,
 };
 pub use learned::{LearnedRule, LearnedRules, NewLearnedRule};
-pub use outcome::{ExecutorIdentity, ExitStatus, NewOutcome, Outcome};
+pub use outcome::{ExecutorRecord, ExitStatus, NewOutcome, Outcome};
 pub use query::{ApprovalFilter, CallRecord, Page, PageToken};
 pub use session::{
     Abandoned, ClaimSession, Claimed, Session, SessionFilter, SessionHolder, SessionState,

@@ -3,9 +3,10 @@
 use super::{ApprovalId, DecisionId, LeaseToken, Principal, Timestamp};
 use crate::error::{Error, Result};
 
-/// Who ran a call.
+/// Who ran a call, as its outcome records it (the executor's reported identity is
+/// `toolgate_core::ExecutorIdentity`; this is the part an outcome row keeps).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExecutorIdentity {
+pub struct ExecutorRecord {
     /// Pod name.
     pub pod: String,
     /// Node name.
@@ -73,7 +74,7 @@ pub struct NewOutcome {
     /// The executor that reports, by its authenticated credential.
     pub executor_principal: Option<Principal>,
     /// Who ran it, as the executor reported it.
-    pub executor: ExecutorIdentity,
+    pub executor: ExecutorRecord,
     /// Start.
     pub started_at: Timestamp,
     /// End.
@@ -107,7 +108,7 @@ pub struct Outcome {
     /// The executor that reported, by its authenticated credential (schema 3; `None` before).
     pub executor_principal: Option<Principal>,
     /// Who ran it, as the executor reported it.
-    pub executor: ExecutorIdentity,
+    pub executor: ExecutorRecord,
     /// Start.
     pub started_at: Timestamp,
     /// End.

@@ -4,7 +4,6 @@
 //! Sessions are not part of the audit chain: a session row is routing and convenience state,
 //! and every call a session makes is still its own audited decision.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::{DecisionId, Principal, SessionId, Timestamp};
@@ -21,14 +20,7 @@ pub struct SessionHolder {
     pub executor_reported: Option<String>,
 }
 
-/// What a session carries from one `persist_cwd` call to the next.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SessionState {
-    /// The working directory, workspace-relative.
-    pub cwd: String,
-    /// The variables kept for the session.
-    pub env: BTreeMap<String, String>,
-}
+pub use toolgate_core::SessionState;
 
 /// One stored session.
 #[derive(Debug, Clone, PartialEq, Eq)]

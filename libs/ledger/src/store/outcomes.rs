@@ -6,7 +6,7 @@ impl Core {
     pub(crate) async fn record_outcome(&self, no: &NewOutcome) -> Result<Outcome> {
         let error = self.redactor.opt(no.error.as_deref());
         let integrity = self.redactor.opt(no.integrity.as_deref());
-        let executor = ExecutorIdentity {
+        let executor = ExecutorRecord {
             pod: self.redactor.redact(&no.executor.pod),
             node: self.redactor.redact(&no.executor.node),
             namespace: self.redactor.redact(&no.executor.namespace),

@@ -236,7 +236,7 @@ pub(crate) fn outcome_from(r: &Row) -> Result<Outcome> {
     Ok(Outcome {
         decision_id: parse_id(r.get("outcome_decision_id")?)?,
         approval_id: opt_id(r.get("outcome_approval_id")?)?,
-        executor: ExecutorIdentity {
+        executor: ExecutorRecord {
             pod: r.get("outcome_executor_pod")?,
             node: r.get("outcome_executor_node")?,
             namespace: r.get("outcome_executor_namespace")?,

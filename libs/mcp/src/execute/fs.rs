@@ -11,8 +11,13 @@ use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 
 use super::Cx;
-use super::outcome::{Outcome, Receipt};
-use crate::tools::*;
+use crate::outcome::{Outcome, Receipt};
+use crate::tools::{
+    CreateDirectoryArgs, CreateDirectoryOutput, DeletePathArgs, DeletePathOutput, EditFileArgs,
+    EditFileOutput, Entry, EntryType, FindFilesArgs, FindFilesOutput, ListDirectoryArgs,
+    ListDirectoryOutput, Match, ReadFileArgs, ReadFileOutput, SearchFilesArgs, SearchFilesOutput,
+    StatPathArgs, StatPathOutput, WriteFileArgs, WriteFileOutput,
+};
 
 /// A directory argument whose schema says "empty for the root": the executor refuses an
 /// empty path, so the root is spelled `.`.
@@ -52,9 +57,9 @@ impl Cx<'_> {
             Ok(response) => {
                 let receipt = Receipt::of_headers(response.metadata());
                 let (output, text) = render(response.into_inner());
-                Outcome::success(&output, text, receipt)
+                Outcome::ran(&output, text, receipt, None)
             }
-            Err(s) => Outcome::refused(self.said(), &s),
+            Err(s) => Outcome::refused(&s),
         }
     }
 

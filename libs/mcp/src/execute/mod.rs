@@ -1,7 +1,6 @@
 //! One MCP tool call as exactly one executor call: arguments to a request, the answer (or
 //! the refusal) to what the model reads.
 //!
-//! `outcome` is what a call comes to (success, refusal, failure) and the decision behind it;
 //! `fs` holds the filesystem tools, `run` the streamed `run_command`, `runs` the tools that
 //! list, read and stop background runs, `output` how runs are rendered.
 
@@ -13,24 +12,23 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tonic::{Request, Status};
 use toolgate_contracts::common::v1 as common;
-use toolgate_runtime::telemetry;
+use toolgate_runtime::{auth, telemetry};
 use tracing::Instrument;
 
-use crate::server::{Caller, Shared};
+use crate::caller::Caller;
+use crate::outcome::Outcome;
+use crate::shared::Shared;
+use crate::tools::Tool;
 
 mod fs;
-mod outcome;
 mod output;
 mod run;
 mod runs;
 
-pub(crate) use outcome::Outcome;
-use outcome::Said;
-
 /// Runs `tool` with `args` for `caller`.
 pub(crate) async fn call(
     shared: &Shared,
-    tool: &'static str,
+    tool: Tool,
     args: Value,
     caller: &Caller,
     context: &RequestContext<RoleServer>,
@@ -42,20 +40,19 @@ pub(crate) async fn call(
         tool,
     };
     match tool {
-        "read_file" => cx.read(args).await,
-        "write_file" => cx.write(args).await,
-        "edit_file" => cx.edit(args).await,
-        "list_directory" => cx.list(args).await,
-        "search_files" => cx.search(args).await,
-        "find_files" => cx.find(args).await,
-        "create_directory" => cx.mkdir(args).await,
-        "stat_path" => cx.stat(args).await,
-        "delete_path" => cx.delete(args).await,
-        "run_command" => cx.run(args).await,
-        "list_runs" => cx.list_runs(args).await,
-        "read_run_output" => cx.read_run_output(args).await,
-        "stop_run" => cx.stop_run(args).await,
-        other => Outcome::invalid(&format!("unknown tool `{other}`")),
+        Tool::ReadFile => cx.read(args).await,
+        Tool::WriteFile => cx.write(args).await,
+        Tool::EditFile => cx.edit(args).await,
+        Tool::ListDirectory => cx.list(args).await,
+        Tool::SearchFiles => cx.search(args).await,
+        Tool::FindFiles => cx.find(args).await,
+        Tool::CreateDirectory => cx.mkdir(args).await,
+        Tool::StatPath => cx.stat(args).await,
+        Tool::DeletePath => cx.delete(args).await,
+        Tool::RunCommand => cx.run(args).await,
+        Tool::ListRuns => cx.list_runs(args).await,
+        Tool::ReadRunOutput => cx.read_run_output(args).await,
+        Tool::StopRun => cx.stop_run(args).await,
     }
 }
 
@@ -63,24 +60,10 @@ struct Cx<'a> {
     shared: &'a Shared,
     caller: &'a Caller,
     context: &'a RequestContext<RoleServer>,
-    tool: &'static str,
+    tool: Tool,
 }
 
 impl Cx<'_> {
-    /// Who this call's refusals are worded for.
-    fn said(&self) -> Said<'_> {
-        Said {
-            tool: self.tool,
-            session_id: &self.caller.session_id,
-            executor: &self.shared.config.executor,
-            http: self
-                .context
-                .extensions
-                .get::<http::request::Parts>()
-                .is_some(),
-        }
-    }
-
     fn call_context(&self) -> common::CallContext {
         let wait = self.shared.config.approval_wait;
         common::CallContext {
@@ -97,7 +80,7 @@ impl Cx<'_> {
     fn request<T>(&self, message: T) -> Result<Request<T>, Status> {
         let mut r = Request::new(message);
         if let Some(t) = &self.caller.token {
-            let v = format!("Bearer {t}").parse().map_err(|_| {
+            let v = auth::bearer(t).map_err(|_| {
                 Status::unauthenticated("the bearer token holds characters a header cannot carry")
             })?;
             r.metadata_mut().insert("authorization", v);
@@ -136,6 +119,6 @@ impl Cx<'_> {
 
     fn parse<A: DeserializeOwned>(&self, args: Value) -> Result<A, Box<Outcome>> {
         serde_json::from_value(args)
-            .map_err(|e| Box::new(Outcome::invalid(&format!("{}: {e}", self.tool))))
+            .map_err(|e| Box::new(Outcome::Invalid(format!("{}: {e}", self.tool))))
     }
 }

@@ -7,8 +7,8 @@ use tonic::Status;
 use toolgate_contracts::executor::v1 as pb;
 
 use super::Cx;
-use super::outcome::{Outcome, Receipt, tier};
 use super::output::{background_text, finish, limits_output, run_text};
+use crate::outcome::{Outcome, Receipt, tier_of};
 use crate::tools::{RunCommandArgs, RunCommandOutput};
 
 /// Bytes of each run stream returned live (the head) to the model by default; a model's
@@ -56,22 +56,21 @@ impl Cx<'_> {
         match result {
             Ok((output, receipt)) if output.background => {
                 let text = background_text(&output);
-                Outcome::success(&output, text, receipt)
+                Outcome::ran(&output, text, receipt, None)
             }
             Ok((output, receipt)) => {
                 let text = run_text(&output);
-                let mut o = Outcome::success(&output, text, receipt);
                 // A run that could not start, or was cut short, is the tool failing.
-                o.error_type = match output.status.as_str() {
+                let error_type = match output.status.as_str() {
                     "timed_out" => Some("timeout"),
                     "cancelled" => Some("cancelled"),
                     "spawn_failed" => Some("spawn_failed"),
                     "signaled" => Some("signaled"),
                     _ => None,
                 };
-                o
+                Outcome::ran(&output, text, receipt, error_type)
             }
-            Err(s) => Outcome::refused(self.said(), &s),
+            Err(s) => Outcome::refused(&s),
         }
     }
 
@@ -105,7 +104,7 @@ impl Cx<'_> {
                         out.pid = s.pid;
                     }
                     receipt = Receipt {
-                        decision: tier(&s.decision),
+                        tier: Some(tier_of(&s.decision)),
                         rule_id: s.rule_id,
                         approval_id: s.approval_id,
                         decision_id: s.decision_id,

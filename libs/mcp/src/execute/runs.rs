@@ -6,8 +6,8 @@ use serde_json::Value;
 use toolgate_contracts::executor::v1 as pb;
 
 use super::Cx;
-use super::outcome::{Outcome, Receipt};
 use super::output::{run_info, run_line};
+use crate::outcome::{Outcome, Receipt};
 use crate::tools::{
     ListRunsArgs, ListRunsOutput, ReadRunOutputArgs, ReadRunOutputOutput, StopRunArgs,
     StopRunOutput, StreamName,
@@ -46,9 +46,9 @@ impl Cx<'_> {
                 } else {
                     runs.iter().map(run_line).collect::<Vec<_>>().join("\n")
                 };
-                Outcome::success(&ListRunsOutput { runs }, text, Receipt::default())
+                Outcome::ran(&ListRunsOutput { runs }, text, Receipt::default(), None)
             }
-            Err(s) => Outcome::refused(self.said(), &s),
+            Err(s) => Outcome::refused(&s),
         }
     }
 
@@ -77,9 +77,9 @@ impl Cx<'_> {
             Ok(r) => {
                 let out = read_output(a.run_id, a.stream, r.into_inner());
                 let text = read_text(&out);
-                Outcome::success(&out, text, Receipt::default())
+                Outcome::ran(&out, text, Receipt::default(), None)
             }
-            Err(s) => Outcome::refused(self.said(), &s),
+            Err(s) => Outcome::refused(&s),
         }
     }
 
@@ -115,9 +115,9 @@ impl Cx<'_> {
                 } else {
                     run_line(&run)
                 };
-                Outcome::success(&StopRunOutput { run }, text, Receipt::default())
+                Outcome::ran(&StopRunOutput { run }, text, Receipt::default(), None)
             }
-            Err(s) => Outcome::refused(self.said(), &s),
+            Err(s) => Outcome::refused(&s),
         }
     }
 }

@@ -14,11 +14,10 @@ use tonic::{Request, Response, Status};
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::executor::v1 as pb;
 use toolgate_contracts::executor::v1::filesystem_service_server::FilesystemService;
-use toolgate_contracts::status;
 use toolgate_core::{ToolCall, ToolKind};
 use toolgate_fs::{
-    DeleteRequest, EditRequest, EntryKind, HiddenPaths, ListRequest, MkdirRequest, ReadRange,
-    ReadRequest, Sha256, StatRequest, Truncation, Workspace, WorkspacePath, WriteRequest,
+    DeleteRequest, EditRequest, HiddenPaths, ListRequest, MkdirRequest, ReadRequest, StatRequest,
+    Workspace, WorkspacePath, WriteRequest,
 };
 use toolgate_runtime::auth::Principal;
 use tracing::Instrument;
@@ -26,7 +25,7 @@ use tracing::Instrument;
 use crate::authz::{Authorized, Call, Gate, Receipt, fs_outcome};
 use crate::confined::Confined;
 use crate::tool_span::ToolSpan;
-use crate::wire::{self, CallContext};
+use crate::wire::{self, CallContext, fs};
 
 /// Serves `FilesystemService` for one workspace.
 #[derive(Debug, Clone)]
@@ -122,7 +121,8 @@ impl FsService {
         let hidden = if hiding {
             match proof.hidden_globs() {
                 Ok(h) => h.clone(),
-                Err(refused) => {
+                Err(unknown) => {
+                    let refused = Status::from(unknown);
                     // The decision was recorded as allowed: close it with what happened.
                     self.gate
                         .reporter()
@@ -144,7 +144,8 @@ impl FsService {
         let result = self
             .confined
             .fs(&proof, op_span, move |ws| op(ws, &hidden))
-            .await;
+            .await
+            .map_err(Status::from);
         // Answered only once the outcome is recorded (or it cannot be for now; the header
         // says which): an answer the client saw never reads as unknown after a crash.
         obs.recorded = self
@@ -278,41 +279,6 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(sha2::Sha256::digest(bytes))
 }
 
-fn path(raw: String) -> Result<WorkspacePath, Status> {
-    WorkspacePath::try_from(raw).map_err(|e| status::from_error(&e))
-}
-
-/// An empty path means the workspace root, for the walks.
-pub(crate) fn path_or_root(raw: String) -> Result<WorkspacePath, Status> {
-    path(if raw.is_empty() { ".".to_owned() } else { raw })
-}
-
-fn sha(raw: Option<String>) -> Result<Option<Sha256>, Status> {
-    raw.map(|s| s.parse::<Sha256>().map_err(|e| status::from_error(&e)))
-        .transpose()
-}
-
-pub(crate) fn entry_type(k: EntryKind) -> pb::EntryType {
-    match k {
-        EntryKind::File => pb::EntryType::File,
-        EntryKind::Dir => pb::EntryType::Directory,
-        EntryKind::Symlink => pb::EntryType::Symlink,
-        EntryKind::Other => pb::EntryType::Other,
-    }
-}
-
-pub(crate) fn truncation(t: Option<Truncation>) -> (bool, pb::TruncationReason) {
-    let reason = match t {
-        None => return (false, pb::TruncationReason::Unspecified),
-        Some(Truncation::MaxEntries | Truncation::MaxResults | Truncation::MaxFiles) => {
-            pb::TruncationReason::MaxResults
-        }
-        Some(Truncation::MaxBytes) => pb::TruncationReason::MaxBytes,
-        Some(Truncation::Timeout) => pb::TruncationReason::Timeout,
-    };
-    (true, reason)
-}
-
 /// The handlers; each records what it did through [`FsService::observe`].
 impl FsService {
     async fn read_file_call(
@@ -323,19 +289,9 @@ impl FsService {
         let caller = wire::caller(&request, "FilesystemService/ReadFile")?;
         let r = request.into_inner();
         let prepared = Prepared::new(caller, r.context)?;
-        let range = match r.range {
-            None => ReadRange::Whole,
-            Some(pb::read_file_request::Range::Bytes(b)) => ReadRange::Bytes {
-                offset: b.offset,
-                len: wire::cap(b.length),
-            },
-            Some(pb::read_file_request::Range::Lines(l)) => ReadRange::Lines {
-                start: l.start_line.max(1),
-                count: wire::cap(l.line_count),
-            },
-        };
+        let range = fs::read_range(r.range);
         let req = ReadRequest {
-            path: path(r.path)?,
+            path: fs::path(r.path)?,
             range,
             max_bytes: wire::cap(r.max_bytes),
         };
@@ -346,21 +302,7 @@ impl FsService {
         let out = self
             .perform(obs, prepared, call, move |ws| ws.read(&req))
             .await?;
-        let (start_line, line_count) = match range {
-            ReadRange::Lines { start, .. } => (start, line_count(&out.content)),
-            _ => (0, 0),
-        };
-        Ok(Response::new(pb::ReadFileResponse {
-            path: out.path,
-            truncated: out.truncated,
-            total_size: out.total_size,
-            content_sha256: out.sha256.to_hex(),
-            file_sha256: out.file_sha256.map(|s| s.to_hex()).unwrap_or_default(),
-            start_line,
-            line_count,
-            redacted: out.redacted,
-            content: out.content,
-        }))
+        Ok(Response::new(fs::read(out, range)))
     }
 
     async fn write_file_call(
@@ -372,9 +314,9 @@ impl FsService {
         let r = request.into_inner();
         let prepared = Prepared::new(caller, r.context)?;
         let req = WriteRequest {
-            path: path(r.path)?,
+            path: fs::path(r.path)?,
             content: r.content,
-            expected_sha256: sha(r.expected_sha256)?,
+            expected_sha256: fs::sha(r.expected_sha256)?,
             create_new: r.create_new,
             create_parents: r.create_parents,
         };
@@ -387,12 +329,7 @@ impl FsService {
         let out = self
             .perform(obs, prepared, call, move |ws| ws.write(&req))
             .await?;
-        Ok(Response::new(pb::WriteFileResponse {
-            path: out.path,
-            sha256: out.sha256.to_hex(),
-            size: out.size,
-            created: out.created,
-        }))
+        Ok(Response::new(fs::write(out)))
     }
 
     async fn edit_file_call(
@@ -404,12 +341,12 @@ impl FsService {
         let r = request.into_inner();
         let prepared = Prepared::new(caller, r.context)?;
         let req = EditRequest {
-            path: path(r.path)?,
+            path: fs::path(r.path)?,
             old: r.old_text,
             new: r.new_text,
             expected_occurrences: r.expected_occurrences.map(|n| n as usize),
             replace_all: r.replace_all,
-            expected_sha256: sha(r.expected_sha256)?,
+            expected_sha256: fs::sha(r.expected_sha256)?,
         };
         let call = ToolCall {
             path: Some(self.canonical_write(&req.path).await?),
@@ -421,12 +358,7 @@ impl FsService {
         let out = self
             .perform(obs, prepared, call, move |ws| ws.edit(&req))
             .await?;
-        Ok(Response::new(pb::EditFileResponse {
-            path: out.path,
-            sha256: out.sha256.to_hex(),
-            occurrences: out.replacements as u32,
-            unified_diff: out.diff,
-        }))
+        Ok(Response::new(fs::edit(out)))
     }
 
     async fn list_directory_call(
@@ -438,7 +370,7 @@ impl FsService {
         let r = request.into_inner();
         let prepared = Prepared::new(caller, r.context)?;
         let req = ListRequest {
-            path: path(r.path)?,
+            path: fs::path(r.path)?,
             recursive: r.recursive,
             max_depth: wire::cap(r.max_depth as usize),
             max_entries: wire::cap(r.max_entries as usize),
@@ -454,24 +386,7 @@ impl FsService {
                 ws.list_hiding(&req, hidden)
             })
             .await?;
-        let (truncated, truncation_reason) = truncation(out.truncated);
-        Ok(Response::new(pb::ListDirectoryResponse {
-            entries: out
-                .entries
-                .into_iter()
-                .map(|e| pb::DirEntry {
-                    name: e.path.rsplit('/').next().unwrap_or_default().to_owned(),
-                    path: e.path,
-                    r#type: entry_type(e.kind) as i32,
-                    size: e.size,
-                    mtime: Some(prost_types::Timestamp::from(e.mtime)),
-                    symlink_target: e.symlink_target.unwrap_or_default(),
-                    depth: e.depth as u32,
-                })
-                .collect(),
-            truncated,
-            truncation_reason: truncation_reason as i32,
-        }))
+        Ok(Response::new(fs::list(out)))
     }
 
     async fn search_files_call(
@@ -501,7 +416,7 @@ impl FsService {
         let r = request.into_inner();
         let prepared = Prepared::new(caller, r.context)?;
         let req = MkdirRequest {
-            path: path(r.path)?,
+            path: fs::path(r.path)?,
             parents: r.parents,
         };
         let call = ToolCall {
@@ -511,10 +426,7 @@ impl FsService {
         let out = self
             .perform(obs, prepared, call, move |ws| ws.mkdir(&req))
             .await?;
-        Ok(Response::new(pb::CreateDirectoryResponse {
-            path: out.path,
-            created: out.created,
-        }))
+        Ok(Response::new(fs::mkdir(out)))
     }
 
     async fn delete_path_call(
@@ -526,10 +438,10 @@ impl FsService {
         let r = request.into_inner();
         let prepared = Prepared::new(caller, r.context)?;
         let req = DeleteRequest {
-            path: path(r.path)?,
+            path: fs::path(r.path)?,
             recursive: r.recursive,
             missing_ok: r.missing_ok,
-            expected_sha256: sha(r.expected_sha256)?,
+            expected_sha256: fs::sha(r.expected_sha256)?,
         };
         // The policy decides on the canonical path (protected globs refuse it before anyone is
         // asked), whether a whole tree goes, and which content a conditional deletion removes.
@@ -550,14 +462,7 @@ impl FsService {
                 ws.delete_hiding(&req, hidden)
             })
             .await?;
-        Ok(Response::new(pb::DeletePathResponse {
-            path: out.path,
-            deleted: out.deleted,
-            r#type: out.kind.map_or(pb::EntryType::Unspecified, entry_type) as i32,
-            files_removed: out.files,
-            directories_removed: out.dirs,
-            bytes_removed: out.bytes,
-        }))
+        Ok(Response::new(fs::delete(out)))
     }
 
     async fn stat_path_call(
@@ -569,7 +474,7 @@ impl FsService {
         let r = request.into_inner();
         let prepared = Prepared::new(caller, r.context)?;
         let req = StatRequest {
-            path: path(r.path)?,
+            path: fs::path(r.path)?,
             sha256: r.compute_sha256,
         };
         let call = ToolCall {
@@ -579,16 +484,7 @@ impl FsService {
         let out = self
             .perform(obs, prepared, call, move |ws| ws.stat(&req))
             .await?;
-        Ok(Response::new(pb::StatPathResponse {
-            path: out.path,
-            r#type: entry_type(out.kind) as i32,
-            size: out.size,
-            mode: out.mode,
-            mtime: Some(prost_types::Timestamp::from(out.mtime)),
-            nlink: out.nlink,
-            sha256: out.sha256.map(|s| s.to_hex()).unwrap_or_default(),
-            symlink_target: out.symlink_target.unwrap_or_default(),
-        }))
+        Ok(Response::new(fs::stat(out)))
     }
 }
 
@@ -674,10 +570,4 @@ impl FilesystemService for FsService {
         let result = self.delete_path_call(&mut call, request).await;
         self.observe(call, result)
     }
-}
-
-/// Lines (complete or cut) in a line-range read's content.
-fn line_count(content: &[u8]) -> u64 {
-    let newlines = content.iter().filter(|&&b| b == b'\n').count() as u64;
-    newlines + u64::from(content.last().is_some_and(|&b| b != b'\n'))
 }

@@ -7,8 +7,8 @@ use toolgate_fs::{FindRequest, SearchRequest};
 use toolgate_core::{ToolCall, ToolKind};
 use toolgate_runtime::auth::Principal;
 
-use super::{FsService, Observed, Prepared, entry_type, path_or_root, truncation};
-use crate::wire;
+use super::{FsService, Observed, Prepared};
+use crate::wire::{self, fs};
 
 /// Largest context a request may ask for; the workspace limit may be lower.
 const MAX_CONTEXT_LINES: u32 = 10;
@@ -32,7 +32,7 @@ pub(crate) async fn search(
             format!("context_lines must be at most {MAX_CONTEXT_LINES}"),
         ));
     }
-    let mut req = SearchRequest::new(path_or_root(r.path)?, r.pattern.clone());
+    let mut req = SearchRequest::new(fs::path_or_root(r.path)?, r.pattern.clone());
     req.literal = r.literal;
     req.case_insensitive = r.case_insensitive;
     req.context_lines = r.context_lines as usize;
@@ -58,42 +58,7 @@ pub(crate) async fn search(
         })
         .await?;
 
-    let mut matches = Vec::with_capacity(out.match_count);
-    for file in &out.files {
-        let mut pending_before = Vec::new();
-        for line in &file.lines {
-            let ctx_line = || pb::ContextLine {
-                line_number: line.line_number,
-                line: line.text.clone(),
-            };
-            if line.is_match {
-                matches.push(pb::SearchMatch {
-                    path: file.path.clone(),
-                    line_number: line.line_number,
-                    line: line.text.clone(),
-                    line_cut: line.cut,
-                    before: std::mem::take(&mut pending_before),
-                    after: Vec::new(),
-                });
-            } else if let Some(last) = matches.last_mut().filter(|m: &&mut pb::SearchMatch| {
-                m.path == file.path
-                    && line.line_number > m.line_number
-                    && line.line_number - m.line_number <= u64::from(r.context_lines)
-            }) {
-                last.after.push(ctx_line());
-            } else {
-                pending_before.push(ctx_line());
-            }
-        }
-    }
-    let (truncated, reason) = truncation(out.truncated);
-    Ok(Response::new(pb::SearchFilesResponse {
-        matches,
-        truncated,
-        truncation_reason: reason as i32,
-        files_searched: out.files_searched as u64,
-        files_matched: out.files.len() as u64,
-    }))
+    Ok(Response::new(fs::search(&out, r.context_lines)))
 }
 
 pub(crate) async fn find(
@@ -120,7 +85,7 @@ pub(crate) async fn find(
         }
     };
     let req = FindRequest {
-        path: path_or_root(r.path)?,
+        path: fs::path_or_root(r.path)?,
         patterns: r.patterns.clone(),
         exclude: Vec::new(),
         respect_gitignore: r.respect_gitignore,
@@ -141,15 +106,5 @@ pub(crate) async fn find(
             ws.find_hiding(&req, hidden)
         })
         .await?;
-    let (truncated, reason) = truncation(out.truncated);
-    Ok(Response::new(pb::FindFilesResponse {
-        paths: out
-            .matches
-            .into_iter()
-            .filter(|f| entry_type(f.kind) == want)
-            .map(|f| f.path)
-            .collect(),
-        truncated,
-        truncation_reason: reason as i32,
-    }))
+    Ok(Response::new(fs::find(out, want)))
 }

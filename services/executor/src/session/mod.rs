@@ -654,7 +654,7 @@ impl Persist {
             Ok(p) => match inner.confined.open_directory(p).await {
                 Ok(d) => Some(d.canonical),
                 Err(e) => {
-                    tracing::info!(session_id = %id, cwd = %report.cwd, error = %e.message(), "the run ended outside the workspace (or in a directory it may not use); the session's working directory is unchanged");
+                    tracing::info!(session_id = %id, cwd = %report.cwd, error = %e, "the run ended outside the workspace (or in a directory it may not use); the session's working directory is unchanged");
                     None
                 }
             },

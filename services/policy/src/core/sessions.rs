@@ -69,10 +69,7 @@ pub(crate) fn session_state(
             "the session state contains a NUL byte",
         ));
     }
-    Ok(SessionState {
-        cwd: s.cwd,
-        env: s.env,
-    })
+    Ok(s)
 }
 
 /// `ClaimSession`'s request.

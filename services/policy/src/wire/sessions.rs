@@ -150,10 +150,7 @@ pub(crate) fn session(s: Session, now: ledger::Timestamp) -> pb::Session {
         claimed: s.claimed(now),
         session_id: s.session_id.as_str().to_owned(),
         principal: s.principal.as_str().to_owned(),
-        state: Some(session_state_to_wire(toolgate_policy_api::SessionState {
-            cwd: s.state.cwd,
-            env: s.state.env,
-        })),
+        state: Some(session_state_to_wire(s.state)),
         created_at: Some(timestamp(s.created_at)),
         updated_at: Some(timestamp(s.updated_at)),
         claim_expires_at: Some(timestamp(s.claim_expires_at)),

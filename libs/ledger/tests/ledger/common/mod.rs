@@ -174,7 +174,7 @@ pub(crate) fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
         decision_id: d.id.clone(),
         lease_token: lease,
         executor_principal: Some(Principal::try_from("executor-0").unwrap()),
-        executor: ExecutorIdentity {
+        executor: ExecutorRecord {
             pod: "executor-0".into(),
             node: "node-a".into(),
             namespace: "toolgate".into(),

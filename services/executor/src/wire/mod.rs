@@ -1,10 +1,18 @@
-//! Parsing wire messages into domain values at the edge.
+//! The executor's wire at the edge: parsing wire messages into domain values (here), the
+//! domain's answers as wire messages ([`run`], [`fs`], [`capabilities`]) and its errors as
+//! statuses ([`status`]). The adapters (`process_service.rs`, `fs_service/`) use these; the
+//! domain code (`confined.rs`, the gate, the runner) never sees prost or `tonic::Status`.
+
+pub(crate) mod capabilities;
+pub(crate) mod fs;
+pub(crate) mod run;
+mod status;
 
 use std::time::Duration;
 
 use tonic::{Request, Status};
 use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::status;
+use toolgate_contracts::status::invalid;
 use toolgate_runtime::auth::{self, Principal, Role};
 
 /// Who may call the executor's services.
@@ -34,7 +42,7 @@ impl TryFrom<Option<common::CallContext>> for CallContext {
 
     fn try_from(ctx: Option<common::CallContext>) -> Result<Self, Status> {
         let ctx = ctx.ok_or_else(|| {
-            status::invalid(
+            invalid(
                 "context",
                 "context is required: set context.call_id and context.session_id",
             )
@@ -46,7 +54,7 @@ impl TryFrom<Option<common::CallContext>> for CallContext {
             Some(d) => duration("context.approval_wait", d)?,
         };
         if ctx.description.len() > MAX_DESCRIPTION_LEN {
-            return Err(status::invalid(
+            return Err(invalid(
                 "context.description",
                 format!("context.description must be at most {MAX_DESCRIPTION_LEN} bytes"),
             ));
@@ -62,10 +70,10 @@ impl TryFrom<Option<common::CallContext>> for CallContext {
 
 fn id(field: &'static str, v: String) -> Result<String, Status> {
     if v.is_empty() {
-        return Err(status::invalid(field, format!("{field} is required")));
+        return Err(invalid(field, format!("{field} is required")));
     }
     if v.len() > MAX_ID_LEN || v.chars().any(char::is_control) {
-        return Err(status::invalid(
+        return Err(invalid(
             field,
             format!("{field} must be at most {MAX_ID_LEN} bytes without control characters"),
         ));
@@ -76,7 +84,7 @@ fn id(field: &'static str, v: String) -> Result<String, Status> {
 /// A non-negative wire duration.
 pub(crate) fn duration(field: &'static str, d: prost_types::Duration) -> Result<Duration, Status> {
     if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 {
-        return Err(status::invalid(
+        return Err(invalid(
             field,
             format!("{field} must be a non-negative duration"),
         ));
