@@ -24,29 +24,66 @@ pub fn tonic_code(code: Code) -> tonic::Code {
     }
 }
 
-/// The canonical gRPC name of a status code (`OK`, `NOT_FOUND`, ...), as metrics labels and
-/// stored outcomes spell it.
-pub fn code_name(code: tonic::Code) -> &'static str {
+/// Every gRPC status code, in numeric order, with its canonical name (`NOT_FOUND`, as the
+/// gRPC specification, stored outcomes, MCP results and the CLI spell it) and grpc-go's
+/// (`NotFound`, the `grpc_code` label grpc-ecosystem dashboards filter on). The one table of
+/// code names in the workspace.
+const CODE_NAMES: [(tonic::Code, &str, &str); 17] = {
     use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
+    [
+        (Code::Ok, "OK", "OK"),
+        (Code::Cancelled, "CANCELLED", "Canceled"),
+        (Code::Unknown, "UNKNOWN", "Unknown"),
+        (Code::InvalidArgument, "INVALID_ARGUMENT", "InvalidArgument"),
+        (
+            Code::DeadlineExceeded,
+            "DEADLINE_EXCEEDED",
+            "DeadlineExceeded",
+        ),
+        (Code::NotFound, "NOT_FOUND", "NotFound"),
+        (Code::AlreadyExists, "ALREADY_EXISTS", "AlreadyExists"),
+        (
+            Code::PermissionDenied,
+            "PERMISSION_DENIED",
+            "PermissionDenied",
+        ),
+        (
+            Code::ResourceExhausted,
+            "RESOURCE_EXHAUSTED",
+            "ResourceExhausted",
+        ),
+        (
+            Code::FailedPrecondition,
+            "FAILED_PRECONDITION",
+            "FailedPrecondition",
+        ),
+        (Code::Aborted, "ABORTED", "Aborted"),
+        (Code::OutOfRange, "OUT_OF_RANGE", "OutOfRange"),
+        (Code::Unimplemented, "UNIMPLEMENTED", "Unimplemented"),
+        (Code::Internal, "INTERNAL", "Internal"),
+        (Code::Unavailable, "UNAVAILABLE", "Unavailable"),
+        (Code::DataLoss, "DATA_LOSS", "DataLoss"),
+        (Code::Unauthenticated, "UNAUTHENTICATED", "Unauthenticated"),
+    ]
+};
+
+/// The canonical gRPC name of a status code (`OK`, `NOT_FOUND`, ...), as stored outcomes,
+/// MCP results and the CLI spell it.
+pub fn code_name(code: tonic::Code) -> &'static str {
+    CODE_NAMES[code as usize].1
+}
+
+/// grpc-go's name of a status code (`OK`, `NotFound`, ...), for the `grpc_code` metrics label.
+pub fn code_go_name(code: tonic::Code) -> &'static str {
+    CODE_NAMES[code as usize].2
+}
+
+/// The code whose canonical name is `name` (`NOT_FOUND`), if any.
+pub fn code_from_name(name: &str) -> Option<tonic::Code> {
+    CODE_NAMES
+        .iter()
+        .find(|(_, canonical, _)| *canonical == name)
+        .map(|(code, _, _)| *code)
 }
 
 /// Most bytes of one `ErrorInfo` metadata value: values echo what a client sent (a path, a
@@ -336,6 +373,30 @@ pub fn error_type(status: &tonic::Status) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_code_table_is_in_numeric_order_and_its_names_read_back() {
+        for (i, (code, canonical, go)) in CODE_NAMES.iter().enumerate() {
+            assert_eq!(*code as usize, i, "{canonical}");
+            assert_eq!(tonic::Code::from_i32(i as i32), *code);
+            assert_eq!(code_name(*code), *canonical);
+            assert_eq!(code_go_name(*code), *go);
+            assert_eq!(code_from_name(canonical), Some(*code));
+            // grpc-go's name is the canonical one in camel case (but for its "Canceled").
+            let camel: String = canonical
+                .split('_')
+                .map(|w| w[..1].to_owned() + &w[1..].to_lowercase())
+                .collect();
+            let camel = if camel == "Ok" {
+                "OK".to_owned()
+            } else {
+                camel
+            };
+            assert_eq!(camel.replace("Cancelled", "Canceled"), *go);
+        }
+        assert_eq!(code_from_name("NotFound"), None);
+        assert_eq!(code_from_name(""), None);
+    }
 
     #[test]
     fn error_types_are_the_reason_or_the_code_in_lower_case() {

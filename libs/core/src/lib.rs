@@ -10,6 +10,7 @@ pub mod backoff;
 mod call;
 pub mod display;
 mod integrity;
+pub mod traceparent;
 
 pub use approval::{ApprovalState, UnknownApprovalState};
 pub use call::{ExecutorIdentity, SessionState, ToolCall};

@@ -1,11 +1,103 @@
-//! A private, throwaway Postgres cluster for tests that must stop and start the server
-//! (crash safety, health during an outage). The machine's shared server is never touched.
+//! Databases for tests and benchmarks, behind the `testing` feature; nothing in a service
+//! links it.
 //!
-//! Behind the `testing` feature; nothing in a service links it.
+//! - [`FreshPg`]: a fresh, uniquely named database on the machine's Postgres server
+//!   ([`admin_url`]), dropped with the value: one per test, for every crate's tests and the
+//!   benchmarks.
+//! - [`PrivatePg`]: a private, throwaway Postgres cluster for tests that must stop and start
+//!   the server (crash safety, health during an outage). The shared server is never touched.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::Command;
+
+/// The machine's Postgres server for tests: `DATABASE_URL`, else the local server with
+/// trust authentication.
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A fresh database on the [`admin_url`] server, named `<prefix>_<random hex>` so parallel
+/// tests and processes never share one, and dropped (`WITH (FORCE)`, open connections and
+/// all) when the value is dropped, also while a failing test unwinds.
+///
+/// Creating and dropping run on a thread of their own with a private runtime, so both work
+/// inside and outside a Tokio runtime (a `Drop` cannot await).
+#[derive(Debug)]
+pub struct FreshPg {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl FreshPg {
+    /// Creates the database; panics when the server cannot be reached (a test cannot run
+    /// without it). `prefix` is lowercase letters, digits and `_`.
+    pub fn create(prefix: &str) -> FreshPg {
+        assert!(
+            !prefix.is_empty()
+                && prefix
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            "a database name prefix is lowercase letters, digits and `_`: {prefix:?}"
+        );
+        let mut random = [0u8; 8];
+        getrandom::fill(&mut random).expect("the OS random source is available");
+        let name = format!("{prefix}_{}", hex::encode(random));
+        let admin = admin_url();
+        let (base, _) = admin
+            .rsplit_once('/')
+            .expect("DATABASE_URL ends with a database name");
+        let url = format!("{base}/{name}");
+        admin_sql(&admin, format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("cannot create test database {name} at {admin}: {e}"));
+        FreshPg { admin, name, url }
+    }
+
+    /// The database's connection URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The database's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for FreshPg {
+    fn drop(&mut self) {
+        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        if let Err(e) = admin_sql(&self.admin, sql) {
+            eprintln!("cannot drop test database {}: {e}", self.name);
+        }
+    }
+}
+
+/// Runs one statement on the admin database, on a thread with its own runtime.
+fn admin_sql(admin: &str, sql: String) -> Result<(), String> {
+    use sqlx::Connection;
+    let admin = admin.to_owned();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            let mut c = sqlx::PgConnection::connect(&admin)
+                .await
+                .map_err(|e| e.to_string())?;
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut c)
+                .await
+                .map_err(|e| e.to_string())?;
+            c.close().await.map_err(|e| e.to_string())
+        })
+    })
+    .join()
+    .map_err(|_| "the database thread panicked".to_owned())?
+}
 
 /// A Postgres cluster in a temporary directory, stopped when dropped.
 pub struct PrivatePg {

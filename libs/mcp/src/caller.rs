@@ -57,9 +57,7 @@ fn digest<const N: usize>(parts: [&str; N]) -> String {
 /// The token of an `Authorization: Bearer <token>` header.
 pub(crate) fn bearer(headers: &http::HeaderMap) -> Option<&str> {
     let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+    toolgate_runtime::auth::parse_bearer(v)
 }
 
 #[cfg(test)]

@@ -346,15 +346,9 @@ impl RunSpec {
     }
 }
 
-/// Whether `v` has the W3C `traceparent` shape: `2-32-16-2` lowercase hex fields.
+/// Whether `v` is a valid W3C `traceparent`.
 fn is_trace_parent(v: &str) -> bool {
-    let parts: Vec<&str> = v.split('-').collect();
-    parts.len() == 4
-        && parts.iter().zip([2, 32, 16, 2]).all(|(p, n)| {
-            p.len() == n
-                && p.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        })
+    toolgate_core::traceparent::TraceParent::parse(v).is_ok()
 }
 
 impl TryFrom<RunRequest> for RunSpec {

@@ -234,11 +234,9 @@ impl Authenticator {
         let value = header
             .to_str()
             .map_err(|_| unauthenticated("the authorization header is not ASCII"))?;
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
+        let token = parse_bearer(value)
             .ok_or_else(|| unauthenticated("the authorization header must be `Bearer <token>`"))?;
-        self.check(token.trim())
+        self.check(token)
             .ok_or_else(|| unauthenticated("unknown or revoked token"))
     }
 
@@ -266,9 +264,9 @@ fn entry_token(i: usize, e: &TokenEntry) -> Result<String, AuthError> {
             e.principal
         )));
     }
-    if MetadataValue::<Ascii>::try_from(format!("Bearer {token}")).is_err() {
+    if !is_token(&token) {
         return Err(AuthError(format!(
-            "tokens[{i}] ({}) has characters a header cannot carry",
+            "tokens[{i}] ({}) has characters a bearer header cannot carry (only visible ASCII)",
             e.principal
         )));
     }
@@ -369,9 +367,37 @@ impl toolgate_core::ReasonedError for NotPermitted {
     }
 }
 
-/// The `authorization` header value for `token`, for clients.
+/// The token of an `Authorization` header value (gRPC `authorization` metadata or HTTP),
+/// or `None` when it is not a bearer credential.
+///
+/// The one reading of the header for every server, as RFC 7235 and RFC 6750 spell it: the
+/// scheme `Bearer` in any case, one or more spaces, then a non-empty token of visible ASCII
+/// (no inner whitespace). Whitespace around the whole value is ignored, as HTTP ignores it
+/// around any field value. Any other scheme (`Basic`, ...) is `None`: a server that knows
+/// only bearer tokens refuses the call rather than guess.
+pub fn parse_bearer(value: &str) -> Option<&str> {
+    let value = value.trim_matches([' ', '\t']);
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && is_token(token)).then_some(token)
+}
+
+/// Whether `token` can travel as a bearer credential: non-empty visible ASCII.
+fn is_token(token: &str) -> bool {
+    !token.is_empty() && token.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// The `authorization` header value for `token`, for clients: `Bearer <token>`, the
+/// spelling [`parse_bearer`] reads back.
 pub fn bearer(token: &str) -> Result<MetadataValue<Ascii>, AuthError> {
-    MetadataValue::try_from(format!("Bearer {}", token.trim()))
+    let token = token.trim();
+    if !is_token(token) {
+        return Err(AuthError(
+            "the token is empty or has characters a bearer header cannot carry (only visible ASCII)"
+                .into(),
+        ));
+    }
+    MetadataValue::try_from(format!("Bearer {token}"))
         .map_err(|_| AuthError("the token has characters a header cannot carry".into()))
 }
 
@@ -474,6 +500,51 @@ mod tests {
         ] {
             let e = a.authenticate(&bad).unwrap_err();
             assert_eq!(e.code(), tonic::Code::Unauthenticated, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn bearer_credentials_parse_in_every_spelling_rfc_7235_allows() {
+        for (value, token) in [
+            ("Bearer abc.def-123", "abc.def-123"),
+            ("bearer abc", "abc"),
+            ("BEARER abc", "abc"),
+            ("bEaReR abc", "abc"),
+            ("Bearer   abc", "abc"),
+            ("  Bearer abc\t", "abc"),
+            ("Bearer abc==", "abc=="),
+        ] {
+            assert_eq!(parse_bearer(value), Some(token), "{value:?}");
+        }
+        for value in [
+            "",
+            "Bearer",
+            "Bearer ",
+            "Bearer    ",
+            "Bearerabc",
+            "Bearer\tabc",
+            "Bearer abc def",
+            "Bearer abc\tdef",
+            "Basic YWxpY2U6c2VjcmV0",
+            "Token abc",
+            "Bearers abc",
+            "abc",
+            "Bearer ab\u{e9}",
+        ] {
+            assert_eq!(parse_bearer(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn the_client_header_reads_back_as_its_token() {
+        let value = bearer(" alice-token-0123456789\n").unwrap();
+        assert_eq!(value.to_str().unwrap(), "Bearer alice-token-0123456789");
+        assert_eq!(
+            parse_bearer(value.to_str().unwrap()),
+            Some("alice-token-0123456789")
+        );
+        for bad in ["", "  ", "two words", "caf\u{e9}", "a\u{7f}b"] {
+            assert!(bearer(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -65,7 +65,7 @@ mod server;
 
 use std::time::Duration;
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -236,28 +236,15 @@ impl PolicyMetrics {
     }
 }
 
-/// A child output stream.
-#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
-pub enum Stream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
+/// A child output stream: the process runner's own type, so the executor passes what a run
+/// reports as is.
+pub use toolgate_process::Stream;
 
-impl Stream {
-    /// The label value: `stdout` or `stderr`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        }
-    }
-}
-
-impl EncodeLabelValue for Stream {
-    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
-        EncodeLabelValue::encode(&self.as_str(), encoder)
+/// A stream's label value: `stdout` or `stderr`.
+const fn stream_label(stream: Stream) -> &'static str {
+    match stream {
+        Stream::Stdout => "stdout",
+        Stream::Stderr => "stderr",
     }
 }
 
@@ -268,7 +255,7 @@ struct StatusLabels {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StreamLabels {
-    stream: Stream,
+    stream: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -459,7 +446,7 @@ impl ExecutorMetrics {
         for change in ["created", "modified", "removed", "audit_failed"] {
             let _ = m.integrity.get_or_create(&ChangeLabels { change });
         }
-        for stream in [Stream::Stdout, Stream::Stderr] {
+        for stream in [Stream::Stdout, Stream::Stderr].map(stream_label) {
             let _ = m.output.get_or_create(&StreamLabels { stream });
             let _ = m.output_truncations.get_or_create(&StreamLabels { stream });
         }
@@ -509,7 +496,9 @@ impl ExecutorMetrics {
 
     /// Adds a stream's bytes at the end of a run and whether it hit its cap.
     pub fn output(&self, stream: Stream, bytes: u64, truncated: bool) {
-        let labels = StreamLabels { stream };
+        let labels = StreamLabels {
+            stream: stream_label(stream),
+        };
         self.output.get_or_create(&labels).inc_by(bytes);
         if truncated {
             self.output_truncations.get_or_create(&labels).inc();

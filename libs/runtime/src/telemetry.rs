@@ -53,7 +53,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
@@ -61,6 +63,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::resource::{EnvResourceDetector, ResourceDetector};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tonic::metadata::{MetadataKey, MetadataMap, MetadataValue};
+use toolgate_core::traceparent::TraceParent;
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
@@ -563,18 +566,16 @@ pub fn trace_id() -> Option<String> {
 
 /// The trace id inside a W3C `traceparent` value, if the value is valid.
 pub fn trace_id_of(traceparent: &str) -> Option<String> {
-    let cx = extract(&SingleHeader(traceparent));
-    let span = cx.span();
-    let context = span.span_context();
-    context.is_valid().then(|| context.trace_id().to_string())
+    TraceParent::parse(traceparent)
+        .ok()
+        .map(|t| t.trace_id_hex())
 }
 
 /// Makes the caller whose W3C `traceparent` is given (an MCP request's
 /// `params._meta.traceparent`) the parent of `span`. Does nothing for a missing or invalid
 /// value, or when no spans are exported.
 pub fn set_remote_parent(span: &tracing::Span, traceparent: &str) {
-    let cx = extract(&SingleHeader(traceparent));
-    if cx.span().span_context().is_valid() {
+    if let Some(cx) = remote_context(Some(traceparent), None) {
         let _ = span.set_parent(cx);
     }
 }
@@ -593,20 +594,25 @@ pub fn in_current_trace<F: Future>(future: F) -> impl Future<Output = F::Output>
 
 /// Parses W3C trace context from `carrier`; an empty context when absent or invalid.
 fn extract(carrier: &dyn Extractor) -> Context {
-    TraceContextPropagator::new().extract_with_context(&Context::new(), carrier)
+    remote_context(carrier.get("traceparent"), carrier.get("tracestate")).unwrap_or_default()
 }
 
-/// A carrier holding only a `traceparent` value.
-struct SingleHeader<'a>(&'a str);
-
-impl Extractor for SingleHeader<'_> {
-    fn get(&self, key: &str) -> Option<&str> {
-        (key == "traceparent").then_some(self.0)
-    }
-
-    fn keys(&self) -> Vec<&str> {
-        vec!["traceparent"]
-    }
+/// The caller's context from its `traceparent` (read by the workspace's one parser,
+/// [`TraceParent::parse`]) and `tracestate`; `None` without a valid `traceparent`. An
+/// invalid `tracestate` is dropped, as the TraceContext propagator drops it.
+fn remote_context(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<Context> {
+    let tp = TraceParent::parse(traceparent?).ok()?;
+    let state = tracestate
+        .and_then(|s| s.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    let span = SpanContext::new(
+        TraceId::from_bytes(tp.trace_id),
+        SpanId::from_bytes(tp.parent_id),
+        TraceFlags::new(tp.flags & TraceParent::SAMPLED),
+        true,
+        state,
+    );
+    Some(Context::new().with_remote_span_context(span))
 }
 
 /// Writes propagation fields into gRPC metadata, skipping values metadata cannot carry.

@@ -139,10 +139,18 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
         .ok_or_else(|| format!("label `{s}` is not key=value"))
 }
 
+/// A policy document's error naming the file once (a read error already names it).
+fn policy_error(path: &std::path::Path, e: toolgate_policy_engine::Error) -> anyhow::Error {
+    match e {
+        toolgate_policy_engine::Error::Read { .. } => anyhow::anyhow!("{e}"),
+        e => anyhow::anyhow!("{}: {e}", path.display()),
+    }
+}
+
 /// Loads `path`, or the shipped default policy.
 fn load(path: Option<&std::path::Path>) -> anyhow::Result<Policy> {
     match path {
-        Some(p) => Policy::load(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display())),
+        Some(p) => Policy::load(p).map_err(|e| policy_error(p, e)),
         None => Ok(Policy::builtin_default()),
     }
 }
@@ -210,8 +218,7 @@ pub(crate) fn check(args: CheckArgs) -> anyhow::Result<()> {
 
 /// `toolgate policy validate FILE`.
 pub(crate) fn validate(path: &std::path::Path) -> anyhow::Result<()> {
-    let report = toolgate_policy_engine::validate(path)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let report = toolgate_policy_engine::validate(path).map_err(|e| policy_error(path, e))?;
     println!("{report}");
     Ok(())
 }

@@ -189,7 +189,7 @@ impl CallError {
 
 impl fmt::Display for CallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.status.code())?;
+        f.write_str(toolgate_contracts::status::code_name(self.status.code()))?;
         if !self.reason.is_empty() {
             write!(f, " {}", self.reason)?;
         }

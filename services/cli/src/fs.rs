@@ -155,20 +155,59 @@ fn kind(raw: i32) -> &'static str {
     }
 }
 
-/// Runs one `toolgate fs` command.
+/// Runs one `toolgate fs` command: the request from the arguments (before any connection),
+/// the call, then the answer as text or JSON.
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let channel = crate::client::connect("executor", &args.executor, &args.token).await?;
-    let mut client = FilesystemServiceClient::new(channel);
-    let ctx = || {
-        Some(CallContext {
-            call_id: uuid::Uuid::new_v4().to_string(),
-            session_id: args.session.clone(),
-            approval_wait: None,
-            description: "toolgate cli".into(),
-        })
+    let context = CallContext {
+        call_id: uuid::Uuid::new_v4().to_string(),
+        session_id: args.session.clone(),
+        approval_wait: None,
+        description: "toolgate cli".into(),
     };
+    let request = request(args.op, context)?;
+    let channel = crate::client::connect("executor", &args.executor, &args.token).await?;
+    let reply = send(&mut FilesystemServiceClient::new(channel), request)
+        .await
+        .map_err(call_error)?;
     let mut stdout = std::io::stdout().lock();
-    match args.op {
+    if args.json {
+        writeln!(stdout, "{}", json(&reply))?;
+    } else {
+        print_text(&mut stdout, &reply)?;
+    }
+    Ok(())
+}
+
+/// One request of the FilesystemService.
+enum Request {
+    Read(pb::ReadFileRequest),
+    Write(pb::WriteFileRequest),
+    Ls(pb::ListDirectoryRequest),
+    Search(pb::SearchFilesRequest),
+    Find(pb::FindFilesRequest),
+    Stat(pb::StatPathRequest),
+    Edit(pb::EditFileRequest),
+    Mkdir(pb::CreateDirectoryRequest),
+    Rm(pb::DeletePathRequest),
+}
+
+/// The executor's answer to a [`Request`].
+enum Reply {
+    Read(pb::ReadFileResponse),
+    Write(pb::WriteFileResponse),
+    Ls(pb::ListDirectoryResponse),
+    Search(pb::SearchFilesResponse),
+    Find(pb::FindFilesResponse),
+    Stat(pb::StatPathResponse),
+    Edit(pb::EditFileResponse),
+    Mkdir(pb::CreateDirectoryResponse),
+    Rm(pb::DeletePathResponse),
+}
+
+/// The request a command makes; `write` reads its content from stdin here.
+fn request(op: Op, context: CallContext) -> anyhow::Result<Request> {
+    let context = Some(context);
+    Ok(match op {
         Op::Read { path, lines, bytes } => {
             use pb::read_file_request::Range;
             let range = match (lines, bytes) {
@@ -185,35 +224,183 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 }
                 (None, None) => None,
             };
-            let r = client
-                .read_file(pb::ReadFileRequest {
-                    context: ctx(),
-                    path,
-                    range,
-                    ..Default::default()
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let mut v = serde_json::json!({
-                    "path": r.path, "truncated": r.truncated, "total_size": r.total_size,
-                    "content_sha256": r.content_sha256, "file_sha256": r.file_sha256,
-                    "start_line": r.start_line, "line_count": r.line_count,
-                });
-                match std::str::from_utf8(&r.content) {
-                    Ok(text) => v["content"] = text.into(),
-                    Err(_) => {
-                        use base64::Engine as _;
-                        v["content_base64"] = base64::engine::general_purpose::STANDARD
-                            .encode(&r.content)
-                            .into();
-                    }
+            Request::Read(pb::ReadFileRequest {
+                context,
+                path,
+                range,
+                ..Default::default()
+            })
+        }
+        Op::Write { path } => Request::Write(pb::WriteFileRequest {
+            context,
+            path,
+            content: crate::client::read_capped(std::io::stdin(), "standard input")?,
+            create_parents: true,
+            ..Default::default()
+        }),
+        Op::Ls {
+            path,
+            recursive,
+            all,
+        } => Request::Ls(pb::ListDirectoryRequest {
+            context,
+            path,
+            recursive,
+            include_hidden: all,
+            ..Default::default()
+        }),
+        Op::Search {
+            pattern,
+            ignore_case,
+            fixed_strings,
+            globs,
+            context: context_lines,
+            hidden,
+            path,
+        } => Request::Search(pb::SearchFilesRequest {
+            context,
+            pattern,
+            path,
+            case_insensitive: ignore_case,
+            literal: fixed_strings,
+            include_globs: globs,
+            context_lines,
+            include_hidden: hidden,
+            ..Default::default()
+        }),
+        Op::Find { pattern } => Request::Find(pb::FindFilesRequest {
+            context,
+            patterns: vec![pattern],
+            ..Default::default()
+        }),
+        Op::Stat { path } => Request::Stat(pb::StatPathRequest {
+            context,
+            path,
+            compute_sha256: true,
+        }),
+        Op::Edit {
+            path,
+            old,
+            new,
+            all,
+            expect_sha256,
+        } => Request::Edit(pb::EditFileRequest {
+            context,
+            path,
+            old_text: old,
+            new_text: new,
+            replace_all: all,
+            expected_sha256: expect_sha256,
+            expected_occurrences: None,
+        }),
+        Op::Mkdir { path, parents } => Request::Mkdir(pb::CreateDirectoryRequest {
+            context,
+            path,
+            parents,
+        }),
+        Op::Rm {
+            path,
+            recursive,
+            missing_ok,
+            expect_sha256,
+        } => Request::Rm(pb::DeletePathRequest {
+            context,
+            path,
+            recursive,
+            missing_ok,
+            expected_sha256: expect_sha256,
+        }),
+    })
+}
+
+/// Makes the call.
+async fn send(
+    client: &mut FilesystemServiceClient<crate::client::AuthChannel>,
+    request: Request,
+) -> Result<Reply, tonic::Status> {
+    Ok(match request {
+        Request::Read(r) => Reply::Read(client.read_file(r).await?.into_inner()),
+        Request::Write(r) => Reply::Write(client.write_file(r).await?.into_inner()),
+        Request::Ls(r) => Reply::Ls(client.list_directory(r).await?.into_inner()),
+        Request::Search(r) => Reply::Search(client.search_files(r).await?.into_inner()),
+        Request::Find(r) => Reply::Find(client.find_files(r).await?.into_inner()),
+        Request::Stat(r) => Reply::Stat(client.stat_path(r).await?.into_inner()),
+        Request::Edit(r) => Reply::Edit(client.edit_file(r).await?.into_inner()),
+        Request::Mkdir(r) => Reply::Mkdir(client.create_directory(r).await?.into_inner()),
+        Request::Rm(r) => Reply::Rm(client.delete_path(r).await?.into_inner()),
+    })
+}
+
+/// The answer as one JSON object (`--json`); a read's content as UTF-8, or
+/// `content_base64` when it is not.
+fn json(reply: &Reply) -> serde_json::Value {
+    use serde_json::json;
+    match reply {
+        Reply::Read(r) => {
+            let mut v = json!({
+                "path": r.path, "truncated": r.truncated, "total_size": r.total_size,
+                "content_sha256": r.content_sha256, "file_sha256": r.file_sha256,
+                "start_line": r.start_line, "line_count": r.line_count,
+            });
+            match std::str::from_utf8(&r.content) {
+                Ok(text) => v["content"] = text.into(),
+                Err(_) => {
+                    use base64::Engine as _;
+                    v["content_base64"] = base64::engine::general_purpose::STANDARD
+                        .encode(&r.content)
+                        .into();
                 }
-                writeln!(stdout, "{v}")?;
-                return Ok(());
             }
-            stdout.write_all(&r.content)?;
+            v
+        }
+        Reply::Write(r) => {
+            json!({"path": r.path, "sha256": r.sha256, "size": r.size, "created": r.created})
+        }
+        Reply::Ls(r) => {
+            let entries: Vec<_> = r
+                .entries
+                .iter()
+                .map(|e| json!({"path": e.path, "type": kind(e.r#type), "size": e.size, "symlink_target": e.symlink_target}))
+                .collect();
+            json!({"entries": entries, "truncated": r.truncated})
+        }
+        Reply::Search(r) => {
+            let lines = |v: &[pb::ContextLine]| {
+                v.iter()
+                    .map(|c| json!({"line_number": c.line_number, "line": c.line}))
+                    .collect::<Vec<_>>()
+            };
+            let matches: Vec<_> = r
+                .matches
+                .iter()
+                .map(|m| json!({"path": m.path, "line_number": m.line_number, "line": m.line, "before": lines(&m.before), "after": lines(&m.after)}))
+                .collect();
+            json!({"matches": matches, "truncated": r.truncated, "files_searched": r.files_searched, "files_matched": r.files_matched})
+        }
+        Reply::Find(r) => json!({"paths": r.paths, "truncated": r.truncated}),
+        Reply::Stat(r) => json!({
+            "path": r.path, "type": kind(r.r#type), "size": r.size,
+            "mode": format!("{:o}", r.mode), "nlink": r.nlink, "sha256": r.sha256,
+            "mtime": r.mtime.map(|t| t.to_string()), "symlink_target": r.symlink_target,
+        }),
+        Reply::Edit(r) => {
+            json!({"path": r.path, "sha256": r.sha256, "occurrences": r.occurrences, "unified_diff": r.unified_diff})
+        }
+        Reply::Mkdir(r) => json!({"path": r.path, "created": r.created}),
+        Reply::Rm(r) => json!({
+            "path": r.path, "deleted": r.deleted, "type": r.deleted.then(|| kind(r.r#type)),
+            "files_removed": r.files_removed, "directories_removed": r.directories_removed,
+            "bytes_removed": r.bytes_removed,
+        }),
+    }
+}
+
+/// The answer for a person: content and listings on stdout, notes (truncation, an edit's
+/// count) on stderr.
+fn print_text(out: &mut impl Write, reply: &Reply) -> anyhow::Result<()> {
+    match reply {
+        Reply::Read(r) => {
+            out.write_all(&r.content)?;
             if r.truncated {
                 eprintln!(
                     "[truncated: {} of {} bytes shown]",
@@ -222,257 +409,72 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
         }
-        Op::Write { path } => {
-            let content = crate::client::read_capped(std::io::stdin(), "standard input")?;
-            let r = client
-                .write_file(pb::WriteFileRequest {
-                    context: ctx(),
-                    path,
-                    content,
-                    create_parents: true,
-                    ..Default::default()
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let v = serde_json::json!({"path": r.path, "sha256": r.sha256, "size": r.size, "created": r.created});
-                writeln!(stdout, "{v}")?;
-            } else {
-                writeln!(stdout, "{} {} bytes sha256={}", r.path, r.size, r.sha256)?;
-            }
-        }
-        Op::Ls {
-            path,
-            recursive,
-            all,
-        } => {
-            let r = client
-                .list_directory(pb::ListDirectoryRequest {
-                    context: ctx(),
-                    path,
-                    recursive,
-                    include_hidden: all,
-                    ..Default::default()
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let entries: Vec<_> = r
-                    .entries
-                    .iter()
-                    .map(|e| serde_json::json!({"path": e.path, "type": kind(e.r#type), "size": e.size, "symlink_target": e.symlink_target}))
-                    .collect();
-                let v = serde_json::json!({"entries": entries, "truncated": r.truncated});
-                writeln!(stdout, "{v}")?;
-                return Ok(());
-            }
-            for e in r.entries {
+        Reply::Write(r) => writeln!(out, "{} {} bytes sha256={}", r.path, r.size, r.sha256)?,
+        Reply::Ls(r) => {
+            for e in &r.entries {
                 let kind = match pb::EntryType::try_from(e.r#type) {
                     Ok(pb::EntryType::Directory) => "dir ",
                     Ok(pb::EntryType::Symlink) => "link",
                     Ok(pb::EntryType::File) => "file",
                     _ => "othr",
                 };
-                writeln!(stdout, "{kind} {:>10} {}", e.size, e.path)?;
+                writeln!(out, "{kind} {:>10} {}", e.size, e.path)?;
             }
             if r.truncated {
                 eprintln!("[truncated]");
             }
         }
-        Op::Search {
-            pattern,
-            ignore_case,
-            fixed_strings,
-            globs,
-            context,
-            hidden,
-            path,
-        } => {
-            let r = client
-                .search_files(pb::SearchFilesRequest {
-                    context: ctx(),
-                    pattern,
-                    path,
-                    case_insensitive: ignore_case,
-                    literal: fixed_strings,
-                    include_globs: globs,
-                    context_lines: context,
-                    include_hidden: hidden,
-                    ..Default::default()
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let lines = |v: &[pb::ContextLine]| {
-                    v.iter()
-                        .map(|c| serde_json::json!({"line_number": c.line_number, "line": c.line}))
-                        .collect::<Vec<_>>()
-                };
-                let matches: Vec<_> = r
-                    .matches
-                    .iter()
-                    .map(|m| serde_json::json!({"path": m.path, "line_number": m.line_number, "line": m.line, "before": lines(&m.before), "after": lines(&m.after)}))
-                    .collect();
-                let v = serde_json::json!({"matches": matches, "truncated": r.truncated, "files_searched": r.files_searched, "files_matched": r.files_matched});
-                writeln!(stdout, "{v}")?;
-                return Ok(());
-            }
-            for m in r.matches {
+        Reply::Search(r) => {
+            for m in &r.matches {
                 for b in &m.before {
-                    writeln!(stdout, "{}-{}-{}", m.path, b.line_number, b.line)?;
+                    writeln!(out, "{}-{}-{}", m.path, b.line_number, b.line)?;
                 }
-                writeln!(stdout, "{}:{}:{}", m.path, m.line_number, m.line)?;
+                writeln!(out, "{}:{}:{}", m.path, m.line_number, m.line)?;
                 for a in &m.after {
-                    writeln!(stdout, "{}-{}-{}", m.path, a.line_number, a.line)?;
+                    writeln!(out, "{}-{}-{}", m.path, a.line_number, a.line)?;
                 }
             }
             if r.truncated {
                 eprintln!("[truncated]");
             }
         }
-        Op::Find { pattern } => {
-            let r = client
-                .find_files(pb::FindFilesRequest {
-                    context: ctx(),
-                    patterns: vec![pattern],
-                    ..Default::default()
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let v = serde_json::json!({"paths": r.paths, "truncated": r.truncated});
-                writeln!(stdout, "{v}")?;
-                return Ok(());
-            }
-            for p in r.paths {
-                writeln!(stdout, "{p}")?;
+        Reply::Find(r) => {
+            for p in &r.paths {
+                writeln!(out, "{p}")?;
             }
         }
-        Op::Stat { path } => {
-            let r = client
-                .stat_path(pb::StatPathRequest {
-                    context: ctx(),
-                    path,
-                    compute_sha256: true,
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let v = serde_json::json!({
-                    "path": r.path, "type": kind(r.r#type), "size": r.size,
-                    "mode": format!("{:o}", r.mode), "nlink": r.nlink, "sha256": r.sha256,
-                    "mtime": r.mtime.map(|t| t.to_string()), "symlink_target": r.symlink_target,
-                });
-                writeln!(stdout, "{v}")?;
-                return Ok(());
-            }
-            writeln!(
-                stdout,
-                "{} type={:?} size={} mode={:o} nlink={} sha256={}",
+        Reply::Stat(r) => writeln!(
+            out,
+            "{} type={:?} size={} mode={:o} nlink={} sha256={}",
+            r.path,
+            pb::EntryType::try_from(r.r#type).unwrap_or_default(),
+            r.size,
+            r.mode,
+            r.nlink,
+            r.sha256
+        )?,
+        Reply::Edit(r) => {
+            out.write_all(r.unified_diff.as_bytes())?;
+            eprintln!(
+                "{}: {} replacement{}, sha256={}",
                 r.path,
-                pb::EntryType::try_from(r.r#type).unwrap_or_default(),
-                r.size,
-                r.mode,
-                r.nlink,
+                r.occurrences,
+                if r.occurrences == 1 { "" } else { "s" },
                 r.sha256
-            )?;
+            );
         }
-        Op::Edit {
-            path,
-            old,
-            new,
-            all,
-            expect_sha256,
-        } => {
-            let r = client
-                .edit_file(pb::EditFileRequest {
-                    context: ctx(),
-                    path,
-                    old_text: old,
-                    new_text: new,
-                    replace_all: all,
-                    expected_sha256: expect_sha256,
-                    expected_occurrences: None,
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let v = serde_json::json!({"path": r.path, "sha256": r.sha256, "occurrences": r.occurrences, "unified_diff": r.unified_diff});
-                writeln!(stdout, "{v}")?;
-            } else {
-                stdout.write_all(r.unified_diff.as_bytes())?;
-                eprintln!(
-                    "{}: {} replacement{}, sha256={}",
-                    r.path,
-                    r.occurrences,
-                    if r.occurrences == 1 { "" } else { "s" },
-                    r.sha256
-                );
-            }
-        }
-        Op::Mkdir { path, parents } => {
-            let r = client
-                .create_directory(pb::CreateDirectoryRequest {
-                    context: ctx(),
-                    path,
-                    parents,
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let v = serde_json::json!({"path": r.path, "created": r.created});
-                writeln!(stdout, "{v}")?;
-            } else if r.created {
-                writeln!(stdout, "created {}", r.path)?;
-            } else {
-                writeln!(stdout, "{} already exists", r.path)?;
-            }
-        }
-        Op::Rm {
-            path,
-            recursive,
-            missing_ok,
-            expect_sha256,
-        } => {
-            let r = client
-                .delete_path(pb::DeletePathRequest {
-                    context: ctx(),
-                    path,
-                    recursive,
-                    missing_ok,
-                    expected_sha256: expect_sha256,
-                })
-                .await
-                .map_err(call_error)?
-                .into_inner();
-            if args.json {
-                let v = serde_json::json!({
-                    "path": r.path, "deleted": r.deleted, "type": r.deleted.then(|| kind(r.r#type)),
-                    "files_removed": r.files_removed, "directories_removed": r.directories_removed,
-                    "bytes_removed": r.bytes_removed,
-                });
-                writeln!(stdout, "{v}")?;
-            } else if r.deleted {
-                writeln!(
-                    stdout,
-                    "deleted {} {} ({} files, {} directories, {} bytes)",
-                    kind(r.r#type),
-                    r.path,
-                    r.files_removed,
-                    r.directories_removed,
-                    r.bytes_removed
-                )?;
-            } else {
-                writeln!(stdout, "{} does not exist", r.path)?;
-            }
-        }
+        Reply::Mkdir(r) if r.created => writeln!(out, "created {}", r.path)?,
+        Reply::Mkdir(r) => writeln!(out, "{} already exists", r.path)?,
+        Reply::Rm(r) if r.deleted => writeln!(
+            out,
+            "deleted {} {} ({} files, {} directories, {} bytes)",
+            kind(r.r#type),
+            r.path,
+            r.files_removed,
+            r.directories_removed,
+            r.bytes_removed
+        )?,
+        Reply::Rm(r) => writeln!(out, "{} does not exist", r.path)?,
     }
     Ok(())
 }

@@ -210,6 +210,8 @@ pub(crate) fn proposal_json(p: &Result<pb::ProposeRuleResponse, tonic::Status>) 
 }
 
 fn refusal_reason(s: &tonic::Status) -> String {
-    toolgate_contracts::status::error_info(s)
-        .map_or_else(|| format!("{:?}", s.code()), |(reason, _)| reason)
+    toolgate_contracts::status::error_info(s).map_or_else(
+        || toolgate_contracts::status::code_name(s.code()).to_owned(),
+        |(reason, _)| reason,
+    )
 }

@@ -413,7 +413,7 @@ fn put_data(v: &mut serde_json::Value, key: &str, bytes: &[u8]) {
 /// [`refused`] for `--json`: the refusal as a JSON line too.
 fn refused_json(status: tonic::Status) -> u8 {
     let err = CallError::new(status);
-    let v = serde_json::json!({"event": "refused", "code": format!("{:?}", err.status.code()),
+    let v = serde_json::json!({"event": "refused", "code": toolgate_contracts::status::code_name(err.status.code()),
         "reason": err.reason, "message": err.status.message(),
         "metadata": err.metadata.iter()
             .map(|(k, v)| (k.clone(), serde_json::Value::from(v.as_str())))

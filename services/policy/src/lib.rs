@@ -35,7 +35,6 @@ mod policy_service;
 mod session_service;
 mod source;
 mod stored;
-mod trace;
 mod wire;
 
 use std::sync::Arc;
@@ -69,7 +68,6 @@ pub use local::Local;
 pub use policy_service::PolicyAdapter;
 pub use session_service::SessionAdapter;
 pub use source::PolicySource;
-pub use trace::trace_id;
 
 /// Why the policy service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -77,9 +75,14 @@ pub enum Error {
     /// The configuration is incomplete or inconsistent; the message names the field.
     #[error("invalid configuration: {0}")]
     Config(String),
-    /// The policy document is invalid.
-    #[error("cannot load the policy: {0}")]
-    Policy(#[from] toolgate_policy_engine::Error),
+    /// The policy document cannot be read or is invalid.
+    #[error("cannot load the policy {}: {}", path.display(), policy_cause(error))]
+    Policy {
+        /// The document (`policy_file`).
+        path: std::path::PathBuf,
+        /// Why it cannot be loaded (in the message, not a `source`: the message says it once).
+        error: toolgate_policy_engine::Error,
+    },
     /// The ledger could not be opened.
     #[error("cannot open the ledger: {0}")]
     Ledger(#[from] toolgate_ledger::Error),
@@ -128,25 +131,48 @@ pub fn policy_source(
             None,
         ));
     };
-    let file = Arc::new(toolgate_policy_engine::PolicyFile::load(path.clone())?);
-    let watcher = file.watch(Duration::from_millis(config.reload_interval_ms), log_reload);
+    let file =
+        toolgate_policy_engine::PolicyFile::load(path.clone()).map_err(|error| Error::Policy {
+            path: path.clone(),
+            error,
+        })?;
+    let file = Arc::new(file);
+    let watched = path.clone();
+    let watcher = file.watch(
+        Duration::from_millis(config.reload_interval_ms),
+        move |result| log_reload(&watched, result),
+    );
     if let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         let file = file.clone();
+        let path = path.clone();
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                log_reload(file.reload());
+                log_reload(&path, file.reload());
             }
         });
     }
     Ok((PolicySource::File(file), Some(watcher)))
 }
 
-fn log_reload(result: Result<bool, toolgate_policy_engine::Error>) {
+/// What went wrong with a policy document, without repeating its path (the message around
+/// it names the file once).
+fn policy_cause(e: &toolgate_policy_engine::Error) -> String {
+    match e {
+        toolgate_policy_engine::Error::Read { source, .. } => format!("cannot read it: {source}"),
+        other => other.to_string(),
+    }
+}
+
+fn log_reload(path: &std::path::Path, result: Result<bool, toolgate_policy_engine::Error>) {
     match result {
-        Ok(true) => tracing::info!("policy reloaded"),
+        Ok(true) => tracing::info!(path = %path.display(), "policy reloaded"),
         Ok(false) => {}
         Err(e) => {
-            tracing::error!(error = %e, "new policy version is invalid; the previous one stays in force");
+            tracing::error!(
+                path = %path.display(),
+                error = %policy_cause(&e),
+                "new policy version is invalid; the previous one stays in force"
+            );
         }
     }
 }

@@ -5,6 +5,7 @@ use tonic::{Request, Response, Status};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyService;
 use toolgate_contracts::{policy_wire, status};
+use toolgate_core::traceparent::TraceParent;
 use toolgate_runtime::auth::{self, Principal, Role};
 
 use crate::core::{PolicyCore, require};
@@ -85,12 +86,13 @@ pub(crate) async fn wait_for_approval(
     })
 }
 
-/// The W3C `traceparent` of an incoming request, if any.
+/// The W3C `traceparent` of an incoming request, if it has a valid one.
 pub(crate) fn traceparent<T>(request: &Request<T>) -> Option<String> {
     request
         .metadata()
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
+        .filter(|v| TraceParent::parse(v).is_ok())
         .map(str::to_owned)
 }
 

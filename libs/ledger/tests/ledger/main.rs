@@ -7,4 +7,5 @@ mod common;
 
 mod conformance;
 mod crash;
+mod fixture;
 mod learned;

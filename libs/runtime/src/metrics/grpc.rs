@@ -22,6 +22,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use toolgate_contracts::status;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HandledLabels {
@@ -169,27 +170,10 @@ fn status(headers: &HeaderMap) -> Option<i32> {
         .and_then(|v| v.parse().ok())
 }
 
-/// The code's name as grpc-go spells it (what grpc-ecosystem dashboards filter on).
+/// The code's name as grpc-go spells it (what grpc-ecosystem dashboards filter on); an
+/// unknown number is `Unknown`.
 fn code_name(code: i32) -> &'static str {
-    match code {
-        0 => "OK",
-        1 => "Canceled",
-        3 => "InvalidArgument",
-        4 => "DeadlineExceeded",
-        5 => "NotFound",
-        6 => "AlreadyExists",
-        7 => "PermissionDenied",
-        8 => "ResourceExhausted",
-        9 => "FailedPrecondition",
-        10 => "Aborted",
-        11 => "OutOfRange",
-        12 => "Unimplemented",
-        13 => "Internal",
-        14 => "Unavailable",
-        15 => "DataLoss",
-        16 => "Unauthenticated",
-        _ => "Unknown",
-    }
+    status::code_go_name(tonic::Code::from_i32(code))
 }
 
 pin_project_lite::pin_project! {

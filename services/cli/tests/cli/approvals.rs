@@ -62,7 +62,7 @@ fn ask_show_approve_repeat_and_complete() {
     let selfie = up.run("agent", &["approvals", "approve", &id]);
     assert_eq!(selfie.status.code(), Some(1), "{}", text(&selfie));
     assert!(
-        String::from_utf8_lossy(&selfie.stderr).contains("PermissionDenied"),
+        String::from_utf8_lossy(&selfie.stderr).contains("PERMISSION_DENIED"),
         "{}",
         text(&selfie)
     );

@@ -3,8 +3,9 @@
 use crate::support;
 
 use sha2::{Digest, Sha256};
-use support::{PgDb, raw, text, toolgate};
+use support::{raw, text, toolgate};
 use toolgate_core::{Tier, ToolKind};
+use toolgate_ledger::testing::FreshPg;
 use toolgate_ledger::{
     CallId, Ledger, LedgerConfig, NewDecision, PolicyVersion, Principal, RequestDigest, RuleId,
     SessionId, SqlLedger,
@@ -98,8 +99,8 @@ async fn sqlite_ledger_verifies_and_a_hand_edited_row_breaks_it() {
 
 #[tokio::test]
 async fn postgres_ledger_verifies_and_a_hand_edited_row_breaks_it() {
-    let db = PgDb::create().await;
-    migrate_verify_and_detect_an_edit(&db.url).await;
+    let db = FreshPg::create("toolgate_test");
+    migrate_verify_and_detect_an_edit(db.url()).await;
 }
 
 #[test]

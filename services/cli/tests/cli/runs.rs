@@ -184,7 +184,7 @@ fn a_background_run_is_listed_read_and_stopped() {
     let o = up.run("agent", &["runs", "logs", "run_nosuchrun", "--session", ""]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("NotFound RUN_NOT_FOUND"),
+        String::from_utf8_lossy(&o.stderr).contains("NOT_FOUND RUN_NOT_FOUND"),
         "{}",
         text(&o)
     );

@@ -21,7 +21,44 @@ use std::time::Duration;
 
 pub(crate) use run::{RunGate, RunInfo};
 
-use crate::config::EgressSection;
+use serde::{Deserialize, Serialize};
+
+/// The egress gate (`[egress]`): how a networked run's connections are resolved, held and
+/// bounded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EgressSection {
+    /// The upstream DNS servers (`ip:port`) the gate resolves allowed names through; unset:
+    /// the `nameserver` lines of /etc/resolv.conf. None at all: every connection is refused
+    /// (`resolve_failed`).
+    pub resolvers: Option<Vec<String>>,
+    /// How long a connection waits for a human to decide its approval, in milliseconds
+    /// (never past the approval's expiry nor `max_approval_wait_ms`).
+    pub hold_ms: u64,
+    /// Longest wait for resolving a name and connecting to it, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Address ranges (`a.b.c.d/n`, `x::y/n`) a connection may reach after resolution
+    /// although they are private, loopback or link-local (an internal registry).
+    pub allow_ranges: Vec<String>,
+    /// Connections one run may have open through the gate at once; more are refused.
+    pub max_connections_per_run: u32,
+    /// Distinct destinations (host and port) one run may reach; connections to more are
+    /// refused.
+    pub max_destinations_per_run: u32,
+}
+
+impl Default for EgressSection {
+    fn default() -> Self {
+        EgressSection {
+            resolvers: None,
+            hold_ms: 120_000,
+            connect_timeout_ms: 10_000,
+            allow_ranges: Vec::new(),
+            max_connections_per_run: 256,
+            max_destinations_per_run: 64,
+        }
+    }
+}
 
 /// One destination a run's gate saw, as the run's report has it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -14,6 +14,7 @@ use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServi
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
 use toolgate_contracts::executor::v1::run_response::Event;
 use toolgate_contracts::policy::v1 as ppb;
+use toolgate_ledger::testing::FreshPg;
 
 /// Every call needs a human.
 /// Asks about everything: the workspace profile is declared without its guarantees, so the
@@ -683,52 +684,6 @@ async fn an_expired_deadline_is_deadline_exceeded_with_a_reason() {
     assert!(!sb.ws.join("deploy/app.yaml").exists());
 }
 
-/// A database of its own on the machine's Postgres, dropped at the end.
-struct PgDb {
-    name: String,
-    url: String,
-}
-
-impl PgDb {
-    fn new(tag: &str) -> PgDb {
-        let base = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let name = format!("tg_exec_{tag}_{}", std::process::id());
-        let psql = |sql: &str| {
-            let out = std::process::Command::new("psql")
-                .args([base.as_str(), "-v", "ON_ERROR_STOP=1", "-qc", sql])
-                .output()
-                .expect("psql runs");
-            assert!(
-                out.status.success(),
-                "{sql}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        psql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
-        psql(&format!("CREATE DATABASE {name}"));
-        let (root, _) = base.rsplit_once('/').expect("a database URL");
-        PgDb {
-            url: format!("{root}/{name}"),
-            name,
-        }
-    }
-}
-
-impl Drop for PgDb {
-    fn drop(&mut self) {
-        let base = std::env::var("DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let _ = std::process::Command::new("psql")
-            .args([
-                base.as_str(),
-                "-qc",
-                &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
-            ])
-            .output();
-    }
-}
-
 /// Two policy replicas on one Postgres, one executor configured with both. One replica is
 /// SIGKILLed under load: each client sees at most one failed call (one in flight on the
 /// dead replica), every call after that succeeds on the other, and the ledger verifies.
@@ -737,9 +692,9 @@ async fn a_policy_replica_dies_under_load_and_the_executor_fails_over() {
     const CLIENTS: usize = 4;
     let sb = Sandbox::new();
     std::fs::write(sb.ws.join("notes.txt"), "hello\n").unwrap();
-    let db = PgDb::new("ha");
+    let db = FreshPg::create("tg_exec_ha");
     let creds = std::sync::Arc::new(Credentials::new());
-    let env = [("TOOLGATE_LEDGER__URL", db.url.as_str())];
+    let env = [("TOOLGATE_LEDGER__URL", db.url())];
     let a = Policy::start_env(DEFAULT_POLICY, creds.clone(), &env);
     let b = Policy::start_env(DEFAULT_POLICY, creds.clone(), &env);
     let both = format!("{},{}", a.endpoint(), b.endpoint());
@@ -795,7 +750,7 @@ async fn a_policy_replica_dies_under_load_and_the_executor_fails_over() {
     drop(exe);
     drop(b);
     let verify = std::process::Command::new(sibling_binary("toolgate"))
-        .args(["ledger", "verify", "--database-url", &db.url])
+        .args(["ledger", "verify", "--database-url", db.url()])
         .output()
         .unwrap();
     assert!(

@@ -18,7 +18,7 @@ use super::{
     PolicyCore, PolicyError, hidden_paths, internal, parse_id, require, text, unbind_denied,
 };
 use crate::outcome::{self, system_time};
-use crate::{stored, trace};
+use crate::stored;
 
 impl PolicyCore {
     /// Classifies a call, records the decision, and answers allowed, denied, pending or
@@ -94,7 +94,7 @@ impl PolicyCore {
             policy_version: PolicyVersion::try_from(decision.policy_version.as_str())
                 .map_err(|e| internal(&e))?,
             trace_id: telemetry::trace_id()
-                .or_else(|| traceparent.and_then(trace::trace_id))
+                .or_else(|| traceparent.and_then(telemetry::trace_id_of))
                 .and_then(|t| ledger::TraceId::try_from(t).ok()),
             executor: Some(parse_id("executor", caller.name.clone())?),
             executor_reported: reported_json(&req.executor),

@@ -308,3 +308,48 @@ fn a_missing_ledger_url_is_a_clear_startup_error() {
     assert!(err.contains("ledger.url"), "{err}");
     assert!(out.stdout.is_empty(), "must not announce a listener");
 }
+
+#[test]
+fn a_policy_file_that_cannot_be_loaded_is_named_in_the_startup_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.toml");
+    std::fs::write(
+        &config,
+        "[[auth.tokens]]\nprincipal = \"a\"\nrole = \"agent\"\ntoken = \"aaaaaaaaaaaaaaaaaaaa\"\n",
+    )
+    .unwrap();
+    // A directory cannot be read as a file, even by root (as tests here may run).
+    let unreadable = dir.path().join("unreadable.toml");
+    std::fs::create_dir(&unreadable).unwrap();
+    let invalid = dir.path().join("invalid.toml");
+    std::fs::write(
+        &invalid,
+        "[[rule]]\nid = \"x\"\ndecision = \"sometimes\"\nreason = \"x\"\n",
+    )
+    .unwrap();
+    let ledger = format!("sqlite:{}", dir.path().join("l.db").display());
+    for (policy, cause) in [
+        (&unreadable, "cannot read it: Is a directory"),
+        (&invalid, "line 3"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate-policy"))
+            .arg("--config")
+            .arg(&config)
+            .arg("--policy")
+            .arg(policy)
+            .args(["--listen", "127.0.0.1:0"])
+            .env("TOOLGATE_LEDGER__URL", &ledger)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        let named = format!("cannot load the policy {}: ", policy.display());
+        assert!(err.contains(&named) && err.contains(cause), "{err}");
+        assert_eq!(
+            err.matches(&*policy.display().to_string()).count(),
+            1,
+            "{err}"
+        );
+        assert!(out.stdout.is_empty(), "must not announce a listener");
+    }
+}

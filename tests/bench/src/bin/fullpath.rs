@@ -31,7 +31,7 @@
 
 use std::time::{Duration, Instant};
 
-use sqlx::{AssertSqlSafe, Connection};
+use sqlx::Connection;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -42,6 +42,7 @@ use toolgate_contracts::common::v1::{CallContext, exit_status};
 use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
 use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+use toolgate_ledger::testing::FreshPg;
 use toolgate_runtime::auth::{Bearer, Role};
 
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
@@ -110,7 +111,7 @@ fn main() {
     let (_trigger, shutdown) = toolgate_runtime::shutdown::channel();
     let dir = tempfile::tempdir().expect("temp dir");
     let ws = tempfile::tempdir().expect("temp workspace");
-    let db = client_rt.block_on(create_db());
+    let db = FreshPg::create("tg_bench_fullpath");
 
     let policy_file = dir.path().join("policy.toml");
     std::fs::write(&policy_file, POLICY).expect("write the policy");
@@ -130,7 +131,7 @@ fn main() {
         let mut cfg = toolgate_policy::Config::default();
         cfg.log.filter = "warn".into();
         cfg.policy_file = Some(policy_file);
-        cfg.ledger.url = Some(db.url.clone());
+        cfg.ledger.url = Some(db.url().to_owned());
         cfg.auth = tokens(&[
             ("bench-agent", Role::Agent, AGENT_TOKEN),
             ("bench-executor", Role::Executor, EXECUTOR_TOKEN),
@@ -180,7 +181,7 @@ fn main() {
 
     let runner = toolgate_process::Runner::new(toolgate_process::Config::default()).unwrap();
     let ws_path = ws.path().to_path_buf();
-    let url = db.url.clone();
+    let url = db.url().to_owned();
     let bench = async move {
         let echo_ch = connect(policy_addr, client_tls.as_ref()).await;
         let exec_ch = connect(exec_addr, client_tls.as_ref()).await;
@@ -284,7 +285,7 @@ fn main() {
         .block_on(client_rt.spawn(bench))
         .expect("benchmark task");
     drop(server_rt);
-    client_rt.block_on(drop_db(&db));
+    drop(db);
 }
 
 /// Concurrent callers of the mixed-traffic section, and how long each mix runs.
@@ -430,47 +431,4 @@ where
         }
     }
     panic!("the Run stream ended without an Exited event")
-}
-
-struct Db {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-async fn create_db() -> Db {
-    let admin = admin_url();
-    let name = format!("tg_bench_fullpath_{}", std::process::id());
-    let mut c = sqlx::PgConnection::connect(&admin)
-        .await
-        .expect("postgres reachable");
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await
-    .expect("drop a stale database");
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut c)
-        .await
-        .expect("create the database");
-    let (base, _) = admin.rsplit_once('/').expect("a database url");
-    let url = format!("{base}/{name}");
-    Db { admin, name, url }
-}
-
-async fn drop_db(db: &Db) {
-    if let Ok(mut c) = sqlx::PgConnection::connect(&db.admin).await {
-        let _ = sqlx::raw_sql(AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-            db.name
-        )))
-        .execute(&mut c)
-        .await;
-    }
 }

@@ -15,15 +15,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use sqlx::postgres::{PgListener, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Connection, PgPool};
+use sqlx::{Connection, PgPool};
 use toolgate_bench::{Goal, Samples, heading, interleave, print_side, report_ratio, sample_count};
 use toolgate_core::{Tier, ToolKind};
+use toolgate_ledger::testing::FreshPg;
 use toolgate_ledger::*;
-
-fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
 
 fn digest(n: u64) -> RequestDigest {
     let mut b = [0u8; 32];
@@ -61,44 +57,6 @@ fn ask_request(call: &str, n: u64) -> AskRequest {
     }
 }
 
-struct Db {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-async fn create_db() -> Db {
-    let admin = admin_url();
-    let name = format!("tg_bench_ledger_{}", std::process::id());
-    let mut c = sqlx::PgConnection::connect(&admin)
-        .await
-        .expect("postgres reachable");
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await
-    .unwrap();
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut c)
-        .await
-        .unwrap();
-    let (base, _) = admin.rsplit_once('/').unwrap();
-    let url = format!("{base}/{name}");
-    Db { admin, name, url }
-}
-
-async fn drop_db(db: &Db) {
-    let mut c = sqlx::PgConnection::connect(&db.admin).await.unwrap();
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-        db.name
-    )))
-    .execute(&mut c)
-    .await
-    .unwrap();
-}
-
 async fn plain_insert(pool: &PgPool, n: u64) {
     sqlx::query("INSERT INTO bench_plain (call_id, payload) VALUES ($1, $2)")
         .bind(format!("plain-{n}"))
@@ -116,8 +74,8 @@ fn main() {
         .unwrap();
     // sqlx's pooled connections and listeners must be dropped inside a runtime.
     let _enter = rt.enter();
-    let db = rt.block_on(create_db());
-    let url = db.url.clone();
+    let db = FreshPg::create("tg_bench_ledger");
+    let url = db.url().to_owned();
     let pool = rt
         .block_on(PgPoolOptions::new().max_connections(32).connect(&url))
         .unwrap();
@@ -349,7 +307,7 @@ fn main() {
     drop(replica_b);
     drop(ledger);
     rt.block_on(pool.close());
-    rt.block_on(drop_db(&db));
+    drop(db);
     println!(
         "\nledger goals {}",
         if all_met { "all MET" } else { "not all met" }

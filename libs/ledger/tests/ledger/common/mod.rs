@@ -1,31 +1,14 @@
 //! Test harness: a fresh Postgres database or SQLite file per test, dropped afterwards.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 
-use futures::FutureExt;
 use sha2::{Digest, Sha256};
 use sqlx::{AssertSqlSafe, Connection};
 use toolgate_core::{Tier, ToolKind};
+use toolgate_ledger::testing::FreshPg;
 use toolgate_ledger::*;
 
 pub(crate) const CANARY: &str = "CANARY-7f3a9c1e-secret";
-
-pub(crate) fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-fn with_db(url: &str, db: &str) -> String {
-    let (base, _) = url.rsplit_once('/').expect("database url has a path");
-    format!("{base}/{db}")
-}
-
-fn unique_name() -> String {
-    let mut b = [0u8; 8];
-    getrandom::fill(&mut b).unwrap();
-    format!("tg_ledger_test_{}", hex::encode(b))
-}
 
 /// One test's database.
 pub(crate) struct Ctx {
@@ -100,32 +83,15 @@ where
     F: FnOnce(Ctx) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let admin = admin_url();
-    let name = unique_name();
-    let mut c = sqlx::PgConnection::connect(&admin)
-        .await
-        .expect("postgres reachable");
-    sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&mut c)
-        .await
-        .unwrap();
+    let db = FreshPg::create("tg_ledger_test");
     let (clock, time) = Clock::manual(Timestamp::from_micros(1_700_000_000_000_000));
     let ctx = Ctx {
-        url: with_db(&admin, &name),
+        url: db.url().to_owned(),
         clock,
         time,
         pg: true,
     };
-    let r = AssertUnwindSafe(body(ctx)).catch_unwind().await;
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-    )))
-    .execute(&mut c)
-    .await
-    .unwrap();
-    if let Err(p) = r {
-        std::panic::resume_unwind(p);
-    }
+    body(ctx).await;
 }
 
 /// Runs `body` against a fresh SQLite file in a temporary directory.

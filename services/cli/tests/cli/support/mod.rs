@@ -33,59 +33,6 @@ pub(crate) fn text(o: &Output) -> String {
     )
 }
 
-/// The machine's Postgres server (trust auth).
-pub(crate) fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-/// A fresh Postgres database, dropped with the value.
-pub(crate) struct PgDb {
-    /// Its url.
-    pub url: String,
-    name: String,
-}
-
-impl PgDb {
-    /// Creates `toolgate_test_<uuid>`.
-    pub(crate) async fn create() -> PgDb {
-        let name = format!("toolgate_test_{}", uuid::Uuid::new_v4().simple());
-        let admin = admin_url();
-        let mut c = sqlx::PgConnection::connect(&admin)
-            .await
-            .expect("Postgres at DATABASE_URL");
-        sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut c)
-            .await
-            .expect("create test database");
-        let (base, _) = admin.rsplit_once('/').expect("database url has a path");
-        PgDb {
-            url: format!("{base}/{name}"),
-            name,
-        }
-    }
-}
-
-impl Drop for PgDb {
-    fn drop(&mut self) {
-        let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let admin = admin_url();
-        // Drop runs outside the test's runtime: use a private one on a thread.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                    let _ = sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut c).await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 /// Runs raw SQL against a Postgres or SQLite url, as someone with database access would.
 pub(crate) async fn raw(url: &str, sql: &str) {
     if url.starts_with("postgres") {

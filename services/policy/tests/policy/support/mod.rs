@@ -30,7 +30,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use sqlx::{AssertSqlSafe, Connection};
+use sqlx::Connection;
 use tonic::Status;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -39,6 +39,7 @@ use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::approval_service_client::ApprovalServiceClient;
 use toolgate_contracts::policy::v1::policy_service_client::PolicyServiceClient;
 use toolgate_contracts::policy::v1::session_service_client::SessionServiceClient;
+use toolgate_ledger::testing::FreshPg;
 use toolgate_runtime::auth::Bearer;
 
 /// A credential of the test configuration: principal, role, token.
@@ -80,11 +81,6 @@ reason = "terraform changes infrastructure"
 commands = ["terraform *"]
 "#;
 
-pub(crate) fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
 /// Which ledger backend a test runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Backend {
@@ -95,8 +91,7 @@ pub(crate) enum Backend {
 /// One test's database, dropped afterwards.
 pub(crate) struct Db {
     pub url: String,
-    /// Postgres: (admin url, database name) to drop.
-    pg: Option<(String, String)>,
+    pg: Option<FreshPg>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -104,19 +99,10 @@ impl Db {
     pub(crate) async fn new(backend: Backend) -> Db {
         match backend {
             Backend::Postgres => {
-                let admin = admin_url();
-                let name = format!("tg_policy_test_{}", uuid::Uuid::new_v4().simple());
-                let mut c = sqlx::PgConnection::connect(&admin)
-                    .await
-                    .expect("postgres reachable");
-                sqlx::raw_sql(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-                    .execute(&mut c)
-                    .await
-                    .unwrap();
-                let (base, _) = admin.rsplit_once('/').unwrap();
+                let db = FreshPg::create("tg_policy_test");
                 Db {
-                    url: format!("{base}/{name}"),
-                    pg: Some((admin.clone(), name)),
+                    url: db.url().to_owned(),
+                    pg: Some(db),
                     _dir: None,
                 }
             }
@@ -155,31 +141,6 @@ impl Db {
             }
             String::from_utf8_lossy(&bytes).into_owned()
         }
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let Some((admin, name)) = self.pg.take() else {
-            return;
-        };
-        // Drop runs inside the test's runtime; do the async cleanup on a thread of its own.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                    let _ = sqlx::raw_sql(AssertSqlSafe(format!(
-                        "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                    )))
-                    .execute(&mut c)
-                    .await;
-                }
-            });
-        })
-        .join();
     }
 }
 
