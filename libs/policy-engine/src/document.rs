@@ -215,7 +215,10 @@ impl CommandPattern {
     }
 
     /// Whether `name args...` is matched.
-    pub(crate) fn matches(&self, name: &str, args: &[String]) -> bool {
+    ///
+    /// `words` are the layer's [`crate::baseline::subcommand_words`], computed once per
+    /// layer by the caller rather than once per pattern.
+    pub(crate) fn matches(&self, name: &str, words: &[&str]) -> bool {
         let program_ok = match &self.program {
             ProgramMatch::Exact(p) => p == name,
             ProgramMatch::Glob(_, g) => g.is_match(name),
@@ -223,10 +226,6 @@ impl CommandPattern {
         if !program_ok {
             return false;
         }
-        if self.subcommands.is_empty() {
-            return true;
-        }
-        let words = crate::baseline::subcommand_words(name, args);
         words.len() >= self.subcommands.len()
             && words.iter().zip(&self.subcommands).all(|(w, s)| w == s)
     }
@@ -266,9 +265,10 @@ impl Rule {
     }
 
     /// Whether one command layer matches the command selectors (not the path selector).
-    pub(crate) fn command_matches(&self, name: &str, args: &[String]) -> bool {
-        self.commands.iter().any(|p| p.matches(name, args))
-            && !self.except.iter().any(|p| p.matches(name, args))
+    /// `words` are the layer's [`crate::baseline::subcommand_words`].
+    pub(crate) fn command_matches(&self, name: &str, args: &[String], words: &[&str]) -> bool {
+        self.commands.iter().any(|p| p.matches(name, words))
+            && !self.except.iter().any(|p| p.matches(name, words))
             && (self.flags.is_empty() || self.flags.iter().any(|f| has_flag(args, f)))
             && !self.not_flags.iter().any(|f| has_flag(args, f))
     }
@@ -438,147 +438,11 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
         })?,
     };
     let mut seen = HashSet::new();
-    let mut rules = Vec::with_capacity(raw.rule.len());
-    for r in raw.rule {
-        let rule_line = line(r.span());
-        let r = r.into_inner();
-        let id = r.id.get_ref().trim().to_owned();
-        let err = |span: std::ops::Range<usize>, message: String| Error::Rule {
-            line: line(span),
-            rule: id.clone(),
-            message,
-        };
-        let tier = rule_head(&r.id, &r.decision, &r.reason, &mut seen, &err)?;
-        let nonempty = |l: &List, field: &str| nonempty(l, field, &err);
-        let tools = match nonempty(&r.tools, "tools")? {
-            None => None,
-            Some(list) => Some(
-                list.iter()
-                    .map(|t| {
-                        t.get_ref()
-                            .parse::<ToolKind>()
-                            .map_err(|m| err(t.span(), m))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-        };
-        let mut path_globs = Vec::new();
-        let paths = match nonempty(&r.paths, "paths")? {
-            None => None,
-            Some(list) => {
-                let mut b = GlobSetBuilder::new();
-                for g in &list {
-                    b.add(compile_glob(g.get_ref()).map_err(|m| err(g.span(), m))?);
-                    path_globs.push(g.get_ref().clone());
-                }
-                Some(
-                    b.build()
-                        .map_err(|e| err(rule_line_span(&r.paths), e.to_string()))?,
-                )
-            }
-        };
-        let patterns = |l: &List, field: &str| -> Result<Vec<CommandPattern>, Error> {
-            nonempty(l, field)?
-                .unwrap_or_default()
-                .iter()
-                .map(|p| CommandPattern::parse(p.get_ref()).map_err(|m| err(p.span(), m)))
-                .collect::<Result<Vec<_>, _>>()
-        };
-        let commands = patterns(&r.commands, "commands")?;
-        let except = patterns(&r.except, "except")?;
-        let flags: Vec<String> = nonempty(&r.flags, "flags")?
-            .unwrap_or_default()
-            .into_iter()
-            .map(Spanned::into_inner)
-            .collect();
-        let not_flags: Vec<String> = nonempty(&r.not_flags, "not_flags")?
-            .unwrap_or_default()
-            .into_iter()
-            .map(Spanned::into_inner)
-            .collect();
-        if commands.is_empty() {
-            for (field, present) in [
-                ("except", r.except.is_some()),
-                ("flags", r.flags.is_some()),
-                ("not_flags", r.not_flags.is_some()),
-            ] {
-                if present {
-                    return Err(Error::Rule {
-                        line: rule_line,
-                        rule: id.clone(),
-                        message: format!(
-                            "`{field}` only refines `commands`, and the rule has none"
-                        ),
-                    });
-                }
-            }
-        } else if tools
-            .as_ref()
-            .is_some_and(|t| !t.contains(&ToolKind::ProcessRun))
-        {
-            return Err(Error::Rule {
-                line: rule_line,
-                rule: id.clone(),
-                message:
-                    "`commands` only match process.run calls, but `tools` excludes process.run"
-                        .to_owned(),
-            });
-        }
-        for f in flags.iter().chain(&not_flags) {
-            if !f.starts_with('-') || f == "-" || f == "--" {
-                return Err(Error::Rule {
-                    line: rule_line,
-                    rule: id.clone(),
-                    message: format!("flag `{f}` must start with `-` or `--`"),
-                });
-            }
-        }
-        let selectors = Selectors::parse(&r.sessions, &r.principals, r.labels, &err)?;
-        let sandbox = match r.sandbox {
-            None => None,
-            Some(p) => {
-                let name = p.get_ref().trim();
-                if name.is_empty()
-                    || !name
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                {
-                    return Err(err(
-                        p.span(),
-                        format!(
-                            "`sandbox` must name a profile (letters, digits, `-`, `_`), not `{name}`"
-                        ),
-                    ));
-                }
-                if tools
-                    .as_ref()
-                    .is_some_and(|t| !t.contains(&ToolKind::ProcessRun))
-                {
-                    return Err(err(
-                        p.span(),
-                        "`sandbox` applies to process.run calls, but `tools` excludes process.run"
-                            .to_owned(),
-                    ));
-                }
-                Some(name.to_owned())
-            }
-        };
-        rules.push(Rule {
-            id,
-            tier,
-            reason: r.reason.into_inner().trim().to_owned(),
-            line: rule_line,
-            tools,
-            path_globs,
-            paths,
-            commands,
-            except,
-            flags,
-            not_flags,
-            selectors,
-            sandbox,
-        });
-    }
+    let rules = raw
+        .rule
+        .into_iter()
+        .map(|r| rule(r, &mut seen, &line))
+        .collect::<Result<Vec<_>, _>>()?;
     let network = crate::network::parse(raw.network, &mut seen, &line)?;
     // Unless the document says otherwise, a destination nothing speaks about asks (or is
     // denied, when everything unmatched is): `default = "auto"` is about commands and files,
@@ -606,6 +470,150 @@ pub(crate) fn parse(text: &str) -> Result<Parsed, Error> {
         examples,
         version: version(text)?,
     })
+}
+
+/// Validates and compiles one `[[rule]]`; `seen` holds the ids taken so far.
+fn rule(
+    r: Spanned<RawRule>,
+    seen: &mut HashSet<String>,
+    line: &dyn Fn(std::ops::Range<usize>) -> usize,
+) -> Result<Rule, Error> {
+    let rule_line = line(r.span());
+    let r = r.into_inner();
+    let id = r.id.get_ref().trim().to_owned();
+    let err = |span: std::ops::Range<usize>, message: String| Error::Rule {
+        line: line(span),
+        rule: id.clone(),
+        message,
+    };
+    let tier = rule_head(&r.id, &r.decision, &r.reason, seen, &err)?;
+    let nonempty = |l: &List, field: &str| nonempty(l, field, &err);
+    let tools = match nonempty(&r.tools, "tools")? {
+        None => None,
+        Some(list) => Some(
+            list.iter()
+                .map(|t| {
+                    t.get_ref()
+                        .parse::<ToolKind>()
+                        .map_err(|m| err(t.span(), m))
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    let mut path_globs = Vec::new();
+    let paths = match nonempty(&r.paths, "paths")? {
+        None => None,
+        Some(list) => {
+            let mut b = GlobSetBuilder::new();
+            for g in &list {
+                b.add(compile_glob(g.get_ref()).map_err(|m| err(g.span(), m))?);
+                path_globs.push(g.get_ref().clone());
+            }
+            Some(
+                b.build()
+                    .map_err(|e| err(rule_line_span(&r.paths), e.to_string()))?,
+            )
+        }
+    };
+    let patterns = |l: &List, field: &str| -> Result<Vec<CommandPattern>, Error> {
+        nonempty(l, field)?
+            .unwrap_or_default()
+            .iter()
+            .map(|p| CommandPattern::parse(p.get_ref()).map_err(|m| err(p.span(), m)))
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let commands = patterns(&r.commands, "commands")?;
+    let except = patterns(&r.except, "except")?;
+    let strings = |l: &List, field: &str| -> Result<Vec<String>, Error> {
+        Ok(nonempty(l, field)?
+            .unwrap_or_default()
+            .into_iter()
+            .map(Spanned::into_inner)
+            .collect())
+    };
+    let flags = strings(&r.flags, "flags")?;
+    let not_flags = strings(&r.not_flags, "not_flags")?;
+    check_command_selectors(&r, &commands, tools.as_deref(), &flags, &not_flags).map_err(
+        |message| Error::Rule {
+            line: rule_line,
+            rule: id.clone(),
+            message,
+        },
+    )?;
+    let selectors = Selectors::parse(&r.sessions, &r.principals, r.labels, &err)?;
+    let sandbox = match r.sandbox {
+        None => None,
+        Some(p) => Some(sandbox_name(p.get_ref(), tools.as_deref()).map_err(|m| err(p.span(), m))?),
+    };
+    Ok(Rule {
+        id,
+        tier,
+        reason: r.reason.into_inner().trim().to_owned(),
+        line: rule_line,
+        tools,
+        path_globs,
+        paths,
+        commands,
+        except,
+        flags,
+        not_flags,
+        selectors,
+        sandbox,
+    })
+}
+
+/// The refinements of `commands` need commands, commands need `process.run`, and flags are
+/// spelled as flags.
+fn check_command_selectors(
+    r: &RawRule,
+    commands: &[CommandPattern],
+    tools: Option<&[ToolKind]>,
+    flags: &[String],
+    not_flags: &[String],
+) -> Result<(), String> {
+    if commands.is_empty() {
+        for (field, present) in [
+            ("except", r.except.is_some()),
+            ("flags", r.flags.is_some()),
+            ("not_flags", r.not_flags.is_some()),
+        ] {
+            if present {
+                return Err(format!(
+                    "`{field}` only refines `commands`, and the rule has none"
+                ));
+            }
+        }
+    } else if tools.is_some_and(|t| !t.contains(&ToolKind::ProcessRun)) {
+        return Err(
+            "`commands` only match process.run calls, but `tools` excludes process.run".to_owned(),
+        );
+    }
+    for f in flags.iter().chain(not_flags) {
+        if !f.starts_with('-') || f == "-" || f == "--" {
+            return Err(format!("flag `{f}` must start with `-` or `--`"));
+        }
+    }
+    Ok(())
+}
+
+/// A rule's `sandbox`: a profile name, for a rule that can match `process.run`.
+fn sandbox_name(raw: &str, tools: Option<&[ToolKind]>) -> Result<String, String> {
+    let name = raw.trim();
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(format!(
+            "`sandbox` must name a profile (letters, digits, `-`, `_`), not `{name}`"
+        ));
+    }
+    if tools.is_some_and(|t| !t.contains(&ToolKind::ProcessRun)) {
+        return Err(
+            "`sandbox` applies to process.run calls, but `tools` excludes process.run".to_owned(),
+        );
+    }
+    Ok(name.to_owned())
 }
 
 /// The shipped profiles plus the document's. A shipped name may only be declared with fewer

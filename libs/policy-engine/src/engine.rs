@@ -171,6 +171,8 @@ struct Index {
     by_program: HashMap<String, ProgramRules>,
     program_globs: GlobSet,
     program_glob_owners: Vec<u32>,
+    /// The first rule with each id, for what a match's rule requires (its sandbox).
+    by_id: HashMap<String, u32>,
 }
 
 /// A loaded, validated and indexed policy.
@@ -417,165 +419,210 @@ impl Policy {
             .copied()
             .filter(|r| self.rules[*r as usize].context_matches(ctx))
             .collect();
-        let mut overall: Option<Tier> = None;
-        if kind == ToolKind::ProcessRun {
-            let cwd = call.cwd.as_deref().unwrap_or(".");
-            let analysis = match (&call.argv, &call.script) {
-                (Some(argv), None) => Arc::new(shell::analyze_argv(argv, cwd)),
-                (None, Some(script)) => match &self.analyses {
-                    Some(memo) => {
-                        memo.get_or_analyze(cwd, script, || shell::analyze_script(script, cwd))
-                    }
-                    None => Arc::new(shell::analyze_script(script, cwd)),
-                },
-                _ => {
-                    let mut a = Analysis::default();
-                    a.findings.push((
-                        &baseline::UNPARSED,
-                        "process.run needs exactly one of argv or script".to_owned(),
-                    ));
-                    Arc::new(a)
-                }
-            };
-            for name in call.env.keys() {
-                if baseline::is_sensitive_variable(name) {
-                    worse(&mut overall, b.baseline(&baseline::SENSITIVE_ENV));
-                }
-                if name.starts_with("GIT_") {
-                    worse(&mut overall, b.baseline(&baseline::GIT_FOREIGN));
-                }
-            }
-            for (rule, _) in &analysis.findings {
-                worse(&mut overall, b.baseline(rule));
-            }
-            for p in &analysis.paths {
-                if let Some(t) = self.shell_path(p, ctx, &mut b) {
-                    worse(&mut overall, t);
-                }
-            }
-            for c in &analysis.commands {
-                let mut tier: Option<Tier> = None;
-                let mut ids = Vec::new();
-                for r in &c.rules {
-                    let t = b.baseline(r);
-                    tier = Some(tier.map_or(t, |x| x.max(t)));
-                    ids.push(r.id.to_owned());
-                }
-                if c.safe && self.safe_commands && c.rules.is_empty() {
-                    tier = Some(tier.map_or(Tier::Auto, |t| t.max(Tier::Auto)));
-                    ids.push(baseline::SAFE.id.to_owned());
-                    b.baseline(&baseline::SAFE);
-                }
-                for r in self
-                    .command_rules(c, ctx)
-                    .into_iter()
-                    .chain(call_level.iter().copied())
-                {
-                    let rule = &self.rules[r as usize];
-                    tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
-                    if !ids.contains(&rule.id) {
-                        ids.push(rule.id.clone());
-                    }
-                    b.user(rule);
-                }
-                let mut notes = c.notes.clone();
-                let tier = tier.unwrap_or_else(|| {
-                    let (id, t) = b.unmatched();
-                    notes.push(if id == "default" {
-                        format!("no rule matched; the policy default is {}", self.default)
-                    } else {
-                        format!(
-                            "no rule asks about it, and it runs {}",
-                            b.contained_phrase()
-                        )
-                    });
-                    ids.push(id);
-                    t
-                });
-                if ids.iter().any(|i| b.is_contained(i))
-                    && !ids.iter().any(|i| i.starts_with("sandbox."))
-                {
-                    ids.push(b.sandbox_id());
-                }
-                for p in &c.paths {
-                    if let Some(t) = self.shell_path(p, ctx, &mut b) {
-                        worse(&mut overall, t);
-                    }
-                }
-                worse(&mut overall, tier);
-                b.commands.push(CommandExplanation {
-                    argv: c.argv.clone(),
-                    tier,
-                    rule_ids: ids,
-                    fully_analyzed: c.fully_analyzed,
-                    notes,
-                });
-            }
-            if overall.is_none() {
-                // Nothing ran and nothing matched (an empty script): the default decides.
-                for r in &call_level {
-                    worse(&mut overall, self.rules[*r as usize].tier);
-                    b.user(&self.rules[*r as usize]);
-                }
-                if overall.is_none() {
-                    let (_, t) = b.unmatched();
-                    worse(&mut overall, t);
-                }
-            }
+        let overall = if kind == ToolKind::ProcessRun {
+            self.classify_run(call, ctx, &call_level, &mut b)
         } else {
-            let path = paths::normalise(call.path.as_deref().unwrap_or("."));
-            let access = if kind.writes() {
-                Access::Write
-            } else {
-                Access::Read
-            };
-            let mut tier: Option<Tier> = None;
-            let mut ids = Vec::new();
-            if let Some(r) = baseline::path_rule(&path, access) {
-                tier = Some(r.tier);
-                ids.push(r.id.to_owned());
-                b.baseline(r);
+            self.classify_fs(call, ctx, &call_level, &mut b)
+        };
+        self.decide(call, b, overall)
+    }
+
+    /// The analysis of a `process.run`'s argv or script (remembered, for a script).
+    fn analysis(&self, call: &ToolCall) -> Arc<Analysis> {
+        let cwd = call.cwd.as_deref().unwrap_or(".");
+        match (&call.argv, &call.script) {
+            (Some(argv), None) => Arc::new(shell::analyze_argv(argv, cwd)),
+            (None, Some(script)) => match &self.analyses {
+                Some(memo) => {
+                    memo.get_or_analyze(cwd, script, || shell::analyze_script(script, cwd))
+                }
+                None => Arc::new(shell::analyze_script(script, cwd)),
+            },
+            _ => {
+                let mut a = Analysis::default();
+                a.findings.push((
+                    &baseline::UNPARSED,
+                    "process.run needs exactly one of argv or script".to_owned(),
+                ));
+                Arc::new(a)
             }
-            // Removing a whole tree destroys work no single-file check can weigh: a human
-            // decides, as for `rm -r` in a script, whatever the rules say.
-            if kind == ToolKind::FsDelete && call.recursive {
-                let r = &baseline::RM_RECURSIVE;
-                tier = Some(tier.map_or(r.tier, |t| t.max(r.tier)));
-                ids.push(r.id.to_owned());
-                b.baseline(r);
+        }
+    }
+
+    /// A `process.run`: its environment, the script's findings and paths, and each command.
+    /// The worst tier of them all.
+    fn classify_run(
+        &self,
+        call: &ToolCall,
+        ctx: &CallContext,
+        call_level: &[u32],
+        b: &mut Builder,
+    ) -> Tier {
+        let analysis = self.analysis(call);
+        let mut overall: Option<Tier> = None;
+        for name in call.env.keys() {
+            if baseline::is_sensitive_variable(name) {
+                worse(&mut overall, b.baseline(&baseline::SENSITIVE_ENV));
             }
-            let mut matched = self.path_rules(kind, &path, ctx);
-            matched.extend(call_level.iter().copied());
-            matched.sort_unstable();
-            matched.dedup();
-            for r in matched {
-                let rule = &self.rules[r as usize];
-                tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
-                ids.push(rule.id.clone());
-                b.user(rule);
+            if name.starts_with("GIT_") {
+                worse(&mut overall, b.baseline(&baseline::GIT_FOREIGN));
             }
-            let tier = tier.unwrap_or_else(|| {
-                ids.push("default".to_owned());
-                b.fallback(self.default);
-                self.default
-            });
-            b.paths.push(PathExplanation {
-                path,
-                access,
-                tier,
-                rule_ids: ids,
-            });
+        }
+        for (rule, _) in &analysis.findings {
+            worse(&mut overall, b.baseline(rule));
+        }
+        for p in &analysis.paths {
+            if let Some(t) = self.shell_path(p, ctx, b) {
+                worse(&mut overall, t);
+            }
+        }
+        for c in &analysis.commands {
+            let tier = self.classify_command(c, ctx, call_level, b);
+            for p in &c.paths {
+                if let Some(t) = self.shell_path(p, ctx, b) {
+                    worse(&mut overall, t);
+                }
+            }
             worse(&mut overall, tier);
         }
-        let mut tier = overall.unwrap_or(self.default);
+        if let Some(t) = overall {
+            return t;
+        }
+        // Nothing ran and nothing matched (an empty script): the default decides.
+        for r in call_level {
+            worse(&mut overall, self.rules[*r as usize].tier);
+            b.user(&self.rules[*r as usize]);
+        }
+        overall.unwrap_or_else(|| b.unmatched().1)
+    }
+
+    /// One command of a `process.run`: its baseline rules, the allowlist, the user rules that
+    /// match it and the call-level ones, else the default; recorded in `b.commands`.
+    fn classify_command(
+        &self,
+        c: &shell::ShellCommand,
+        ctx: &CallContext,
+        call_level: &[u32],
+        b: &mut Builder,
+    ) -> Tier {
+        let mut tier: Option<Tier> = None;
+        let mut ids = Vec::new();
+        for r in &c.rules {
+            let t = b.baseline(r);
+            tier = Some(tier.map_or(t, |x| x.max(t)));
+            ids.push(r.id.to_owned());
+        }
+        if c.safe && self.safe_commands && c.rules.is_empty() {
+            tier = Some(tier.map_or(Tier::Auto, |t| t.max(Tier::Auto)));
+            ids.push(baseline::SAFE.id.to_owned());
+            b.baseline(&baseline::SAFE);
+        }
+        for r in self
+            .command_rules(c, ctx)
+            .into_iter()
+            .chain(call_level.iter().copied())
+        {
+            let rule = &self.rules[r as usize];
+            tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
+            if !ids.contains(&rule.id) {
+                ids.push(rule.id.clone());
+            }
+            b.user(rule);
+        }
+        let mut notes = c.notes.clone();
+        let tier = tier.unwrap_or_else(|| {
+            let (id, t) = b.unmatched();
+            notes.push(if id == "default" {
+                format!("no rule matched; the policy default is {}", self.default)
+            } else {
+                format!(
+                    "no rule asks about it, and it runs {}",
+                    b.contained_phrase()
+                )
+            });
+            ids.push(id);
+            t
+        });
+        if ids.iter().any(|i| b.is_contained(i)) && !ids.iter().any(|i| i.starts_with("sandbox.")) {
+            ids.push(b.sandbox_id());
+        }
+        b.commands.push(CommandExplanation {
+            argv: c.argv.clone(),
+            tier,
+            rule_ids: ids,
+            fully_analyzed: c.fully_analyzed,
+            notes,
+        });
+        tier
+    }
+
+    /// A filesystem call on one path: the baseline's path rules, a recursive delete, the user
+    /// path rules and call-level rules, else the default.
+    fn classify_fs(
+        &self,
+        call: &ToolCall,
+        ctx: &CallContext,
+        call_level: &[u32],
+        b: &mut Builder,
+    ) -> Tier {
+        let kind = call.tool;
+        let path = paths::normalise(call.path.as_deref().unwrap_or("."));
+        let access = if kind.writes() {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        let mut tier: Option<Tier> = None;
+        let mut ids = Vec::new();
+        if let Some(r) = baseline::path_rule(&path, access) {
+            tier = Some(r.tier);
+            ids.push(r.id.to_owned());
+            b.baseline(r);
+        }
+        // Removing a whole tree destroys work no single-file check can weigh: a human
+        // decides, as for `rm -r` in a script, whatever the rules say.
+        if kind == ToolKind::FsDelete && call.recursive {
+            let r = &baseline::RM_RECURSIVE;
+            tier = Some(tier.map_or(r.tier, |t| t.max(r.tier)));
+            ids.push(r.id.to_owned());
+            b.baseline(r);
+        }
+        let mut matched = self.path_rules(kind, &path, ctx);
+        matched.extend(call_level.iter().copied());
+        matched.sort_unstable();
+        matched.dedup();
+        for r in matched {
+            let rule = &self.rules[r as usize];
+            tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
+            ids.push(rule.id.clone());
+            b.user(rule);
+        }
+        let tier = tier.unwrap_or_else(|| {
+            ids.push("default".to_owned());
+            b.fallback(self.default);
+            self.default
+        });
+        b.paths.push(PathExplanation {
+            path,
+            access,
+            tier,
+            rule_ids: ids,
+        });
+        tier
+    }
+
+    /// The decision from what matched: the sandbox profile the matching rules require (a
+    /// human decides when they disagree), containment reported first, and the message.
+    fn decide(&self, call: &ToolCall, mut b: Builder, overall: Tier) -> Decision {
+        let mut tier = overall;
         let mut sandboxes: Vec<&str> = Vec::new();
-        if kind == ToolKind::ProcessRun {
+        if call.tool == ToolKind::ProcessRun {
             for m in &b.matches {
                 if let Some(p) = self
-                    .rules
-                    .iter()
-                    .find(|r| r.id == m.rule_id)
-                    .and_then(|r| r.sandbox.as_deref())
+                    .index
+                    .by_id
+                    .get(&m.rule_id)
+                    .and_then(|r| self.rules[*r as usize].sandbox.as_deref())
                     && !sandboxes.contains(&p)
                 {
                     sandboxes.push(p);
@@ -681,11 +728,15 @@ impl Policy {
         let mut out: Vec<u32> = Vec::new();
         for (name, args) in &c.layers {
             let mut candidates: Vec<u32> = Vec::new();
+            // Read the layer's subcommand words once, and only when some rule could need them.
+            let mut words: Option<Vec<&str>> = None;
             if let Some(p) = self.index.by_program.get(name.as_str()) {
                 candidates.extend_from_slice(&p.any);
                 if !p.by_sub.is_empty()
-                    && let Some(first) = baseline::subcommand_words(name, args).first()
-                    && let Some(v) = p.by_sub.get(first)
+                    && let Some(first) = words
+                        .get_or_insert_with(|| baseline::subcommand_words(name, args))
+                        .first()
+                    && let Some(v) = p.by_sub.get(*first)
                 {
                     candidates.extend_from_slice(v);
                 }
@@ -703,7 +754,11 @@ impl Policy {
                 let rule = &self.rules[r as usize];
                 if out.contains(&r)
                     || !rule.context_matches(ctx)
-                    || !rule.command_matches(name, args)
+                    || !rule.command_matches(
+                        name,
+                        args,
+                        words.get_or_insert_with(|| baseline::subcommand_words(name, args)),
+                    )
                 {
                     continue;
                 }
@@ -822,6 +877,7 @@ fn build_index(rules: &[Rule]) -> Result<Index, String> {
     let mut program_globs = GlobSetBuilder::new();
     for (i, rule) in rules.iter().enumerate() {
         let i = u32::try_from(i).map_err(|_| "too many rules".to_owned())?;
+        index.by_id.entry(rule.id.clone()).or_insert(i);
         if !rule.commands.is_empty() {
             for p in &rule.commands {
                 match &p.program {
@@ -1025,42 +1081,42 @@ impl Builder {
 }
 
 fn message(tier: Tier, b: &Builder, call: &ToolCall) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(128);
+    match tier {
+        Tier::Deny => out.push_str("denied, not approvable: "),
+        Tier::Ask => out.push_str("needs human approval: "),
+        Tier::Auto => out.push_str("allowed: "),
+    }
+    // What is refused or asked about; an allowed call is explained by its rules alone.
+    if tier != Tier::Auto {
+        if let Some(c) = b.commands.iter().find(|c| c.tier == tier) {
+            let _ = write!(out, "command `{}`", c.argv.join(" "));
+        } else if let Some(p) = b.paths.iter().find(|p| p.tier == tier) {
+            let _ = write!(out, "{} of `{}`", p.access.as_str(), p.path);
+        } else if call.tool == ToolKind::NetConnect {
+            let _ = write!(
+                out,
+                "connection to {}:{} ({})",
+                call.host.as_deref().unwrap_or("?"),
+                call.port.unwrap_or_default(),
+                call.protocol.as_deref().unwrap_or("tcp")
+            );
+        } else {
+            let _ = write!(out, "{} call", call.tool);
+        }
+        out.push_str(": ");
+    }
     // A contained rule is explained by the sandbox's own match.
-    let worst: Vec<&RuleMatch> = b
+    let worst = b
         .matches
         .iter()
-        .filter(|m| m.tier == tier && m.contained.is_none())
-        .collect();
-    let what = b
-        .commands
-        .iter()
-        .find(|c| c.tier == tier)
-        .map(|c| format!("command `{}`", c.argv.join(" ")))
-        .or_else(|| {
-            b.paths
-                .iter()
-                .find(|p| p.tier == tier)
-                .map(|p| format!("{} of `{}`", p.access.as_str(), p.path))
-        })
-        .or_else(|| {
-            (call.tool == ToolKind::NetConnect).then(|| {
-                format!(
-                    "connection to {}:{} ({})",
-                    call.host.as_deref().unwrap_or("?"),
-                    call.port.unwrap_or_default(),
-                    call.protocol.as_deref().unwrap_or("tcp")
-                )
-            })
-        })
-        .unwrap_or_else(|| format!("{} call", call.tool));
-    let reasons = worst
-        .iter()
-        .map(|m| format!("{} ({})", m.reason, m.rule_id))
-        .collect::<Vec<_>>()
-        .join("; ");
-    match tier {
-        Tier::Deny => format!("denied, not approvable: {what}: {reasons}"),
-        Tier::Ask => format!("needs human approval: {what}: {reasons}"),
-        Tier::Auto => format!("allowed: {reasons}"),
+        .filter(|m| m.tier == tier && m.contained.is_none());
+    for (i, m) in worst.enumerate() {
+        if i > 0 {
+            out.push_str("; ");
+        }
+        let _ = write!(out, "{} ({})", m.reason, m.rule_id);
     }
+    out
 }

@@ -7,6 +7,8 @@
 
 use std::time::{Duration, Instant};
 
+pub mod classify_mix;
+
 /// Latency samples of one side of a comparison.
 #[derive(Debug, Clone, Default)]
 pub struct Samples {

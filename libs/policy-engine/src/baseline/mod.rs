@@ -5,6 +5,9 @@
 //! for them. A user policy is evaluated next to the baseline and the worst tier wins, so a
 //! user `auto` can never weaken a baseline `ask` or `deny`.
 
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
 use toolgate_core::Tier;
 
 use crate::access::Access;
@@ -12,6 +15,7 @@ use crate::access::Access;
 mod code;
 mod git;
 mod path_rules;
+mod programs;
 mod sed_awk;
 #[cfg(test)]
 mod tests;
@@ -25,7 +29,6 @@ pub(crate) use code::{
 pub(crate) use git::git_chdir;
 use git::{git, git_is_read_only, git_split};
 pub(crate) use path_rules::path_rule;
-use sed_awk::{awk_program_is_safe, awk_strings, sed_exec_commands, sed_flags, sed_script_is_safe};
 
 /// A built-in rule: its id (always `baseline.*`), tier and the reason shown to the model.
 #[derive(Debug, PartialEq, Eq)]
@@ -262,19 +265,19 @@ const NETWORK_CLIENTS: &[&str] = &[
     "fetch",
 ];
 
+/// [`SAFE_PROGRAMS`] and [`NETWORK_CLIENTS`] as sets: every command is looked up in both.
+static SAFE_PROGRAM_SET: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| SAFE_PROGRAMS.iter().copied().collect());
+static NETWORK_CLIENT_SET: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| NETWORK_CLIENTS.iter().copied().collect());
+
 /// The words a command pattern's subcommand list is compared with.
-pub(crate) fn subcommand_words(name: &str, args: &[String]) -> Vec<String> {
+pub(crate) fn subcommand_words<'a>(name: &str, args: &'a [String]) -> Vec<&'a str> {
     if name == "git" {
         let (_, sub, rest) = git_split(args);
-        sub.into_iter()
-            .map(str::to_owned)
-            .chain(crate::argv::operands(rest).into_iter().map(str::to_owned))
-            .collect()
+        sub.into_iter().chain(crate::argv::operands(rest)).collect()
     } else {
         crate::argv::operands(args)
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
     }
 }
 
@@ -400,8 +403,9 @@ fn leaves_workspace(target: &str) -> bool {
 }
 
 /// Publishing: sending work to a registry, a remote or a deployment.
-fn is_publish(name: &str, args: &[String]) -> bool {
-    let ops = crate::argv::operands(args);
+///
+/// `ops` are `args`' operands read without a table ([`crate::argv::operands`]).
+fn is_publish(name: &str, args: &[String], ops: &[&str]) -> bool {
     let first = ops.first().copied().unwrap_or("");
     let second = ops.get(1).copied().unwrap_or("");
     match name {
@@ -537,8 +541,9 @@ fn is_version_probe(name: &str, args: &[String]) -> bool {
 }
 
 /// Subcommands of build tools and package managers that only print what they know.
-fn tool_is_read_only(name: &str, args: &[String]) -> bool {
-    let ops = crate::argv::operands(args);
+///
+/// `ops` are `args`' operands read without a table ([`crate::argv::operands`]).
+fn tool_is_read_only(name: &str, args: &[String], ops: &[&str]) -> bool {
     let first = ops.first().copied().unwrap_or("");
     let second = ops.get(1).copied().unwrap_or("");
     match name {
@@ -570,9 +575,22 @@ fn tool_is_read_only(name: &str, args: &[String]) -> bool {
 /// Classifies one command by its program `name` (a basename) and arguments.
 pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
     let mut f = ArgvFindings::default();
-    let mut unsafe_flag = false;
     let parsed = crate::argv::parse(name, args);
-    let ops = parsed.operands.clone();
+    let unsafe_flag = program_findings(name, args, &parsed, &mut f);
+    general_findings(name, args, &parsed, unsafe_flag, &mut f);
+    f
+}
+
+/// What the program's own rules find: the rules and operand paths of the programs the baseline
+/// knows by name. Returns whether an option makes an otherwise read-only program unsafe.
+fn program_findings(
+    name: &str,
+    args: &[String],
+    parsed: &crate::argv::Args<'_>,
+    f: &mut ArgvFindings,
+) -> bool {
+    let mut unsafe_flag = false;
+    let ops = &parsed.operands;
     match name {
         n if n.starts_with("mkfs")
             || matches!(
@@ -593,32 +611,8 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         | "chroot" | "nsenter" | "unshare" => {
             f.rules.push(&PRIVILEGE);
         }
-        "dd" => {
-            for a in args {
-                if let Some(v) = a.strip_prefix("of=") {
-                    let p = crate::paths::normalise(v);
-                    if p.starts_with("/dev/") && path_rule(&p, Access::Write).is_some() {
-                        f.rules.push(&DD_DEVICE);
-                    }
-                    f.paths.push((v.to_owned(), Access::Write));
-                } else if let Some(v) = a.strip_prefix("if=") {
-                    f.paths.push((v.to_owned(), Access::Read));
-                }
-            }
-        }
-        "rm" | "rmdir" | "unlink" => {
-            let recursive = parsed.has(&["-r", "-R", "--recursive"]);
-            let forced = parsed.has(&["-f", "--force"]);
-            if recursive || forced {
-                f.rules.push(&RM_RECURSIVE);
-            }
-            let root_target = ops.iter().any(|o| is_root_target(o));
-            if parsed.has(&["--no-preserve-root"]) || ((recursive || forced) && root_target) {
-                f.rules.push(&RM_ROOT);
-            }
-            f.paths
-                .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
-        }
+        "dd" => programs::dd(args, f),
+        "rm" | "rmdir" | "unlink" => programs::rm(parsed, f),
         "chmod" | "chown" | "chgrp" | "chattr" | "setfacl" | "chcon" => {
             f.rules.push(&PERMISSIONS);
             let has_reference = args.iter().any(|a| a.starts_with("--reference"));
@@ -645,14 +639,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         {
             f.rules.push(&OPAQUE_DESTRUCTION);
         }
-        "parallel" => {
-            f.rules.push(&XARGS);
-            let inner = parsed.operands.first().copied().unwrap_or("");
-            if destroys_by_arguments(inner.rsplit('/').next().unwrap_or(inner), &[]) {
-                f.rules.push(&OPAQUE_DESTRUCTION);
-            }
-        }
-        "xargs" => {
+        "parallel" | "xargs" => {
             f.rules.push(&XARGS);
             // The names xargs reads decide what a deleting program deletes.
             let inner = parsed.operands.first().copied().unwrap_or("");
@@ -660,131 +647,12 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
                 f.rules.push(&OPAQUE_DESTRUCTION);
             }
         }
-        "git" => git(args, &mut f, &mut unsafe_flag),
-        "find" => {
-            const BAD: &[&str] = &[
-                "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
-                "-fls",
-            ];
-            unsafe_flag |= args.iter().any(|a| BAD.contains(&a.as_str()));
-            // Deleting what it finds, itself or through a deleting program, removes files
-            // nobody named.
-            if args.iter().any(|a| a == "-delete")
-                || find_exec_commands(args).iter().any(|argv| {
-                    argv.first().is_some_and(|p| {
-                        let p = p.rsplit('/').next().unwrap_or(p);
-                        is_deleter(p) || matches!(p, "git" | "mv" | "truncate" | "dd")
-                    })
-                })
-            {
-                f.rules.push(&OPAQUE_DESTRUCTION);
-            }
-            let starts = find_starts(args);
-            // `find / -delete` is `rm -rf /` spelled differently.
-            if args.iter().any(|a| a == "-delete") && starts.iter().any(|p| is_root_target(p)) {
-                f.rules.push(&RM_ROOT);
-            }
-            for a in starts {
-                f.paths.push((a.to_owned(), Access::Read));
-            }
-        }
-        "rg" => {
-            // rg has no table: every letter of a cluster counts, and so does any prefix of
-            // a long option (`--p=sh`).
-            unsafe_flag |= parsed.may_have(&["--pre", "--hostname-bin", "--search-zip", "-z"]);
-            // The first operand is the pattern unless one came from -e/-f.
-            let skip = usize::from(!parsed.may_have(&["-e", "-f", "--regexp", "--file"]));
-            f.paths.extend(
-                ops.iter()
-                    .skip(skip)
-                    .map(|o| ((*o).to_owned(), Access::Read)),
-            );
-        }
-        "grep" | "egrep" | "fgrep" => {
-            // The first operand is the pattern unless one came from -e/-f.
-            let skip = usize::from(
-                parsed
-                    .values_of(&["-e", "-f", "--regexp", "--file"])
-                    .next()
-                    .is_none(),
-            );
-            f.paths.extend(
-                ops.iter()
-                    .skip(skip)
-                    .map(|o| ((*o).to_owned(), Access::Read)),
-            );
-        }
-        "sed" => {
-            let (bad, scripts_from_flags) = sed_flags(&parsed);
-            unsafe_flag |= bad;
-            let skip = usize::from(!scripts_from_flags);
-            if !scripts_from_flags {
-                unsafe_flag |= ops.first().is_none_or(|s| !sed_script_is_safe(s));
-            }
-            let scripts = parsed
-                .values_of(&["-e", "--expression"])
-                .chain(ops.first().copied().filter(|_| !scripts_from_flags));
-            for script in scripts.filter(|s| !sed_script_is_safe(s)) {
-                f.scripts.extend(sed_exec_commands(script));
-            }
-            f.paths.extend(
-                ops.iter()
-                    .skip(skip)
-                    .map(|o| ((*o).to_owned(), Access::Read)),
-            );
-        }
-        "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => {
-            // Program text comes from -e/--source (gawk), from files (-f, -E, -i, -l), or
-            // else from the first operand.
-            let sources: Vec<&str> = parsed.values_of(&["-e", "--source"]).collect();
-            // `-f`/`-E` replace the program operand; `-i`/`-l` load code next to it.
-            let from_file = parsed
-                .values_of(&["-f", "--file", "-E", "--exec"])
-                .next()
-                .is_some();
-            let loads = parsed
-                .values_of(&["-i", "--include", "-l", "--load"])
-                .next()
-                .is_some();
-            let program_operand = sources.is_empty() && !from_file;
-            // gawk writes files with `-d`/`-o`/`-p` (dump, pretty-print, profile), reads
-            // debugger commands with `-D`, and `-W` spells any gawk long option or mawk's
-            // `-W exec file`.
-            let writes_or_debugs = parsed.has(&[
-                "-d",
-                "-D",
-                "-o",
-                "-p",
-                "-W",
-                "--dump-variables",
-                "--debug",
-                "--pretty-print",
-                "--profile",
-            ]);
-            let programs = sources
-                .iter()
-                .copied()
-                .chain(ops.first().copied().filter(|_| program_operand));
-            for program in programs {
-                f.scripts.extend(embedded_commands(program));
-                // A program that runs commands may build them from any of its strings
-                // (`c="rm -rf /"; system(c)`): each string is analysed as a command too.
-                if program.contains("system") || program.contains('|') {
-                    f.scripts.extend(awk_strings(program));
-                }
-            }
-            unsafe_flag |= writes_or_debugs
-                || loads
-                || from_file
-                || sources.iter().any(|p| !awk_program_is_safe(p))
-                || (program_operand && ops.first().is_none_or(|p| !awk_program_is_safe(p)));
-            f.paths.extend(
-                ops.iter()
-                    .skip(usize::from(program_operand))
-                    .filter(|o| !o.contains('='))
-                    .map(|o| ((*o).to_owned(), Access::Read)),
-            );
-        }
+        "git" => git(args, f, &mut unsafe_flag),
+        "find" => unsafe_flag |= programs::find(args, f),
+        "rg" => unsafe_flag |= programs::rg(parsed, f),
+        "grep" | "egrep" | "fgrep" => programs::grep(parsed, f),
+        "sed" => unsafe_flag |= programs::sed(parsed, f),
+        "awk" | "gawk" | "mawk" | "nawk" | "busybox-awk" => unsafe_flag |= programs::awk(parsed, f),
         "sort" => {
             // `-o` writes its file and `--compress-program` runs a program on temporary files
             // (`sort -S 64k --compress-prog=sh` runs the input's lines as shell).
@@ -845,16 +713,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             }
         }
         "touch" | "mkdir" | "truncate" | "tee" | "mv" | "mktemp" => {
-            // Moving a file out of the workspace deletes it from the work.
-            let target = parsed
-                .values_of(&["-t", "--target-directory"])
-                .last()
-                .or_else(|| ops.last().copied().filter(|_| ops.len() > 1));
-            if name == "mv" && target.is_some_and(leaves_workspace) {
-                f.rules.push(&OPAQUE_DESTRUCTION);
-            }
-            f.paths
-                .extend(ops.iter().map(|o| ((*o).to_owned(), Access::Write)));
+            programs::writers(name, parsed, f);
         }
         // `mv` writes every operand and the target (the arm above and the table's files).
         "cp" | "ln" | "install" if parsed.has(&["-t", "--target-directory"]) => {
@@ -864,22 +723,7 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             unsafe_flag |= parsed.has(&["--strip-program"]);
         }
         "cp" | "ln" | "install" | "rsync" | "scp" => {
-            if name == "rsync"
-                && args.iter().any(|a| {
-                    a.starts_with("--del")
-                        || a.starts_with("--remove-source")
-                        || a == "--prune-empty-dirs"
-                })
-            {
-                f.rules.push(&OPAQUE_DESTRUCTION);
-            }
-            // `install --strip-program=PROG` runs PROG.
-            unsafe_flag |= name == "install" && parsed.has(&["--strip-program"]);
-            if let Some((last, rest)) = ops.split_last() {
-                f.paths
-                    .extend(rest.iter().map(|o| ((*o).to_owned(), Access::Read)));
-                f.paths.push(((*last).to_owned(), Access::Write));
-            }
+            unsafe_flag |= programs::copy(name, args, parsed, f);
         }
         "history" if parsed.has(&["-w", "-a"]) => {
             f.paths
@@ -887,6 +731,19 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         }
         _ => {}
     }
+    unsafe_flag
+}
+
+/// What holds whatever the program: the files its options name, inline code, publishing,
+/// network clients, package installs, unsafe and ambiguous options, and whether the command
+/// is on the read-only allowlist.
+fn general_findings(
+    name: &str,
+    args: &[String],
+    parsed: &crate::argv::Args<'_>,
+    unsafe_flag: bool,
+    f: &mut ArgvFindings,
+) {
     f.paths.extend(parsed.files.iter().map(|(p, written)| {
         let access = if *written {
             Access::Write
@@ -903,13 +760,15 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
             }
         }
     }
-    if is_publish(name, args) {
+    // Read once for both checks that compare operands with subcommand names.
+    let ops = crate::argv::operands(args);
+    if is_publish(name, args, &ops) {
         f.rules.push(&PUBLISH);
     }
-    if NETWORK_CLIENTS.contains(&name) {
+    if NETWORK_CLIENT_SET.contains(name) {
         f.rules.push(&NETWORK);
     }
-    if is_package_install(name, args, &parsed) {
+    if is_package_install(name, args, parsed) {
         f.rules.push(&PACKAGE_INSTALL);
     }
     if unsafe_flag {
@@ -919,12 +778,11 @@ pub(crate) fn classify_argv(name: &str, args: &[String]) -> ArgvFindings {
         f.rules.push(&AMBIGUOUS_OPTION);
     }
     f.safe = f.rules.is_empty()
-        && ((SAFE_PROGRAMS.contains(&name)
+        && ((SAFE_PROGRAM_SET.contains(name)
             && git_is_read_only(name, args)
             && plumbing_is_safe(name, args))
             || is_version_probe(name, args)
-            || tool_is_read_only(name, args));
-    f
+            || tool_is_read_only(name, args, &ops));
 }
 
 /// xxd's operands and whether it reverts (writes binary), read as xxd reads its options.

@@ -28,6 +28,7 @@ fn dev_null_is_harmless_but_devices_are_system_paths() {
     assert!(path_rule(".git/config", Access::Read).is_none());
 }
 
+use super::sed_awk::sed_script_is_safe;
 use super::*;
 
 fn argv(s: &str) -> Vec<String> {

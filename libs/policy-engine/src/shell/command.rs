@@ -257,6 +257,8 @@ impl Analyzer {
         }
     }
 
+    /// Unwraps the command layer by layer (loaders, wrappers such as `env` or `timeout`,
+    /// interpreters, shell functions) and classifies each program with its arguments.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn layers(
         &mut self,
@@ -305,19 +307,7 @@ impl Analyzer {
             }
             first = false;
             if self.functions.contains(&name) && !raw.contains('/') {
-                cmd.notes
-                    .push(format!("calls the shell function `{name}` analysed above"));
-                // `f() { rm "$@"; }; f -rf /`: the body again, with these arguments.
-                if !args.iter().any(|a| dynamic.contains(&a.as_str()))
-                    && let Some(body) = self.bodies.get(&name).cloned()
-                {
-                    cmd.notes.push(format!(
-                        "analysing the body of `{name}` with the arguments `{}`",
-                        args.join(" ")
-                    ));
-                    self.vars.assign(compute::POSITIONAL, args.join(" "));
-                    self.script(&body, &mut ctx.derived(), depth + 1);
-                }
+                self.function_call(cmd, &name, args, dynamic, ctx, depth);
                 break;
             }
             let f = baseline::classify_argv(&name, args);
@@ -332,59 +322,8 @@ impl Analyzer {
                     "what `{name}` deletes, discards or moves is decided at run time"
                 ));
             }
-            for script in &f.scripts {
-                cmd.notes.push(format!(
-                    "{name} runs the shell command `{script}`: analysing it"
-                ));
-                self.script(script, &mut ctx.derived(), depth + 1);
-            }
-            if name == "xargs"
-                && let Some(text) = &ctx.stdin_text
-                && args.first().is_some_and(|a| !a.starts_with('-'))
-            {
-                // xargs without options appends the words of its input to its command.
-                let argv: Vec<String> = args
-                    .iter()
-                    .cloned()
-                    .chain(text.split_whitespace().map(str::to_owned))
-                    .collect();
-                cmd.notes.push(format!(
-                    "computed from the script alone, xargs runs `{}`: analysing it",
-                    argv.join(" ")
-                ));
-                let lits: Vec<Expanded> = argv.into_iter().map(Expanded::literal).collect();
-                self.simple_command(&lits, &[], Vec::new(), &[], &mut ctx.derived(), depth + 1);
-            }
-            if name == "find" {
-                for argv in baseline::find_exec_commands(args) {
-                    let shown = argv.join(" ");
-                    cmd.notes.push(format!(
-                        "find runs `{shown}` for what it finds: analysing it"
-                    ));
-                    let lits: Vec<Expanded> = argv.into_iter().map(Expanded::literal).collect();
-                    self.simple_command(&lits, &[], Vec::new(), &[], &mut ctx.derived(), depth + 1);
-                }
-            }
-            if matches!(
-                name.as_str(),
-                "export" | "declare" | "typeset" | "local" | "readonly"
-            ) {
-                for a in args {
-                    let Some((n, v)) = a.split_once('=') else {
-                        continue;
-                    };
-                    if !dynamic.contains(&a.as_str()) {
-                        self.vars.assign(n, v.to_owned());
-                    }
-                    if baseline::is_sensitive_variable(n.trim_end_matches('+')) {
-                        cmd.rules.push(&baseline::SENSITIVE_ENV);
-                        cmd.notes.push(format!("{name} sets {n}"));
-                    }
-                    if n.starts_with("GIT_") {
-                        cmd.rules.push(&baseline::GIT_FOREIGN);
-                    }
-                }
-            }
+            self.commands_run_by(cmd, &name, args, &f.scripts, ctx, depth);
+            self.declarations(cmd, &name, args, dynamic);
             self.assignments_by_builtins(&name, args, dynamic, heredocs);
             // `eval` and `sh -c` are transparent: the commands they run are analysed separately.
             cmd.safe &= f.safe
@@ -395,25 +334,7 @@ impl Analyzer {
                         .iter()
                         .any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('c')));
             if name == "git" {
-                // `git -C dir` runs in dir: its path operands are relative to it.
-                for d in baseline::git_chdir(args) {
-                    cmd.paths
-                        .push(path_for(d, true, Access::Read, cwd.as_deref()));
-                    cwd = paths::resolve(cwd.as_deref(), d);
-                    cmd.notes.push(format!("git runs in `{d}`"));
-                }
-                // Git discovers its repository from where it runs. Anywhere but the root, a
-                // repository the agent wrote as plain files (HEAD, objects/, refs/, a config
-                // with core.fsmonitor) may be found first, and git runs what its config names.
-                if cwd.as_deref() != Some(".") {
-                    cmd.rules.push(&baseline::GIT_SUBDIRECTORY);
-                    cmd.notes.push(match &cwd {
-                        Some(dir) => format!(
-                            "git runs in `{dir}`, not the workspace root: a repository there is not the workspace's own"
-                        ),
-                        None => "git runs in a directory known only at run time, so the repository it uses is unknown".to_owned(),
-                    });
-                }
+                git_directory(cmd, args, &mut cwd);
             }
             for (p, access) in &f.paths {
                 let known = !dynamic
@@ -430,64 +351,201 @@ impl Analyzer {
             }
             let arg_fetch = fetch_args.iter().skip(1).any(|f| *f);
             if baseline::is_interpreter(&name) || matches!(name.as_str(), "eval" | "source" | ".") {
-                if !baseline::is_shell(&name)
-                    && baseline::has_inline_code(&name, args)
-                    && args.iter().any(|a| dynamic.contains(&a.as_str()))
-                {
-                    // Code computed at run time cannot be checked for deletions.
-                    cmd.rules.push(&baseline::OPAQUE_DESTRUCTION);
-                    cmd.notes
-                        .push(format!("{name} runs code computed at run time"));
-                }
-                self.interpreter(cmd, &name, args, arg_fetch, heredocs, ctx, depth);
-                // `python -m pytest` runs pytest: rules about the module's program apply.
-                if name.starts_with("python")
-                    && let Some(i) = args.iter().position(|a| a == "-m")
-                    && let Some(module) = args.get(i + 1)
-                    && args[..i].iter().all(|a| a.starts_with('-'))
-                {
-                    cmd.layers.push((module.clone(), args[i + 2..].to_vec()));
-                    cmd.notes
-                        .push(format!("{name} -m runs the module `{module}`"));
-                }
+                self.interpreter_layer(cmd, &name, args, arg_fetch, dynamic, heredocs, ctx, depth);
                 break;
             }
             if !heredocs.is_empty() && cmd.layers.len() > 1 && baseline::is_interpreter(&name) {
                 cmd.rules.push(&baseline::SHELL_STDIN);
             }
-            let Some(w) = unwrap(&name, args) else { break };
-            if w.ambiguous {
-                cmd.rules.push(&baseline::AMBIGUOUS_OPTION);
-            }
-            for (n, v) in &w.assigns {
-                if baseline::is_sensitive_variable(n) {
-                    cmd.rules.push(&baseline::SENSITIVE_ENV);
-                    cmd.notes.push(format!("{name} sets {n}={v}"));
-                }
-                if n.starts_with("GIT_") {
-                    cmd.rules.push(&baseline::GIT_FOREIGN);
-                }
-            }
-            if let Some(dir) = w.chdir {
-                cwd = paths::resolve(cwd.as_deref(), dir);
-            }
-            if let Some(s) = w.split {
-                cmd.rules.push(&baseline::DYNAMIC_ARGS);
-                cmd.notes.push(format!("{name} -S splits `{s}` at runtime"));
-                let joined = std::iter::once(s)
-                    .chain(args[w.inner.min(args.len())..].iter().map(String::as_str))
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                self.script(&joined, &mut ctx.clone(), depth + 1);
+            let Some(inner) = self.wrapper(cmd, &name, args, &mut cwd, ctx, depth) else {
                 break;
-            }
-            if w.no_exec || w.inner >= args.len() {
-                break;
-            }
-            cmd.notes.push(format!("{name} runs `{}`", args[w.inner]));
-            argv = &args[w.inner..];
-            fetch_args = &fetch_args[(1 + w.inner).min(fetch_args.len())..];
+            };
+            argv = &args[inner..];
+            fetch_args = &fetch_args[(1 + inner).min(fetch_args.len())..];
         }
+    }
+
+    /// A call of a shell function the script defined: its body again, with these arguments
+    /// (`f() { rm "$@"; }; f -rf /`).
+    fn function_call(
+        &mut self,
+        cmd: &mut ShellCommand,
+        name: &str,
+        args: &[String],
+        dynamic: &[&str],
+        ctx: &Ctx,
+        depth: usize,
+    ) {
+        cmd.notes
+            .push(format!("calls the shell function `{name}` analysed above"));
+        if !args.iter().any(|a| dynamic.contains(&a.as_str()))
+            && let Some(body) = self.bodies.get(name).cloned()
+        {
+            cmd.notes.push(format!(
+                "analysing the body of `{name}` with the arguments `{}`",
+                args.join(" ")
+            ));
+            self.vars.assign(compute::POSITIONAL, args.join(" "));
+            self.script(&body, &mut ctx.derived(), depth + 1);
+        }
+    }
+
+    /// The commands a program runs itself: the shell commands in its program text
+    /// (`scripts`), what `xargs` builds from a known input, what `find -exec` runs.
+    fn commands_run_by(
+        &mut self,
+        cmd: &mut ShellCommand,
+        name: &str,
+        args: &[String],
+        scripts: &[String],
+        ctx: &Ctx,
+        depth: usize,
+    ) {
+        for script in scripts {
+            cmd.notes.push(format!(
+                "{name} runs the shell command `{script}`: analysing it"
+            ));
+            self.script(script, &mut ctx.derived(), depth + 1);
+        }
+        if name == "xargs"
+            && let Some(text) = &ctx.stdin_text
+            && args.first().is_some_and(|a| !a.starts_with('-'))
+        {
+            // xargs without options appends the words of its input to its command.
+            let argv: Vec<String> = args
+                .iter()
+                .cloned()
+                .chain(text.split_whitespace().map(str::to_owned))
+                .collect();
+            cmd.notes.push(format!(
+                "computed from the script alone, xargs runs `{}`: analysing it",
+                argv.join(" ")
+            ));
+            let lits: Vec<Expanded> = argv.into_iter().map(Expanded::literal).collect();
+            self.simple_command(&lits, &[], Vec::new(), &[], &mut ctx.derived(), depth + 1);
+        }
+        if name == "find" {
+            for argv in baseline::find_exec_commands(args) {
+                let shown = argv.join(" ");
+                cmd.notes.push(format!(
+                    "find runs `{shown}` for what it finds: analysing it"
+                ));
+                let lits: Vec<Expanded> = argv.into_iter().map(Expanded::literal).collect();
+                self.simple_command(&lits, &[], Vec::new(), &[], &mut ctx.derived(), depth + 1);
+            }
+        }
+    }
+
+    /// `export`, `declare` and the like: the values they give, and the variables that change
+    /// what programs or git do.
+    fn declarations(
+        &mut self,
+        cmd: &mut ShellCommand,
+        name: &str,
+        args: &[String],
+        dynamic: &[&str],
+    ) {
+        if !matches!(
+            name,
+            "export" | "declare" | "typeset" | "local" | "readonly"
+        ) {
+            return;
+        }
+        for a in args {
+            let Some((n, v)) = a.split_once('=') else {
+                continue;
+            };
+            if !dynamic.contains(&a.as_str()) {
+                self.vars.assign(n, v.to_owned());
+            }
+            if baseline::is_sensitive_variable(n.trim_end_matches('+')) {
+                cmd.rules.push(&baseline::SENSITIVE_ENV);
+                cmd.notes.push(format!("{name} sets {n}"));
+            }
+            if n.starts_with("GIT_") {
+                cmd.rules.push(&baseline::GIT_FOREIGN);
+            }
+        }
+    }
+
+    /// An interpreter, `eval` or `source`: the code it runs, and for `python -m` the module's
+    /// program as one more layer.
+    #[allow(clippy::too_many_arguments)]
+    fn interpreter_layer(
+        &mut self,
+        cmd: &mut ShellCommand,
+        name: &str,
+        args: &[String],
+        arg_fetch: bool,
+        dynamic: &[&str],
+        heredocs: &[String],
+        ctx: &mut Ctx,
+        depth: usize,
+    ) {
+        if !baseline::is_shell(name)
+            && baseline::has_inline_code(name, args)
+            && args.iter().any(|a| dynamic.contains(&a.as_str()))
+        {
+            // Code computed at run time cannot be checked for deletions.
+            cmd.rules.push(&baseline::OPAQUE_DESTRUCTION);
+            cmd.notes
+                .push(format!("{name} runs code computed at run time"));
+        }
+        self.interpreter(cmd, name, args, arg_fetch, heredocs, ctx, depth);
+        // `python -m pytest` runs pytest: rules about the module's program apply.
+        if name.starts_with("python")
+            && let Some(i) = args.iter().position(|a| a == "-m")
+            && let Some(module) = args.get(i + 1)
+            && args[..i].iter().all(|a| a.starts_with('-'))
+        {
+            cmd.layers.push((module.clone(), args[i + 2..].to_vec()));
+            cmd.notes
+                .push(format!("{name} -m runs the module `{module}`"));
+        }
+    }
+
+    /// An exec wrapper (`env`, `timeout`, `nice`, ...): what it changes for the program it
+    /// runs, and the index in `args` of that program; `None` when there is no next layer.
+    fn wrapper(
+        &mut self,
+        cmd: &mut ShellCommand,
+        name: &str,
+        args: &[String],
+        cwd: &mut Option<String>,
+        ctx: &Ctx,
+        depth: usize,
+    ) -> Option<usize> {
+        let w = unwrap(name, args)?;
+        if w.ambiguous {
+            cmd.rules.push(&baseline::AMBIGUOUS_OPTION);
+        }
+        for (n, v) in &w.assigns {
+            if baseline::is_sensitive_variable(n) {
+                cmd.rules.push(&baseline::SENSITIVE_ENV);
+                cmd.notes.push(format!("{name} sets {n}={v}"));
+            }
+            if n.starts_with("GIT_") {
+                cmd.rules.push(&baseline::GIT_FOREIGN);
+            }
+        }
+        if let Some(dir) = w.chdir {
+            *cwd = paths::resolve(cwd.as_deref(), dir);
+        }
+        if let Some(s) = w.split {
+            cmd.rules.push(&baseline::DYNAMIC_ARGS);
+            cmd.notes.push(format!("{name} -S splits `{s}` at runtime"));
+            let joined = std::iter::once(s)
+                .chain(args[w.inner.min(args.len())..].iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" ");
+            self.script(&joined, &mut ctx.clone(), depth + 1);
+            return None;
+        }
+        if w.no_exec || w.inner >= args.len() {
+            return None;
+        }
+        cmd.notes.push(format!("{name} runs `{}`", args[w.inner]));
+        Some(w.inner)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -674,5 +732,28 @@ impl Analyzer {
                 .push(format!("`{raw}` is not a program from a system directory"));
         }
         base.to_owned()
+    }
+}
+
+/// `git -C dir` runs in dir, so its path operands are relative to it; and git anywhere but
+/// the workspace root may find a repository the agent wrote as plain files.
+fn git_directory(cmd: &mut ShellCommand, args: &[String], cwd: &mut Option<String>) {
+    for d in baseline::git_chdir(args) {
+        cmd.paths
+            .push(path_for(d, true, Access::Read, cwd.as_deref()));
+        *cwd = paths::resolve(cwd.as_deref(), d);
+        cmd.notes.push(format!("git runs in `{d}`"));
+    }
+    // Git discovers its repository from where it runs. Anywhere but the root, a
+    // repository the agent wrote as plain files (HEAD, objects/, refs/, a config
+    // with core.fsmonitor) may be found first, and git runs what its config names.
+    if cwd.as_deref() != Some(".") {
+        cmd.rules.push(&baseline::GIT_SUBDIRECTORY);
+        cmd.notes.push(match cwd {
+            Some(dir) => format!(
+                "git runs in `{dir}`, not the workspace root: a repository there is not the workspace's own"
+            ),
+            None => "git runs in a directory known only at run time, so the repository it uses is unknown".to_owned(),
+        });
     }
 }

@@ -106,3 +106,65 @@ fn wrappers_unwrap_to_the_inner_program() {
     assert_eq!(names, ["env", "nice", "timeout", "nohup", "stdbuf", "sudo"]);
     assert!(a.commands[0].rules.contains(&&baseline::PRIVILEGE));
 }
+
+#[test]
+fn a_plain_word_reads_as_the_parser_reads_it() {
+    // Every word of one or two characters from the plain set, and a few longer ones, is
+    // expanded by the shortcut exactly as through brush-parser's word parser.
+    let plain: Vec<char> = ('a'..='z')
+        .chain('A'..='Z')
+        .chain('0'..='9')
+        .chain("-_./,:=+@%".chars())
+        .collect();
+    let mut words: Vec<String> = plain.iter().map(char::to_string).collect();
+    for a in &plain {
+        for b in &plain {
+            words.push(format!("{a}{b}"));
+        }
+    }
+    words.extend(
+        [
+            "--flag=value",
+            "a=b",
+            "x=y:z",
+            "src/main.rs",
+            "-",
+            "--",
+            "user@host:path",
+            "100%",
+            "a,b",
+            "g++",
+            "./x.sh",
+            "/usr/bin/env",
+            "..",
+        ]
+        .map(str::to_owned),
+    );
+    for w in &words {
+        assert!(words::is_plain_word(w), "{w}");
+        let options = brush_parser::ParserOptions::default();
+        let pieces = brush_parser::word::parse(w, &options).expect("a plain word parses");
+        let mut e = Expanded::default();
+        let mut a = Analyzer::default();
+        let mut ctx = Ctx {
+            cwd: Some(".".to_owned()),
+            stdin_fetch: false,
+            stdin_text: None,
+            derived: false,
+        };
+        a.pieces(&pieces, false, &mut ctx, 0, &mut e);
+        assert_eq!(e.text, *w, "{w}");
+        assert!(
+            e.is_static() && !e.tilde && !e.fetch && e.raw.is_none(),
+            "{w}: {e:?}"
+        );
+        let fast = a.word(w, &mut ctx, 0);
+        assert_eq!(fast.text, e.text, "{w}");
+        assert!(fast.is_static() && !fast.tilde, "{w}");
+    }
+    for w in [
+        "", "a b", "'a'", "$x", "a*", "~", "{a,b}", "a\\b", "#x", "(a)", "`x`",
+    ] {
+        assert!(!words::is_plain_word(w), "{w}");
+    }
+}

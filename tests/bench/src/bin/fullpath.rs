@@ -3,8 +3,8 @@
 //! durable Postgres ledger; the executor spawns the child with the usual isolation, streams
 //! the final event, and reports the outcome to the policy service (in the background).
 //!
-//! Goal (brief): p50 ≤ raw spawn + 4 × gRPC echo + 2 × durable INSERT, all four measured in
-//! the same run, interleaved round-robin (rotating which goes first):
+//! Goal (brief): p50 ≤ 0.75 × (raw spawn + 4 × gRPC echo + 2 × durable INSERT), all four
+//! measured in the same run, interleaved round-robin (rotating which goes first):
 //! - raw spawn+wait of `/bin/true` with the same isolation (`Runner::spawn_baseline`);
 //! - a tonic unary echo (health `Check`) over the same kind of channel the client uses;
 //! - a durable single-row `INSERT` (autocommit, `synchronous_commit` as the server has it)
@@ -275,7 +275,7 @@ fn main() {
         report_ratio(
             "full_path_p50 / budget",
             ratio(full.p50(), budget),
-            Goal::AtMost(1.0),
+            Goal::AtMost(0.75),
         );
         pg.close().await.ok();
 
