@@ -5,7 +5,7 @@
 
 use sha2::{Digest as _, Sha256};
 
-use crate::model::{Approval, Decision, LearnedRule, Outcome};
+use crate::model::{Approval, DecisionRecord, LearnedRuleRecord, OutcomeRecord};
 
 /// The hash that precedes the first event.
 pub(crate) const GENESIS: [u8; 32] = [0; 32];
@@ -91,7 +91,7 @@ fn text_digest(s: &str) -> String {
 }
 
 /// The canonical event for a decision row.
-pub(crate) fn decision(kind: &str, d: &Decision) -> Vec<u8> {
+pub(crate) fn decision(kind: &str, d: &DecisionRecord) -> Vec<u8> {
     let rules = d
         .rule_ids
         .iter()
@@ -186,7 +186,7 @@ pub(crate) fn approval(kind: &str, a: &Approval) -> Vec<u8> {
 
 /// The canonical event for a learned rule row (its full current state). The subject is the
 /// rule's id (`rul_...`), distinct from approval and decision ids.
-pub(crate) fn learned_rule(kind: &str, r: &LearnedRule) -> Vec<u8> {
+pub(crate) fn learned_rule(kind: &str, r: &LearnedRuleRecord) -> Vec<u8> {
     let pattern = text_digest(&r.pattern);
     encode(
         kind,
@@ -210,12 +210,12 @@ pub(crate) fn learned_rule(kind: &str, r: &LearnedRule) -> Vec<u8> {
 }
 
 /// Outcome events need a subject distinct from their decision's.
-pub(crate) fn outcome_subject(o: &Outcome) -> String {
+pub(crate) fn outcome_subject(o: &OutcomeRecord) -> String {
     format!("outcome/{}", o.decision_id)
 }
 
 /// The canonical event for an outcome row.
-pub(crate) fn outcome(kind: &str, o: &Outcome) -> Vec<u8> {
+pub(crate) fn outcome(kind: &str, o: &OutcomeRecord) -> Vec<u8> {
     let (exit_kind, exit_value) = o.exit.to_parts();
     let mut fields = vec![
         (

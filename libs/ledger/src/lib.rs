@@ -76,17 +76,17 @@ pub trait Ledger: Send + Sync {
     ) -> BoxFuture<'_, Result<Page<Approval>>>;
 
     /// Attaches an outcome to its decision; idempotent, a different second outcome conflicts.
-    fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<Outcome>>;
+    fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<OutcomeRecord>>;
 
     /// Releases an allowed call that was refused before it started: nothing ran, so its
     /// `call_id` may be allowed again and a once-approval it consumed is usable again.
-    fn release(&self, not_started: NotStarted) -> BoxFuture<'_, Result<Decision>>;
+    fn release(&self, not_started: NotStarted) -> BoxFuture<'_, Result<DecisionRecord>>;
 
     /// Everything recorded for a call id, for idempotent replay.
     fn lookup_call(&self, call_id: CallId) -> BoxFuture<'_, Result<Option<CallRecord>>>;
 
     /// One decision.
-    fn decision(&self, id: DecisionId) -> BoxFuture<'_, Result<Decision>>;
+    fn decision(&self, id: DecisionId) -> BoxFuture<'_, Result<DecisionRecord>>;
 
     /// Expires overdue approvals and turns consumed-but-unreported calls into `unknown`.
     fn sweep(&self) -> BoxFuture<'_, Result<SweepReport>>;
@@ -123,10 +123,14 @@ pub trait Ledger: Send + Sync {
         id: ApprovalId,
         decide: Decide,
         rule: NewLearnedRule,
-    ) -> BoxFuture<'_, Result<(Approval, LearnedRule)>>;
+    ) -> BoxFuture<'_, Result<(Approval, LearnedRuleRecord)>>;
 
     /// Revokes an active learned rule; [`Error::RuleNotFound`] when there is none by that id.
-    fn revoke_rule(&self, id: LearnedRuleId, by: Principal) -> BoxFuture<'_, Result<LearnedRule>>;
+    fn revoke_rule(
+        &self,
+        id: LearnedRuleId,
+        by: Principal,
+    ) -> BoxFuture<'_, Result<LearnedRuleRecord>>;
 
     /// Every learned rule, revoked and expired included, with the set's revision.
     fn learned_rules(&self) -> BoxFuture<'_, Result<LearnedRules>>;
@@ -556,11 +560,11 @@ impl Ledger for SqlLedger {
         Box::pin(async move { self.core.list(&filter, page.as_ref(), limit).await })
     }
 
-    fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<Outcome>> {
+    fn record_outcome(&self, outcome: NewOutcome) -> BoxFuture<'_, Result<OutcomeRecord>> {
         Box::pin(async move { self.core.record_outcome(&outcome).await })
     }
 
-    fn release(&self, not_started: NotStarted) -> BoxFuture<'_, Result<Decision>> {
+    fn release(&self, not_started: NotStarted) -> BoxFuture<'_, Result<DecisionRecord>> {
         Box::pin(async move { self.core.release(&not_started).await })
     }
 
@@ -568,7 +572,7 @@ impl Ledger for SqlLedger {
         Box::pin(async move { self.core.lookup_call(&call_id).await })
     }
 
-    fn decision(&self, id: DecisionId) -> BoxFuture<'_, Result<Decision>> {
+    fn decision(&self, id: DecisionId) -> BoxFuture<'_, Result<DecisionRecord>> {
         Box::pin(async move { self.core.decision(&id).await })
     }
 
@@ -615,7 +619,7 @@ impl Ledger for SqlLedger {
         id: ApprovalId,
         decide: Decide,
         rule: NewLearnedRule,
-    ) -> BoxFuture<'_, Result<(Approval, LearnedRule)>> {
+    ) -> BoxFuture<'_, Result<(Approval, LearnedRuleRecord)>> {
         Box::pin(async move {
             let (a, r) = self.core.decide_learning(&id, &decide, Some(&rule)).await?;
             let r = r.ok_or_else(|| Error::Database("the learned rule was not stored".into()))?;
@@ -623,7 +627,11 @@ impl Ledger for SqlLedger {
         })
     }
 
-    fn revoke_rule(&self, id: LearnedRuleId, by: Principal) -> BoxFuture<'_, Result<LearnedRule>> {
+    fn revoke_rule(
+        &self,
+        id: LearnedRuleId,
+        by: Principal,
+    ) -> BoxFuture<'_, Result<LearnedRuleRecord>> {
         Box::pin(async move { self.core.revoke_learned(&id, &by).await })
     }
 

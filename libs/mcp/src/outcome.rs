@@ -14,7 +14,9 @@ use tonic::metadata::MetadataMap;
 use toolgate_contracts::status;
 use toolgate_core::{Reason, Tier};
 
-use crate::tools::{ApprovalState, Decision, FailureDetail, FailureOutput, RefusalOutput, Tool};
+use crate::tools::{
+    FailureDetail, FailureOutput, RefusalApproval, RefusalDecision, RefusalOutput, Tool,
+};
 
 /// What a call came to.
 #[derive(Debug)]
@@ -348,31 +350,31 @@ impl Refusal {
     /// budget (pydantic-ai) would otherwise end the agent's run.
     fn render_decided(self, said: &Said<'_>) -> Shown {
         let (decision, state, d, expires_at) = match self {
-            Refusal::Denied(d) => (Decision::Deny, None, d, String::new()),
+            Refusal::Denied(d) => (RefusalDecision::Deny, None, d, String::new()),
             Refusal::ApprovalPending {
                 decided,
                 expires_at,
             } => (
-                Decision::Ask,
-                Some(ApprovalState::Pending),
+                RefusalDecision::Ask,
+                Some(RefusalApproval::Pending),
                 decided,
                 expires_at,
             ),
             Refusal::ApprovalDenied(d) => (
-                Decision::Deny,
-                Some(ApprovalState::Denied),
+                RefusalDecision::Deny,
+                Some(RefusalApproval::Denied),
                 d,
                 String::new(),
             ),
             Refusal::ApprovalExpired(d) => (
-                Decision::Ask,
-                Some(ApprovalState::Expired),
+                RefusalDecision::Ask,
+                Some(RefusalApproval::Expired),
                 d,
                 String::new(),
             ),
             Refusal::ApprovalCancelled(d) => (
-                Decision::Ask,
-                Some(ApprovalState::Cancelled),
+                RefusalDecision::Ask,
+                Some(RefusalApproval::Cancelled),
                 d,
                 String::new(),
             ),
@@ -388,7 +390,7 @@ impl Refusal {
                 );
                 (guidance.to_owned(), text)
             }
-            Some(ApprovalState::Pending) => {
+            Some(RefusalApproval::Pending) => {
                 let id = &d.approval_id;
                 let guidance = format!(
                     "A human must approve approval {id} (for example `toolgate approvals approve {id}`). After it is approved, call {tool} again with exactly the same arguments and it will run. The approval is bound to this agent session ({session}): the repeated call must come from it.{until}",
@@ -406,7 +408,7 @@ impl Refusal {
                 );
                 (guidance, text)
             }
-            Some(ApprovalState::Denied) => {
+            Some(RefusalApproval::Denied) => {
                 let guidance = "It did not run. Repeating it with the same arguments in this session returns this denial again; change course or ask the user.";
                 let text = format!(
                     "A human denied this call (approval {}): {}\n\n{guidance}",
@@ -414,7 +416,7 @@ impl Refusal {
                 );
                 (guidance.to_owned(), text)
             }
-            Some(ApprovalState::Expired | ApprovalState::Cancelled) => {
+            Some(RefusalApproval::Expired | RefusalApproval::Cancelled) => {
                 let guidance = "The call did not run. Calling it again asks a human anew.";
                 (guidance.to_owned(), format!("{}. {guidance}", d.reason))
             }
@@ -431,7 +433,7 @@ impl Refusal {
             session_id: said.session_id.to_owned(),
         };
         Shown {
-            is_error: state != Some(ApprovalState::Pending),
+            is_error: state != Some(RefusalApproval::Pending),
             text,
             structured: obj(serde_json::to_value(&refusal).unwrap_or(Value::Null)),
             ids: d,

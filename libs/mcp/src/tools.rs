@@ -986,7 +986,8 @@ pub struct RunLimitsOutput {
 /// What decided a call that did not run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Decision {
+#[schemars(rename = "Decision")]
+pub enum RefusalDecision {
     /// The policy (or a human, with `state: denied`) refused it.
     Deny,
     /// A human must approve it (`state` says where the approval stands).
@@ -996,7 +997,8 @@ pub enum Decision {
 /// Where the approval behind a refusal stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum ApprovalState {
+#[schemars(rename = "ApprovalState")]
+pub enum RefusalApproval {
     /// Waiting for a human; the same call runs once it is approved.
     Pending,
     /// A human denied it.
@@ -1011,10 +1013,10 @@ pub enum ApprovalState {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RefusalOutput {
     /// `deny` or `ask`.
-    pub decision: Decision,
+    pub decision: RefusalDecision,
     /// For a call with an approval: where it stands.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<ApprovalState>,
+    pub state: Option<RefusalApproval>,
     /// Why, as the policy rule or the human put it.
     pub reason: String,
     /// What to do next.

@@ -2,7 +2,7 @@
 //!
 //! [`Authorizer`] (the policy protocol's trait, `toolgate_policy_api`) is the policy service
 //! as the executor sees it; [`GrpcAuthorizer`] reaches it over gRPC with the executor's own
-//! credential and fails closed, and `toolgate up` answers it in process. [`Gate`] turns its answers
+//! credential and fails closed, and `toolgate up` answers it in process. `Gate` turns its answers
 //! into either an [`Authorized`] proof or the status the client gets (denied, approval
 //! required, already executed), waiting for a human when the call context asks to.
 //!

@@ -10,7 +10,7 @@ use toolgate_core::{
     AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation, Tier,
 };
 use toolgate_ledger::{
-    DecisionId, ExecutorRecord, ExitStatus, NewOutcome, NotStarted, Outcome, Timestamp,
+    DecisionId, ExecutorRecord, ExitStatus, NewOutcome, NotStarted, OutcomeRecord, Timestamp,
 };
 use toolgate_policy_api as api;
 
@@ -383,7 +383,7 @@ fn non_empty(s: String) -> Option<String> {
 }
 
 /// A recorded outcome in protocol terms (what `AlreadyExecuted` carries).
-pub(crate) fn to_api(o: &Outcome) -> api::Outcome {
+pub(crate) fn to_api(o: &OutcomeRecord) -> api::Outcome {
     let error = o.error.clone().unwrap_or_default();
     let (ended, result_code, result_reason) = match o.exit {
         ExitStatus::Exited(c) => (Some(api::Ended::Exited(c)), String::new(), String::new()),
@@ -509,7 +509,7 @@ mod tests {
         };
         let n = from_api(d.clone(), fs).unwrap();
         assert_eq!(n.exit, ExitStatus::Failed);
-        let back = to_api(&Outcome {
+        let back = to_api(&OutcomeRecord {
             executor_principal: Some(exec()),
             decision_id: d,
             approval_id: None,
@@ -605,8 +605,8 @@ mod tests {
         }
     }
 
-    fn stored(n: NewOutcome) -> Outcome {
-        Outcome {
+    fn stored(n: NewOutcome) -> OutcomeRecord {
+        OutcomeRecord {
             executor_principal: Some(exec()),
             decision_id: n.decision_id,
             approval_id: None,

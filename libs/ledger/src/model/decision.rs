@@ -5,8 +5,8 @@ use std::time::Duration;
 use toolgate_core::{Tier, ToolKind};
 
 use super::{
-    Approval, ApprovalId, CallId, DecisionId, Lease, LeaseToken, Outcome, PolicyVersion, Principal,
-    RequestDigest, RuleId, SessionId, Timestamp, TraceId,
+    Approval, ApprovalId, CallId, DecisionId, Lease, LeaseToken, OutcomeRecord, PolicyVersion,
+    Principal, RequestDigest, RuleId, SessionId, Timestamp, TraceId,
 };
 
 /// One policy classification to record.
@@ -44,7 +44,7 @@ pub struct NewDecision {
 
 /// A recorded decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
+pub struct DecisionRecord {
     /// Ledger id.
     pub id: DecisionId,
     /// Idempotency key of the call (unique).
@@ -114,7 +114,7 @@ pub enum AllowedState {
     Unknown(Option<Timestamp>),
 }
 
-impl Decision {
+impl DecisionRecord {
     /// The state of this allowed call at `now`, given whether an outcome is recorded.
     /// `None` when the call was never allowed (denied, or waiting for an approval).
     pub fn allowed_state(&self, has_outcome: bool, now: Timestamp) -> Option<AllowedState> {
@@ -134,11 +134,11 @@ impl Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
     /// The stored decision (the earlier one on replay).
-    pub decision: Decision,
+    pub decision: DecisionRecord,
     /// True when `call_id` was already recorded: the call must not run again.
     pub replayed: bool,
     /// The outcome already recorded for a replayed call.
-    pub outcome: Option<Outcome>,
+    pub outcome: Option<OutcomeRecord>,
 }
 
 /// An `ask` classification: consume a matching approval or park the call.
@@ -172,7 +172,7 @@ pub enum AskVerdict {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AskOutcome {
     /// The decision row of this call.
-    pub decision: Decision,
+    pub decision: DecisionRecord,
     /// The approval the call is bound to.
     pub approval: Approval,
     /// What to do.

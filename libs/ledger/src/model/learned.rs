@@ -21,7 +21,7 @@ pub struct NewLearnedRule {
 
 /// A stored learned rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LearnedRule {
+pub struct LearnedRuleRecord {
     /// Its id.
     pub id: LearnedRuleId,
     /// The pattern's stored form.
@@ -46,7 +46,7 @@ pub struct LearnedRule {
     pub source_approval: ApprovalId,
 }
 
-impl LearnedRule {
+impl LearnedRuleRecord {
     /// Whether it applies at `now`: neither revoked nor expired.
     pub fn active(&self, now: Timestamp) -> bool {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|e| now < e)
@@ -60,5 +60,5 @@ pub struct LearnedRules {
     /// learned rules make.
     pub revision: u64,
     /// The rules, oldest first.
-    pub rules: Vec<LearnedRule>,
+    pub rules: Vec<LearnedRuleRecord>,
 }

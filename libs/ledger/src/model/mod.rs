@@ -15,14 +15,15 @@ mod timestamp;
 pub use approval::{Approval, ApprovalState, Decide, Lease, LeaseToken, Scope, Verdict};
 pub use audit::{BrokenLink, Change, Cursor, SweepReport, VerifyReport};
 pub use decision::{
-    AllowedState, AskOutcome, AskRequest, AskVerdict, Decision, NewDecision, NotStarted, Recorded,
+    AllowedState, AskOutcome, AskRequest, AskVerdict, DecisionRecord, NewDecision, NotStarted,
+    Recorded,
 };
 pub use ids::{
     ApprovalId, CallId, DecisionId, LearnedRuleId, PolicyVersion, Principal, RequestDigest, RuleId,
     SessionId, TraceId,
 };
-pub use learned::{LearnedRule, LearnedRules, NewLearnedRule};
-pub use outcome::{ExecutorRecord, ExitStatus, NewOutcome, Outcome};
+pub use learned::{LearnedRuleRecord, LearnedRules, NewLearnedRule};
+pub use outcome::{ExecutorRecord, ExitStatus, NewOutcome, OutcomeRecord};
 pub use query::{ApprovalFilter, CallRecord, Page, PageToken};
 pub use session::{
     Abandoned, ClaimSession, Claimed, Session, SessionFilter, SessionHolder, SessionState,

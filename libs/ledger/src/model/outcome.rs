@@ -100,7 +100,7 @@ pub struct NewOutcome {
 
 /// A recorded outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub struct OutcomeRecord {
     /// The decision.
     pub decision_id: DecisionId,
     /// The consumed approval, if any.

@@ -1,7 +1,8 @@
 //! Reading the ledger back: one call's whole record, approval filters and keyset pages.
 
 use super::{
-    Approval, ApprovalId, ApprovalState, Decision, Outcome, Principal, SessionId, Timestamp,
+    Approval, ApprovalId, ApprovalState, DecisionRecord, OutcomeRecord, Principal, SessionId,
+    Timestamp,
 };
 use crate::error::{Error, Result};
 
@@ -9,11 +10,11 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallRecord {
     /// Its decision.
-    pub decision: Decision,
+    pub decision: DecisionRecord,
     /// Its approval, for `ask`.
     pub approval: Option<Approval>,
     /// Its outcome, once reported.
-    pub outcome: Option<Outcome>,
+    pub outcome: Option<OutcomeRecord>,
 }
 
 /// Filters for listing approvals; `None` matches everything.

@@ -32,7 +32,7 @@ impl Core {
         }
     }
 
-    pub(super) async fn ask_once(&self, d: &Decision, p: &AskParams) -> Result<AskOutcome> {
+    pub(super) async fn ask_once(&self, d: &DecisionRecord, p: &AskParams) -> Result<AskOutcome> {
         let now = self.clock.now();
         let mut tx = self.pool.begin().await?;
         let mut events = Vec::new();
@@ -216,7 +216,7 @@ impl Core {
     pub(super) async fn resolve(
         &self,
         tx: &mut Tx,
-        d: &Decision,
+        d: &DecisionRecord,
         p: &AskParams,
         now: Timestamp,
         events: &mut Vec<Event>,

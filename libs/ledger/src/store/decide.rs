@@ -14,7 +14,7 @@ impl Core {
         id: &ApprovalId,
         dc: &Decide,
         learn: Option<&NewLearnedRule>,
-    ) -> Result<(Approval, Option<LearnedRule>)> {
+    ) -> Result<(Approval, Option<LearnedRuleRecord>)> {
         self.check_identifier("approver", dc.approver.as_str())?;
         if learn.is_some() && !matches!(dc.verdict, Verdict::Approve { .. }) {
             return Err(Error::invalid(

@@ -7,13 +7,13 @@ use super::*;
 /// A decision ready for the group commit: its row's values and its audit payload, computed
 /// by the caller (in parallel with other callers) so the writer only gathers them.
 pub(crate) struct Pending {
-    pub(crate) decision: Decision,
+    pub(crate) decision: DecisionRecord,
     args: Vec<Arg>,
     payload: Vec<u8>,
 }
 
 impl Pending {
-    pub(crate) fn new(decision: Decision) -> Self {
+    pub(crate) fn new(decision: DecisionRecord) -> Self {
         Pending {
             args: decision_args(&decision),
             payload: canon::decision(RECORDED, &decision),
@@ -132,7 +132,7 @@ impl Core {
         self.finish(tx, events).await
     }
 
-    pub(super) async fn write_one(&self, d: &Decision) -> Result<Recorded> {
+    pub(super) async fn write_one(&self, d: &DecisionRecord) -> Result<Recorded> {
         let mut tx = self.pool.begin().await?;
         let existing = tx
             .fetch_opt(
@@ -197,7 +197,7 @@ impl Core {
         })
     }
 
-    pub(super) async fn outcome_of(&self, id: &DecisionId) -> Result<Option<Outcome>> {
+    pub(super) async fn outcome_of(&self, id: &DecisionId) -> Result<Option<OutcomeRecord>> {
         self.pool
             .fetch_opt(
                 &format!("SELECT {O_SELECT} FROM tg_outcomes WHERE decision_id = $1"),
@@ -211,7 +211,7 @@ impl Core {
 
 /// The batch as Postgres binds it: the decisions, one array per column (in `D_COLS` order) and
 /// the audit payloads. Built once, outside the retry loop.
-fn pg_columns(batch: Vec<Pending>) -> (Vec<Decision>, Result<Vec<Column>>, Vec<Vec<u8>>) {
+fn pg_columns(batch: Vec<Pending>) -> (Vec<DecisionRecord>, Result<Vec<Column>>, Vec<Vec<u8>>) {
     let n = batch.len();
     let mut decisions = Vec::with_capacity(n);
     let mut payloads = Vec::with_capacity(n);

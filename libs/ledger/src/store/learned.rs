@@ -46,12 +46,12 @@ impl Core {
         l: &NewLearnedRule,
         a: &Approval,
         now: Timestamp,
-    ) -> Result<LearnedRule> {
+    ) -> Result<LearnedRuleRecord> {
         let created_by = a
             .decided_by
             .clone()
             .ok_or_else(|| Error::Database("a decided approval has no approver".into()))?;
-        let rule = LearnedRule {
+        let rule = LearnedRuleRecord {
             id: LearnedRuleId::generate(),
             pattern: l.pattern.clone(),
             display: l.display.clone(),
@@ -81,7 +81,7 @@ impl Core {
         &self,
         id: &LearnedRuleId,
         by: &Principal,
-    ) -> Result<LearnedRule> {
+    ) -> Result<LearnedRuleRecord> {
         self.check_identifier("principal", by.as_str())?;
         self.retry(|| async {
             let now = self.clock.now();

@@ -131,7 +131,11 @@ impl Core {
         Ok(())
     }
 
-    pub(crate) fn prepare_decision(&self, nd: NewDecision, now: Timestamp) -> Result<Decision> {
+    pub(crate) fn prepare_decision(
+        &self,
+        nd: NewDecision,
+        now: Timestamp,
+    ) -> Result<DecisionRecord> {
         self.check_identifier("call_id", nd.call_id.as_str())?;
         self.check_identifier("session_id", nd.session_id.as_str())?;
         self.check_identifier("principal", nd.principal.as_str())?;
@@ -142,7 +146,7 @@ impl Core {
         for r in &nd.rule_ids {
             self.check_identifier("rule_id", r.as_str())?;
         }
-        Ok(Decision {
+        Ok(DecisionRecord {
             id: DecisionId::generate(),
             call_id: nd.call_id,
             session_id: nd.session_id,
@@ -168,7 +172,7 @@ impl Core {
     }
 }
 
-fn same_request(existing: &Decision, new: &Decision) -> Result<()> {
+fn same_request(existing: &DecisionRecord, new: &DecisionRecord) -> Result<()> {
     if existing.digest != new.digest
         || existing.session_id != new.session_id
         || existing.principal != new.principal

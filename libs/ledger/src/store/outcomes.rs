@@ -3,7 +3,7 @@
 use super::*;
 
 impl Core {
-    pub(crate) async fn record_outcome(&self, no: &NewOutcome) -> Result<Outcome> {
+    pub(crate) async fn record_outcome(&self, no: &NewOutcome) -> Result<OutcomeRecord> {
         let error = self.redactor.opt(no.error.as_deref());
         let integrity = self.redactor.opt(no.integrity.as_deref());
         let executor = ExecutorRecord {
@@ -29,7 +29,7 @@ impl Core {
                 .ok_or_else(|| Error::DecisionNotFound {
                     id: no.decision_id.as_str().to_owned(),
                 })?;
-            let o = Outcome {
+            let o = OutcomeRecord {
                 decision_id: d.id.clone(),
                 approval_id: d.approval_id.clone(),
                 executor_principal: no.executor_principal.clone(),
@@ -55,7 +55,7 @@ impl Core {
             if let Some(r) = prior {
                 tx.rollback().await?;
                 let prior = outcome_from(&r)?;
-                let same = Outcome {
+                let same = OutcomeRecord {
                     recorded_at: prior.recorded_at,
                     ..o.clone()
                 };

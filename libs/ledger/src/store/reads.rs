@@ -91,7 +91,7 @@ impl Core {
         .await
     }
 
-    pub(crate) async fn decision(&self, id: &DecisionId) -> Result<Decision> {
+    pub(crate) async fn decision(&self, id: &DecisionId) -> Result<DecisionRecord> {
         self.retry(|| async {
             self.pool
                 .fetch_opt(

@@ -5,7 +5,7 @@
 use super::*;
 
 impl Core {
-    pub(crate) async fn release(&self, ns: &NotStarted) -> Result<Decision> {
+    pub(crate) async fn release(&self, ns: &NotStarted) -> Result<DecisionRecord> {
         let reason = self.redactor.redact(&ns.reason);
         self.retry(|| async {
             let now = self.clock.now();
@@ -134,9 +134,9 @@ impl Core {
     pub(super) async fn reallow(
         &self,
         tx: &mut Tx,
-        existing: &Decision,
-        retry: &Decision,
-    ) -> Result<Option<Decision>> {
+        existing: &DecisionRecord,
+        retry: &DecisionRecord,
+    ) -> Result<Option<DecisionRecord>> {
         let row = tx
             .fetch_opt(
                 &format!(

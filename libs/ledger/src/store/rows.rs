@@ -84,9 +84,9 @@ pub(super) fn ots(v: Option<i64>) -> Option<Timestamp> {
 }
 
 /// Reads a decision from a row that selected [`D_SELECT`], wherever in the row it stands.
-pub(crate) fn decision_from(r: &Row) -> Result<Decision> {
+pub(crate) fn decision_from(r: &Row) -> Result<DecisionRecord> {
     let rules: String = r.get("decision_rule_ids")?;
-    Ok(Decision {
+    Ok(DecisionRecord {
         id: parse_id(r.get("decision_id")?)?,
         call_id: parse_id(r.get("decision_call_id")?)?,
         session_id: parse_id(r.get("decision_session_id")?)?,
@@ -123,7 +123,7 @@ pub(crate) fn decision_from(r: &Row) -> Result<Decision> {
     })
 }
 
-pub(super) fn decision_args(d: &Decision) -> Vec<Arg> {
+pub(super) fn decision_args(d: &DecisionRecord) -> Vec<Arg> {
     args![
         d.id.as_str(),
         d.call_id.as_str(),
@@ -147,7 +147,7 @@ pub(super) fn decision_args(d: &Decision) -> Vec<Arg> {
     ]
 }
 
-pub(super) fn rules_text(d: &Decision) -> String {
+pub(super) fn rules_text(d: &DecisionRecord) -> String {
     d.rule_ids
         .iter()
         .map(|r| r.as_str())
@@ -227,13 +227,13 @@ pub(super) fn approval_args(a: &Approval) -> Vec<Arg> {
 }
 
 /// Reads an outcome from a row that selected [`O_SELECT`], wherever in the row it stands.
-pub(crate) fn outcome_from(r: &Row) -> Result<Outcome> {
+pub(crate) fn outcome_from(r: &Row) -> Result<OutcomeRecord> {
     let exit_kind: String = r.get("outcome_exit_kind")?;
     let count = |column: &str| -> Result<u64> {
         let v: i64 = r.get(column)?;
         u64::try_from(v).map_err(|_| Error::Corrupt(format!("negative byte count {v}")))
     };
-    Ok(Outcome {
+    Ok(OutcomeRecord {
         decision_id: parse_id(r.get("outcome_decision_id")?)?,
         approval_id: opt_id(r.get("outcome_approval_id")?)?,
         executor: ExecutorRecord {
@@ -257,7 +257,7 @@ pub(crate) fn outcome_from(r: &Row) -> Result<Outcome> {
     })
 }
 
-pub(super) fn outcome_args(o: &Outcome) -> Vec<Arg> {
+pub(super) fn outcome_args(o: &OutcomeRecord) -> Vec<Arg> {
     let (kind, value) = o.exit.to_parts();
     args![
         o.decision_id.as_str(),
@@ -282,7 +282,7 @@ pub(super) fn outcome_args(o: &Outcome) -> Vec<Arg> {
     ]
 }
 
-pub(super) fn ev_decision(kind: &str, d: &Decision) -> Event {
+pub(super) fn ev_decision(kind: &str, d: &DecisionRecord) -> Event {
     Event {
         kind: kind.to_owned(),
         subject: d.id.as_str().to_owned(),
@@ -298,7 +298,7 @@ pub(super) fn ev_approval(kind: &str, a: &Approval) -> Event {
     }
 }
 
-pub(super) fn ev_outcome(kind: &str, o: &Outcome) -> Event {
+pub(super) fn ev_outcome(kind: &str, o: &OutcomeRecord) -> Event {
     Event {
         kind: kind.to_owned(),
         subject: canon::outcome_subject(o),
@@ -353,8 +353,8 @@ columns! {
     ]
 }
 
-pub(crate) fn learned_from(r: &Row) -> Result<LearnedRule> {
-    Ok(LearnedRule {
+pub(crate) fn learned_from(r: &Row) -> Result<LearnedRuleRecord> {
+    Ok(LearnedRuleRecord {
         id: parse_id(r.get("learned_id")?)?,
         pattern: r.get("learned_pattern")?,
         display: r.get("learned_display")?,
@@ -369,7 +369,7 @@ pub(crate) fn learned_from(r: &Row) -> Result<LearnedRule> {
     })
 }
 
-pub(super) fn learned_args(r: &LearnedRule) -> Vec<Arg> {
+pub(super) fn learned_args(r: &LearnedRuleRecord) -> Vec<Arg> {
     args![
         r.id.as_str(),
         r.pattern.as_str(),
@@ -385,7 +385,7 @@ pub(super) fn learned_args(r: &LearnedRule) -> Vec<Arg> {
     ]
 }
 
-pub(super) fn ev_learned(kind: &str, r: &LearnedRule) -> Event {
+pub(super) fn ev_learned(kind: &str, r: &LearnedRuleRecord) -> Event {
     Event {
         kind: kind.to_owned(),
         subject: r.id.as_str().to_owned(),

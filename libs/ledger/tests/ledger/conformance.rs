@@ -106,7 +106,7 @@ async fn verify_of_a_ledger_being_written_is_never_broken(ctx: Ctx) {
     assert!(l.verify().await.unwrap().broken.is_none());
 }
 
-fn not_started(d: &Decision, lease: Option<LeaseToken>) -> NotStarted {
+fn not_started(d: &DecisionRecord, lease: Option<LeaseToken>) -> NotStarted {
     NotStarted {
         decision_id: d.id.clone(),
         lease_token: lease,

@@ -135,7 +135,7 @@ fn fs_and_run_end_to_end() {
     assert_eq!(anon.status.code(), Some(1), "{}", text(&anon));
     let err = String::from_utf8_lossy(&anon.stderr);
     assert!(
-        err.contains("Unauthenticated UNAUTHENTICATED") && err.contains("hint"),
+        err.contains("UNAUTHENTICATED UNAUTHENTICATED") && err.contains("hint"),
         "{err}"
     );
 }

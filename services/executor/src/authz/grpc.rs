@@ -73,7 +73,7 @@ impl GrpcAuthorizer {
     /// error names the offending field.
     ///
     /// The channel is balanced over every address the endpoints resolve to (see
-    /// [`balance`]), so it must be built inside a Tokio runtime.
+    /// `balance`), so it must be built inside a Tokio runtime.
     pub fn new(section: &PolicySection) -> Result<Self, String> {
         let targets = balance::parse(&section.endpoint)?;
         let token = section.credential()?;

@@ -157,14 +157,14 @@ pub struct Decided {
     /// The approval.
     pub view: ApprovalView,
     /// The rule.
-    pub rule: Option<ledger::LearnedRule>,
+    pub rule: Option<ledger::LearnedRuleRecord>,
 }
 
 /// The learned rules.
 #[derive(Debug, Clone)]
 pub struct RulePage {
     /// The rules, oldest first.
-    pub rules: Vec<ledger::LearnedRule>,
+    pub rules: Vec<ledger::LearnedRuleRecord>,
     /// The set's revision.
     pub revision: u64,
     /// When they were listed (what `active` is judged against).

@@ -305,7 +305,7 @@ fn denied_hosts(
 /// What a replayed `call_id` of an allowed call answers: it ran (with its outcome), it may
 /// still be running (its lease runs), or nobody knows (its lease ran out without an outcome).
 /// Never "already executed" without a recorded outcome.
-fn replayed(d: &ledger::Decision, outcome: Option<ledger::Outcome>) -> Authorization {
+fn replayed(d: &ledger::DecisionRecord, outcome: Option<ledger::OutcomeRecord>) -> Authorization {
     let decision_id = d.id.as_str().to_owned();
     let approval_id = d
         .approval_id

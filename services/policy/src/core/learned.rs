@@ -232,7 +232,7 @@ impl PolicyCore {
         &self,
         caller: &Principal,
         rule_id: String,
-    ) -> Result<ledger::LearnedRule, PolicyError> {
+    ) -> Result<ledger::LearnedRuleRecord, PolicyError> {
         require(caller, "RevokeRule", APPROVERS)?;
         let id: LearnedRuleId = parse_id(
             "rule_id",
@@ -256,7 +256,7 @@ impl PolicyCore {
 }
 
 /// A stored rule as the engine matches it.
-fn compile(r: &ledger::LearnedRule) -> Result<learned::LearnedRule, String> {
+fn compile(r: &ledger::LearnedRuleRecord) -> Result<learned::LearnedRule, String> {
     Ok(learned::LearnedRule {
         id: r.id.as_str().to_owned(),
         pattern: Pattern::decode(&r.pattern)?,

@@ -146,7 +146,10 @@ fn rule_scope_to_wire(scope: &str) -> pb::LearnedRuleScope {
 }
 
 /// A stored learned rule on the wire; `active` as of `now`.
-pub(crate) fn learned_rule(r: ledger::LearnedRule, now: ledger::Timestamp) -> pb::LearnedRule {
+pub(crate) fn learned_rule(
+    r: ledger::LearnedRuleRecord,
+    now: ledger::Timestamp,
+) -> pb::LearnedRule {
     let active = r.active(now);
     pb::LearnedRule {
         rule_id: r.id.as_str().to_owned(),

@@ -167,7 +167,7 @@ pub(crate) fn deny(name: &str, message: &str) -> Decide {
     }
 }
 
-pub(crate) fn outcome(d: &Decision, lease: Option<LeaseToken>) -> NewOutcome {
+pub(crate) fn outcome(d: &DecisionRecord, lease: Option<LeaseToken>) -> NewOutcome {
     NewOutcome {
         isolation: None,
         integrity: None,
