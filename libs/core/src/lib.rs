@@ -10,11 +10,13 @@ pub mod backoff;
 mod call;
 pub mod display;
 mod integrity;
+mod rfc3339;
 pub mod traceparent;
 
 pub use approval::{ApprovalState, UnknownApprovalState};
 pub use call::{ExecutorIdentity, SessionState, ToolCall};
 pub use integrity::{AuditReport, GitChange, GitChangeKind, IntegrityChange, IntegrityViolation};
+pub use rfc3339::rfc3339;
 
 /// What replaces a secret wherever toolgate shows or stores text: stored ledger rows,
 /// `--print-config`, URLs in messages and logs, credentials in debug output.

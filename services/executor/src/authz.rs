@@ -23,7 +23,7 @@ use toolgate_fs::HiddenPaths;
 use toolgate_policy_api::Authorizer;
 use toolgate_policy_api::HiddenGlobs;
 
-pub(crate) use gate::{Call, Gate, Verdict};
+pub(crate) use gate::{Call, Checked, Gate, Refused};
 pub use grpc::{GrpcAuthorizer, GrpcSessions};
 pub(crate) use report::{
     Finished, Ran, Reporter, destination, fs_outcome, not_started, output_stats,

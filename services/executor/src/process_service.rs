@@ -32,7 +32,7 @@ use tracing::field::Empty;
 
 use crate::admission::{Admission, Slot, Who};
 use crate::authz::Finished;
-use crate::authz::{Authorized, Call, Gate, Ran, Receipt, Reporter, Verdict, not_started};
+use crate::authz::{Authorized, Call, Checked, Gate, Ran, Receipt, Reporter, not_started};
 use crate::bound;
 use crate::confined::Confined;
 use crate::egress::{self, RunGate, RunInfo};
@@ -704,7 +704,7 @@ impl ProcessService for ProcessAdapter {
         if let (Err(e), Some(t)) = (&result, tool.as_mut()) {
             t.fail(e);
         }
-        self.gate.count_refusal(result)
+        wire::count_refusal(self.gate.metrics(), result)
     }
 }
 
@@ -782,11 +782,11 @@ impl ProcessAdapter {
             ));
         };
         match verdict {
-            Verdict::Allowed(proof) => {
+            Checked::Allowed(proof) => {
                 let stream = self.start(proof, slot, spec, tool, &call, &session, persist, held)?;
                 Ok(Response::new(in_session(stream, session)))
             }
-            Verdict::Parked(parked) => {
+            Checked::Parked(parked) => {
                 // Waiting for a human holds no slot.
                 drop(slot);
                 let first = pb::RunResponse {
@@ -810,8 +810,7 @@ impl ProcessAdapter {
                             Err(e)
                         }
                     };
-                    this.gate
-                        .count_refusal(started)
+                    wire::count_refusal(this.gate.metrics(), started)
                         .unwrap_or_else(|e| Box::pin(stream::iter([Err(e)])))
                 };
                 let stream: RunStream =

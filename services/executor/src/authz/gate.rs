@@ -5,11 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
-use tonic::Status;
 use toolgate_contracts::executor::v1::AwaitingApproval;
-use toolgate_contracts::policy_wire::error_to_status;
-use toolgate_contracts::status;
-use toolgate_core::{Reason, ToolCall};
+use toolgate_core::{Reason, ReasonedError, ToolCall, rfc3339};
 use toolgate_runtime::auth::Principal;
 use toolgate_runtime::metrics::ExecutorMetrics;
 use toolgate_runtime::telemetry;
@@ -17,7 +14,7 @@ use tracing::Instrument;
 
 use toolgate_policy_api::{
     ApprovalState, Authorization, AuthorizeAnswer, AuthorizeRequest, Authorizer, Ended,
-    ExecutorIdentity, Outcome,
+    Error as PolicyError, ExecutorIdentity, Outcome,
 };
 
 use super::{Authorized, Reporter};
@@ -42,11 +39,60 @@ pub(crate) struct Call {
 
 /// What a first authorization answered, when it was not a refusal.
 #[derive(Debug)]
-pub(crate) enum Verdict {
+pub(crate) enum Checked {
     /// Run now.
     Allowed(Authorized),
     /// A human must decide and the caller asked to wait for it.
     Parked(Parked),
+}
+
+/// Why the gate did not let a call run: the policy refused it, a human did (or has not yet),
+/// the ledger says it ran before, or the policy service gave no usable answer. The reason,
+/// message and `ErrorInfo` metadata the client gets; `crate::wire` makes the status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Refused(PolicyError);
+
+impl Refused {
+    fn new(
+        reason: Reason,
+        message: impl Into<String>,
+        metadata: impl IntoIterator<Item = (&'static str, String)>,
+    ) -> Self {
+        Refused(PolicyError::new(reason, message, metadata))
+    }
+
+    /// From the closed list.
+    pub(crate) fn reason(&self) -> Reason {
+        self.0.reason
+    }
+
+    /// For the model.
+    pub(crate) fn message(&self) -> &str {
+        &self.0.message
+    }
+
+    /// The value of the metadata key `key`, if present.
+    pub(crate) fn fact(&self, key: &str) -> Option<&str> {
+        self.0.fact(key)
+    }
+
+    /// The reason, message and metadata, as the client gets them.
+    pub(crate) fn into_parts(self) -> PolicyError {
+        self.0
+    }
+}
+
+impl From<PolicyError> for Refused {
+    fn from(e: PolicyError) -> Self {
+        Refused(e)
+    }
+}
+
+impl ReasonedError for Refused {
+    fn reason(&self) -> Reason {
+        self.0.reason
+    }
 }
 
 /// A call waiting for a human.
@@ -157,31 +203,19 @@ impl Gate {
         &self.inner.metrics
     }
 
-    /// Counts `result`'s error, if any, as a call refused before running when someone
-    /// refused it (policy, human, admission, confinement, request validation). A path
-    /// that does not exist is the operation's answer, not a refusal.
-    pub(crate) fn count_refusal<T>(&self, result: Result<T, Status>) -> Result<T, Status> {
-        if let Err(s) = &result
-            && let Some(reason) = refusal(s)
-        {
-            self.inner.metrics.rejection(reason.as_str());
-        }
-        result
-    }
-
     /// Authorizes `call`, waiting for a human when its context asks to.
-    pub(crate) async fn authorize(&self, call: &Call) -> Result<Authorized, Status> {
+    pub(crate) async fn authorize(&self, call: &Call) -> Result<Authorized, Refused> {
         match self.check(call).await? {
-            Verdict::Allowed(proof) => Ok(proof),
-            Verdict::Parked(parked) => self.wait(call, parked).await,
+            Checked::Allowed(proof) => Ok(proof),
+            Checked::Parked(parked) => self.wait(call, parked).await,
         }
     }
 
     /// The first answer: allowed, parked (only when the context asks to wait), or the
     /// refusal the client gets.
-    pub(crate) async fn check(&self, call: &Call) -> Result<Verdict, Status> {
+    pub(crate) async fn check(&self, call: &Call) -> Result<Checked, Refused> {
         match self.ask(call).await? {
-            Answer::Allowed(proof) => Ok(Verdict::Allowed(proof)),
+            Answer::Allowed(proof) => Ok(Checked::Allowed(proof)),
             Answer::Pending {
                 approval_id,
                 decision_id,
@@ -202,7 +236,7 @@ impl Gate {
                         false,
                     ));
                 }
-                Ok(Verdict::Parked(Parked {
+                Ok(Checked::Parked(Parked {
                     message: format!(
                         "{why}; waiting up to {} ms for a human to decide approval {approval_id}",
                         wait.as_millis()
@@ -220,23 +254,25 @@ impl Gate {
 
     /// Waits for the human decision on `parked`, then authorizes the same call again (which
     /// consumes the approval).
-    pub(crate) async fn wait(&self, call: &Call, parked: Parked) -> Result<Authorized, Status> {
-        self.wait_admitted(call, parked, || std::future::ready(Ok(())))
+    pub(crate) async fn wait(&self, call: &Call, parked: Parked) -> Result<Authorized, Refused> {
+        self.wait_admitted(call, parked, || std::future::ready(Ok::<(), Refused>(())))
             .await
             .map(|(proof, ())| proof)
     }
 
     /// [`Gate::wait`], taking what the call needs to start (`admit`: a run slot) once the
     /// human has decided and before the Authorize that consumes the approval: a call that
-    /// cannot start is refused with the approval still unspent.
-    pub(crate) async fn wait_admitted<G, A>(
+    /// cannot start is refused with the approval still unspent. `admit`'s refusal is passed
+    /// through as it is; the gate's own become `E`.
+    pub(crate) async fn wait_admitted<G, E, A>(
         &self,
         call: &Call,
         parked: Parked,
         admit: impl Fn() -> A,
-    ) -> Result<(Authorized, G), Status>
+    ) -> Result<(Authorized, G), E>
     where
-        A: std::future::Future<Output = Result<G, Status>>,
+        A: std::future::Future<Output = Result<G, E>>,
+        E: From<Refused>,
     {
         let span = tracing::info_span!(
             "approval_wait",
@@ -250,14 +286,15 @@ impl Gate {
         result
     }
 
-    async fn wait_inner<G, A>(
+    async fn wait_inner<G, E, A>(
         &self,
         call: &Call,
         mut parked: Parked,
         admit: impl Fn() -> A,
-    ) -> Result<(Authorized, G), Status>
+    ) -> Result<(Authorized, G), E>
     where
-        A: std::future::Future<Output = Result<G, Status>>,
+        A: std::future::Future<Output = Result<G, E>>,
+        E: From<Refused>,
     {
         loop {
             let remaining = parked.deadline.saturating_duration_since(Instant::now());
@@ -272,14 +309,15 @@ impl Gate {
                     },
                     "nobody decided within the requested approval_wait",
                     true,
-                ));
+                )
+                .into());
             }
             let approval = self
                 .inner
                 .authorizer
                 .wait_for_approval(parked.approval_id.clone(), remaining)
                 .await
-                .map_err(error_to_status)?;
+                .map_err(Refused::from)?;
             use ApprovalState as S;
             match approval.state {
                 S::Pending => continue,
@@ -291,34 +329,37 @@ impl Gate {
                         "",
                         &approval.message_to_model,
                         &approval.reason,
-                    ));
+                    )
+                    .into());
                 }
                 S::Expired => {
-                    return Err(status::status(
+                    return Err(Refused::new(
                         Reason::ApprovalExpired,
                         format!(
                             "approval {} expired before anyone decided; repeat the same call to ask again",
                             approval.approval_id
                         ),
                         [("approval_id", approval.approval_id)],
-                    ));
+                    )
+                    .into());
                 }
                 S::Cancelled => {
-                    return Err(status::status(
+                    return Err(Refused::new(
                         Reason::ApprovalNotPending,
                         format!(
                             "approval {} was cancelled; it can never be approved, so this call will not run",
                             approval.approval_id
                         ),
                         [("approval_id", approval.approval_id)],
-                    ));
+                    )
+                    .into());
                 }
                 // Approved (or already used by an identical call): asking again consumes it,
                 // or parks the call on a fresh approval within the same deadline.
                 S::Approved | S::Consumed | S::Completed | S::Unknown => {
                     tracing::info!(state = ?approval.state, "approval decided; authorizing again");
                     let admitted = admit().await?;
-                    match self.ask(call).await? {
+                    match self.ask(call).await.map_err(E::from)? {
                         Answer::Allowed(proof) => return Ok((proof, admitted)),
                         Answer::Pending {
                             approval_id,
@@ -339,8 +380,8 @@ impl Gate {
         }
     }
 
-    /// One Authorize round trip, refusals already turned into statuses.
-    async fn ask(&self, call: &Call) -> Result<Answer, Status> {
+    /// One Authorize round trip, refusals already turned into [`Refused`].
+    async fn ask(&self, call: &Call) -> Result<Answer, Refused> {
         let request = AuthorizeRequest {
             call_id: call.ctx.call_id.clone(),
             session_id: call.ctx.session_id.clone(),
@@ -359,7 +400,7 @@ impl Gate {
         let AuthorizeAnswer {
             authorization,
             explanation,
-        } = response.map_err(error_to_status)?;
+        } = response?;
         let why = explanation
             .as_ref()
             .map(|e| e.message.clone())
@@ -428,7 +469,7 @@ impl Gate {
                 } else {
                     message
                 };
-                Err(status::status(
+                Err(Refused::new(
                     Reason::PolicyDenied,
                     message,
                     [("rule_id", rule_id), ("decision_id", decision_id)],
@@ -482,38 +523,6 @@ impl Gate {
     }
 }
 
-/// The reason of `s` when it is a refusal, from the closed set of reasons.
-fn refusal(s: &Status) -> Option<Reason> {
-    let (name, _) = status::error_info(s)?;
-    let reason = *Reason::ALL.iter().find(|r| r.as_str() == name)?;
-    use Reason as R;
-    matches!(
-        reason,
-        R::PolicyDenied
-            | R::PolicyUnavailable
-            | R::ApprovalRequired
-            | R::ApprovalDenied
-            | R::ApprovalExpired
-            | R::ApprovalNotPending
-            | R::ApprovalNotFound
-            | R::AlreadyExecuted
-            | R::CallInFlight
-            | R::OutcomeUnknown
-            | R::Busy
-            | R::Unauthenticated
-            | R::RoleNotPermitted
-            | R::PathDenied
-            | R::PathOutsideWorkspace
-            | R::PathProtected
-            | R::InvalidRequest
-            | R::InvalidPath
-            | R::InvalidPattern
-            | R::TooLarge
-            | R::Unsupported
-    )
-    .then_some(reason)
-}
-
 /// A pending approval, as an `APPROVAL_REQUIRED` status names it.
 struct Pending<'a> {
     approval_id: &'a str,
@@ -522,7 +531,7 @@ struct Pending<'a> {
     expires_at: Option<SystemTime>,
 }
 
-fn approval_required(p: &Pending<'_>, why: &str, waited: bool) -> Status {
+fn approval_required(p: &Pending<'_>, why: &str, waited: bool) -> Refused {
     let approval_id = p.approval_id;
     let hint = if waited {
         "it is still pending: ask a human to approve it, then repeat the same call"
@@ -540,7 +549,7 @@ fn approval_required(p: &Pending<'_>, why: &str, waited: bool) -> Status {
     if let Some(t) = p.expires_at {
         md.push(("expires_at", rfc3339(t)));
     }
-    status::status(
+    Refused::new(
         Reason::ApprovalRequired,
         format!("{why}; this call needs approval {approval_id}: {hint}"),
         md,
@@ -555,7 +564,7 @@ fn approval_denied(
     rule_id: &str,
     message: &str,
     reason: &str,
-) -> Status {
+) -> Refused {
     let said = [message, reason]
         .into_iter()
         .find(|m| !m.trim().is_empty())
@@ -569,7 +578,7 @@ fn approval_denied(
             md.push((k, v.to_owned()));
         }
     }
-    status::status(
+    Refused::new(
         Reason::ApprovalDenied,
         format!(
             "a human denied this call (approval {approval_id}): {said}. Repeating it unchanged in this session gets the same answer; change course or ask the human"
@@ -584,7 +593,7 @@ fn in_flight(
     decision_id: &str,
     approval_id: &str,
     lease_expires_at: Option<SystemTime>,
-) -> Status {
+) -> Refused {
     let mut md = vec![("decision_id", decision_id.to_owned())];
     if !approval_id.is_empty() {
         md.push(("approval_id", approval_id.to_owned()));
@@ -593,7 +602,7 @@ fn in_flight(
     if let Some(u) = &until {
         md.push(("lease_expires_at", u.clone()));
     }
-    status::status(
+    Refused::new(
         Reason::CallInFlight,
         format!(
             "call_id {call_id} was allowed (decision {}) and may still be running: it was not started again; \
@@ -611,7 +620,7 @@ fn outcome_unknown(
     decision_id: &str,
     approval_id: &str,
     lapsed: Option<SystemTime>,
-) -> Status {
+) -> Refused {
     let mut md = vec![("decision_id", decision_id.to_owned())];
     if !approval_id.is_empty() {
         md.push(("approval_id", approval_id.to_owned()));
@@ -619,7 +628,7 @@ fn outcome_unknown(
     if let Some(t) = lapsed {
         md.push(("lease_expired_at", rfc3339(t)));
     }
-    status::status(
+    Refused::new(
         Reason::OutcomeUnknown,
         format!(
             "call_id {call_id} was allowed (decision {decision_id}) but no outcome was reported before its lease ran out, \
@@ -630,7 +639,7 @@ fn outcome_unknown(
 }
 
 /// `ALREADY_EXISTS` / `ALREADY_EXECUTED` with a compact summary of the recorded outcome.
-fn already_executed(call_id: &str, decision_id: &str, approval_id: &str, o: &Outcome) -> Status {
+fn already_executed(call_id: &str, decision_id: &str, approval_id: &str, o: &Outcome) -> Refused {
     let mut md = vec![("decision_id", decision_id.to_owned())];
     if !approval_id.is_empty() {
         md.push(("approval_id", approval_id.to_owned()));
@@ -670,18 +679,13 @@ fn already_executed(call_id: &str, decision_id: &str, approval_id: &str, o: &Out
         }
     }
     let summary = format!("outcome: {}", parts.join(" "));
-    status::status(
+    Refused::new(
         Reason::AlreadyExecuted,
         format!(
             "call_id {call_id} already ran (decision {decision_id}; {summary}); it is not run again: use a new call_id to run it again"
         ),
         md,
     )
-}
-
-/// A time as status metadata spells it (RFC 3339, UTC), as the v1 timestamps print.
-fn rfc3339(t: SystemTime) -> String {
-    prost_types::Timestamp::from(t).to_string()
 }
 
 #[cfg(test)]

@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use toolgate_contracts::status;
-use toolgate_core::{ToolCall, ToolKind};
+use toolgate_core::{Reason, ToolCall, ToolKind};
 
-use crate::authz::{Call, Verdict};
+use crate::authz::{Call, Checked};
 use crate::egress::addr;
 use crate::egress::resolve;
 use crate::egress::run::{Decision, Dest, Inner, Refusal, call_id, set_address};
@@ -189,8 +188,8 @@ async fn ask(run: &Arc<Inner>, dest: &Dest) -> Result<Decision, Refusal> {
         span: tracing::Span::none(),
     };
     let answer = match run.gate.check(&call).await {
-        Ok(Verdict::Allowed(proof)) => Ok(proof),
-        Ok(Verdict::Parked(parked)) => {
+        Ok(Checked::Allowed(proof)) => Ok(proof),
+        Ok(Checked::Parked(parked)) => {
             let parked = parked.until_expiry();
             let mut event = parked.event();
             event.destination = target.clone();
@@ -202,29 +201,21 @@ async fn ask(run: &Arc<Inner>, dest: &Dest) -> Result<Decision, Refusal> {
     };
     match answer {
         Ok(proof) => Ok(Decision::Allowed(proof)),
-        Err(s) => {
-            let (reason, metadata) = status::error_info(&s).unwrap_or_default();
-            let md = |k: &str| {
-                metadata
-                    .iter()
-                    .find(|(key, _)| key.as_str() == k)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
-            };
-            let (why, tier, cached) = match reason.as_str() {
-                "POLICY_DENIED" => ("denied", "deny", true),
-                "APPROVAL_DENIED" => ("approval_denied", "ask", true),
-                "APPROVAL_EXPIRED" | "APPROVAL_REQUIRED" | "APPROVAL_NOT_PENDING" => {
+        Err(r) => {
+            let (why, tier, cached) = match r.reason() {
+                Reason::PolicyDenied => ("denied", "deny", true),
+                Reason::ApprovalDenied => ("approval_denied", "ask", true),
+                Reason::ApprovalExpired | Reason::ApprovalRequired | Reason::ApprovalNotPending => {
                     ("approval_expired", "ask", true)
                 }
                 _ => ("policy_unavailable", "", false),
             };
             let refusal = Refusal {
                 reason: why,
-                message: format!("connection to {target} refused ({why}): {}", s.message()),
+                message: format!("connection to {target} refused ({why}): {}", r.message()),
                 tier,
-                rule_id: md("rule_id"),
-                approval_id: md("approval_id"),
+                rule_id: r.fact("rule_id").unwrap_or_default().to_owned(),
+                approval_id: r.fact("approval_id").unwrap_or_default().to_owned(),
             };
             if cached {
                 Ok(Decision::Refused(refusal))

@@ -241,7 +241,7 @@ impl FsService {
         if obs.performed {
             result
         } else {
-            self.gate.count_refusal(result)
+            wire::count_refusal(self.gate.metrics(), result)
         }
     }
 }

@@ -8,6 +8,8 @@ pub(crate) mod fs;
 pub(crate) mod run;
 mod status;
 
+pub(crate) use status::count_refusal;
+
 use std::time::Duration;
 
 use tonic::{Request, Status};

@@ -8,8 +8,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
+use tonic::Status;
 use toolgate_contracts::common::v1 as common;
 use toolgate_contracts::policy::v1 as pb;
+use toolgate_contracts::status;
 use toolgate_core::ToolKind;
 use toolgate_runtime::auth::Role;
 
@@ -222,6 +224,7 @@ async fn policy_deny_is_permission_denied_with_rule_and_decision() {
     let e = gate(&fake, Duration::ZERO)
         .authorize(&call(Duration::ZERO))
         .await
+        .map_err(Status::from)
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::PermissionDenied);
     assert_eq!(e.message(), "dotenv files hold secrets");
@@ -242,6 +245,7 @@ async fn a_human_denial_from_authorize_is_approval_denied() {
     let e = gate(&fake, Duration::ZERO)
         .authorize(&call(Duration::ZERO))
         .await
+        .map_err(Status::from)
         .unwrap_err();
     let (r, md) = reason(&e);
     assert_eq!(
@@ -258,6 +262,7 @@ async fn pending_without_a_wait_is_approval_required_with_the_approval_id() {
     let e = gate(&fake, Duration::from_secs(60))
         .authorize(&call(Duration::ZERO))
         .await
+        .map_err(Status::from)
         .unwrap_err();
     let (r, md) = reason(&e);
     assert_eq!(
@@ -283,7 +288,7 @@ async fn an_approval_during_the_wait_authorizes_the_same_call_again() {
     let fake = Fake::new(vec![pending(), allowed("d-5")]);
     let g = gate(&fake, Duration::from_secs(60));
     let c = call(Duration::from_secs(30));
-    let Verdict::Parked(parked) = g.check(&c).await.unwrap() else {
+    let Checked::Parked(parked) = g.check(&c).await.unwrap() else {
         panic!("expected a parked call");
     };
     let event = parked.event();
@@ -308,6 +313,7 @@ async fn a_denial_during_the_wait_carries_the_approvers_message() {
     let e = gate(&fake, Duration::from_secs(60))
         .authorize(&call(Duration::from_secs(30)))
         .await
+        .map_err(Status::from)
         .unwrap_err();
     let (r, md) = reason(&e);
     assert_eq!(r, "APPROVAL_DENIED");
@@ -326,6 +332,7 @@ async fn expired_and_cancelled_approvals_end_the_wait() {
         let e = gate(&fake, Duration::from_secs(60))
             .authorize(&call(Duration::from_secs(30)))
             .await
+            .map_err(Status::from)
             .unwrap_err();
         assert_eq!(reason(&e).0, want);
         assert_eq!(e.code(), tonic::Code::FailedPrecondition);
@@ -339,6 +346,7 @@ async fn a_wait_is_clamped_and_ends_as_approval_required() {
     let e = gate(&fake, Duration::from_millis(50))
         .authorize(&call(Duration::from_secs(3600)))
         .await
+        .map_err(Status::from)
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(10));
     let (r, md) = reason(&e);
@@ -365,6 +373,7 @@ async fn already_executed_is_already_exists_with_the_recorded_outcome() {
     let e = gate(&fake, Duration::ZERO)
         .authorize(&call(Duration::ZERO))
         .await
+        .map_err(Status::from)
         .unwrap_err();
     assert_eq!(e.code(), tonic::Code::AlreadyExists);
     let (r, md) = reason(&e);
@@ -418,6 +427,7 @@ async fn replays_without_an_outcome_are_in_flight_or_unknown() {
         let e = gate(&fake, Duration::ZERO)
             .authorize(&call(Duration::ZERO))
             .await
+            .map_err(Status::from)
             .unwrap_err();
         assert_eq!(e.code(), code, "{want}: {e:?}");
         let (r, md) = reason(&e);
