@@ -101,19 +101,28 @@ fn run_under_bash(script: &str, programs: &HashSet<String>) -> Vec<Vec<String>> 
         let _ = std::fs::remove_file(bin.join(shell));
         std::os::unix::fs::symlink(Path::new("/bin").join(shell), bin.join(shell)).unwrap();
     }
-    // `output()` reads stdout and stderr to EOF, which only comes once every process holding
-    // them has exited: process substitutions run asynchronously and outlive bash itself.
-    let output = Command::new("/bin/bash")
-        .args(["--norc", "--noprofile", "-c", script])
-        .env_clear()
-        .env("PATH", &bin)
-        .env("HOME", dir.path())
-        .env("TOOLGATE_SHIM_LOG", &log)
-        .current_dir(&ws)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    drop(output);
+    // A shim just written can be busy: another test's thread may have forked while its
+    // write fd was open, and until that child execs, exec of the shim fails with ETXTBSY
+    // and bash logs nothing. That is the harness, not the analysis: run the script again.
+    for _ in 0..20 {
+        std::fs::write(&log, b"").unwrap();
+        // `output()` reads stdout and stderr to EOF, which only comes once every process
+        // holding them has exited: process substitutions run asynchronously and outlive bash.
+        let output = Command::new("/bin/bash")
+            .args(["--norc", "--noprofile", "-c", script])
+            .env_clear()
+            .env("PATH", &bin)
+            .env("HOME", dir.path())
+            .env("TOOLGATE_SHIM_LOG", &log)
+            .current_dir(&ws)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        if !String::from_utf8_lossy(&output.stderr).contains("Text file busy") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let text = std::fs::read_to_string(&log).unwrap();
     text.split('\u{1e}')
         .filter(|r| !r.is_empty())
