@@ -589,14 +589,7 @@ impl Policy {
         }
         let mut matched = self.path_rules(kind, &path, ctx);
         matched.extend(call_level.iter().copied());
-        matched.sort_unstable();
-        matched.dedup();
-        for r in matched {
-            let rule = &self.rules[r as usize];
-            tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
-            ids.push(rule.id.clone());
-            b.user(rule);
-        }
+        self.fold_user_rules(matched, &mut tier, &mut ids, b);
         let tier = tier.unwrap_or_else(|| {
             ids.push("default".to_owned());
             b.fallback(self.default);
@@ -775,6 +768,25 @@ impl Policy {
     }
 
     /// User path rules for a call of `kind` on `path`.
+    /// Folds the user rules `matched` (indices, any order, repeats allowed) into the decision
+    /// so far: each once, in rule order, raising `tier` and naming itself.
+    fn fold_user_rules(
+        &self,
+        mut matched: Vec<u32>,
+        tier: &mut Option<Tier>,
+        ids: &mut Vec<String>,
+        b: &mut Builder,
+    ) {
+        matched.sort_unstable();
+        matched.dedup();
+        for r in matched {
+            let rule = &self.rules[r as usize];
+            *tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
+            ids.push(rule.id.clone());
+            b.user(rule);
+        }
+    }
+
     fn path_rules(&self, kind: ToolKind, path: &str, ctx: &CallContext) -> Vec<u32> {
         let idx = &self.index.paths[kind_index(kind)];
         let first = path.split('/').next().unwrap_or(path);
@@ -822,14 +834,7 @@ impl Policy {
                     .copied()
                     .filter(|r| self.rules[*r as usize].context_matches(ctx)),
             );
-            matched.sort_unstable();
-            matched.dedup();
-            for r in matched {
-                let rule = &self.rules[r as usize];
-                tier = Some(tier.map_or(rule.tier, |t| t.max(rule.tier)));
-                ids.push(rule.id.clone());
-                b.user(rule);
-            }
+            self.fold_user_rules(matched, &mut tier, &mut ids, b);
             // A write nothing speaks about gets the default, as an fs.write would; an
             // unmatched read is covered by the rule that allowed the command.
             if tier.is_none() && p.access == Access::Write && !paths::is_harmless_device(&p.path) {
