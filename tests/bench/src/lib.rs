@@ -215,6 +215,16 @@ pub fn sample_count(default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A policy core with the shipped policy over a SQLite ledger in `dir`: the in-process
+/// benches' policy, with no Postgres to set up.
+pub async fn sqlite_policy_core(dir: &std::path::Path) -> toolgate_policy::PolicyCore {
+    let mut cfg = toolgate_policy::Config::default();
+    cfg.ledger.url = Some(format!("sqlite:{}", dir.join("ledger.db").display()));
+    toolgate_policy::PolicyCore::open(&cfg)
+        .await
+        .expect("policy core")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

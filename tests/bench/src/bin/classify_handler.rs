@@ -33,11 +33,7 @@ fn main() {
         .expect("tokio runtime");
     let dir = tempfile::tempdir().expect("temp dir");
     rt.block_on(async {
-        let mut cfg = toolgate_policy::Config::default();
-        cfg.ledger.url = Some(format!("sqlite:{}", dir.path().join("ledger.db").display()));
-        let core = toolgate_policy::PolicyCore::open(&cfg)
-            .await
-            .expect("policy core");
+        let core = toolgate_bench::sqlite_policy_core(dir.path()).await;
         let policy = core.policy();
         let adapter = toolgate_policy::PolicyAdapter::new(core);
         let health = tonic_health::server::HealthService::from_health_reporter(

@@ -104,11 +104,7 @@ fn authorize(scripts: &[String], n: usize) {
         .expect("tokio runtime");
     let dir = tempfile::tempdir().expect("temp dir");
     rt.block_on(async {
-        let mut cfg = toolgate_policy::Config::default();
-        cfg.ledger.url = Some(format!("sqlite:{}", dir.path().join("ledger.db").display()));
-        let core = toolgate_policy::PolicyCore::open(&cfg)
-            .await
-            .expect("policy core");
+        let core = toolgate_bench::sqlite_policy_core(dir.path()).await;
         let adapter = toolgate_policy::PolicyAdapter::new(core);
         // Allowed, pending, denied, anything else.
         let mut outcomes = [0usize; 4];
