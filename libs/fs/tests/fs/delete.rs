@@ -405,7 +405,15 @@ fn fs_race_recursive_delete_while_a_subdirectory_flips_to_an_outside_symlink() {
         let _ = std::fs::remove_file(t.join("inner"));
         let _ = std::fs::remove_dir_all(&t);
     }
-    assert!(removed > 0);
+    // Under a busy machine the attacker may win every round (each delete refused or racing
+    // an empty tree); that is safe, so the liveness check is a quiet delete afterwards.
+    eprintln!("removed {removed} entries under attack");
+    let t = fx.root.join("t");
+    std::fs::create_dir_all(t.join("inner/sub")).unwrap();
+    std::fs::write(t.join("inner/f"), "x").unwrap();
+    let quiet = fx.ws.delete(&rec("t")).unwrap();
+    assert!(quiet.deleted && quiet.files == 1 && quiet.dirs == 3, "{quiet:?}");
+    assert!(!t.exists());
 }
 
 #[test]
