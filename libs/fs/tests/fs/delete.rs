@@ -412,7 +412,10 @@ fn fs_race_recursive_delete_while_a_subdirectory_flips_to_an_outside_symlink() {
     std::fs::create_dir_all(t.join("inner/sub")).unwrap();
     std::fs::write(t.join("inner/f"), "x").unwrap();
     let quiet = fx.ws.delete(&rec("t")).unwrap();
-    assert!(quiet.deleted && quiet.files == 1 && quiet.dirs == 3, "{quiet:?}");
+    assert!(
+        quiet.deleted && quiet.files == 1 && quiet.dirs == 3,
+        "{quiet:?}"
+    );
     assert!(!t.exists());
 }
 

@@ -128,7 +128,8 @@ where
                 match meta(&s, "why").as_str() {
                     "queue_full" => {
                         out.queue_full += 1;
-                        assert!(took < Duration::from_millis(1500), "{took:?}");
+                        // Refused without waiting in the queue: well under the 2 s wait bound.
+                        assert!(took < Duration::from_millis(1900), "{took:?}");
                     }
                     "wait_expired" => {
                         out.waited += 1;

@@ -701,10 +701,18 @@ async fn a_policy_replica_dies_under_load_and_the_executor_fails_over() {
     let exe = Executor::start_at(&both, &creds, &sb.ws, &[], &[]);
 
     let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Calls each client completed before the kill: the kill waits for five each, however
+    // slow a loaded machine makes them.
+    let progress: std::sync::Arc<Vec<std::sync::atomic::AtomicUsize>> = std::sync::Arc::new(
+        (0..CLIENTS)
+            .map(|_| std::sync::atomic::AtomicUsize::new(0))
+            .collect(),
+    );
     let mut clients = Vec::new();
-    for _ in 0..CLIENTS {
+    for client in 0..CLIENTS {
         let mut fs = exe.fs().await;
         let killed = killed.clone();
+        let progress = progress.clone();
         clients.push(tokio::spawn(async move {
             let (mut before, mut after) = (0usize, 0usize);
             let mut failures = Vec::new();
@@ -722,6 +730,7 @@ async fn a_policy_replica_dies_under_load_and_the_executor_fails_over() {
                     after += 1;
                 } else {
                     before += 1;
+                    progress[client].store(before, std::sync::atomic::Ordering::SeqCst);
                 }
                 if let Err(e) = r {
                     failures.push((e.code(), info(&e).0, was_killed, after));
@@ -730,7 +739,16 @@ async fn a_policy_replica_dies_under_load_and_the_executor_fails_over() {
             (before, failures)
         }));
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    tokio::time::timeout(Duration::from_secs(120), async {
+        while progress
+            .iter()
+            .any(|p| p.load(std::sync::atomic::Ordering::SeqCst) < 5)
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("every client made five calls before the kill");
     drop(a); // SIGKILL
     killed.store(true, std::sync::atomic::Ordering::SeqCst);
     for c in clients {

@@ -397,8 +397,8 @@ fn rss(pid: u32) -> u64 {
     kb * 1024
 }
 
-/// A health check on a fresh connection, which must answer within a second.
-async fn healthy_within_a_second(addr: &str) {
+/// A health check on a fresh connection, which must answer promptly (a lockout never does).
+async fn healthy_promptly(addr: &str) {
     let check = async {
         let ch = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
             .unwrap()
@@ -410,9 +410,11 @@ async fn healthy_within_a_second(addr: &str) {
             .await
             .expect("health")
     };
-    tokio::time::timeout(Duration::from_secs(1), check)
+    // A lockout shows as a refused or unanswered connection for tens of seconds; 5 s keeps
+    // that apart from a slow answer on a loaded CI machine.
+    tokio::time::timeout(Duration::from_secs(5), check)
         .await
-        .expect("health answered within 1 s");
+        .expect("health answered within 5 s");
 }
 
 /// HTTP/2 frames written by hand, so the client can break the rules a real client keeps.
@@ -501,7 +503,7 @@ async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
     };
     for addr in [exe.addr.clone(), policy.addr.clone()] {
         let pid = pid(&addr);
-        healthy_within_a_second(&addr).await;
+        healthy_promptly(&addr).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let idle = rss(pid);
 
@@ -511,7 +513,7 @@ async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
             .collect();
         let mut peak = idle;
         for _ in 0..10 {
-            healthy_within_a_second(&addr).await;
+            healthy_promptly(&addr).await;
             peak = peak.max(rss(pid));
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -527,12 +529,12 @@ async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
                 .unwrap();
             idle_conns.push(s);
             if idle_conns.len() % 500 == 0 {
-                healthy_within_a_second(&addr).await;
+                healthy_promptly(&addr).await;
                 peak = peak.max(rss(pid));
             }
         }
         for _ in 0..5 {
-            healthy_within_a_second(&addr).await;
+            healthy_promptly(&addr).await;
             peak = peak.max(rss(pid));
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -568,7 +570,7 @@ async fn hostile_connections_cost_bounded_memory_and_health_keeps_answering() {
             idle / MIB,
             after / MIB
         );
-        healthy_within_a_second(&addr).await;
+        healthy_promptly(&addr).await;
     }
 }
 
@@ -618,7 +620,7 @@ async fn one_peer_with_4300_silent_connections_does_not_lock_out_the_others() {
         silent.push(s);
     }
     let opened = std::time::Instant::now();
-    healthy_within_a_second(&exe.addr).await;
+    healthy_promptly(&exe.addr).await;
     // The first of them was admitted; it began no request, so it is closed after 2 s
     // (the idle timeout is 300 s).
     assert!(
@@ -627,7 +629,7 @@ async fn one_peer_with_4300_silent_connections_does_not_lock_out_the_others() {
     );
     let held = opened.elapsed();
     assert!(held < Duration::from_secs(8), "closed after {held:?}");
-    healthy_within_a_second(&exe.addr).await;
+    healthy_promptly(&exe.addr).await;
 }
 
 /// Reads until the peer closes or `within` passes; true when it closed.
@@ -688,7 +690,7 @@ async fn idle_connections_close_and_the_connection_count_is_capped() {
         "busy closed"
     );
     // Slots freed by the idle ones are usable again.
-    healthy_within_a_second(&exe.addr).await;
+    healthy_promptly(&exe.addr).await;
 }
 
 /// `OTEL_EXPORTER_OTLP_ENDPOINT=https://…` exports over TLS, verified against
