@@ -367,7 +367,7 @@ impl Supervisor {
         if limit.is_none()
             && let Some(watch) = &self.disk_watch
         {
-            limit = watch.sample().await;
+            limit = watch.sample(true).await;
         }
         let exited = Event::Exited(Exited {
             limit,
@@ -565,7 +565,7 @@ async fn over_budget(watch: Option<&crate::spec::DiskWatch>) -> LimitExceeded {
     };
     loop {
         tokio::time::sleep(watch.interval()).await;
-        if let Some(hit) = watch.sample().await {
+        if let Some(hit) = watch.sample(false).await {
             return hit;
         }
     }
