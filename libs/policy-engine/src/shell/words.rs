@@ -1,7 +1,10 @@
 //! Words: bash quote removal and expansion of what the script alone decides, and the paths
 //! they name.
 
-use super::*;
+use super::{Analyzer, Ctx, Expanded, ShellPath};
+use crate::paths;
+use crate::paths::Access;
+use brush_parser::word::{ParameterExpr, ParameterTransformOp, WordPiece, WordPieceWithSource};
 
 impl Analyzer {
     pub(super) fn path_of(&self, e: &Expanded, access: Access, ctx: &Ctx) -> ShellPath {
