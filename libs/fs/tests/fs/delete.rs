@@ -470,7 +470,7 @@ fn a_disk_snapshot_no_longer_holds_once_the_workspace_changed() {
         (
             "moved out",
             Box::new(|fx| {
-                std::fs::rename(fx.root.join("a/b/c/deep.txt"), fx.out.join("moved")).unwrap()
+                std::fs::rename(fx.root.join("a/b/c/deep.txt"), fx.out.join("moved")).unwrap();
             }),
         ),
         (
@@ -481,7 +481,7 @@ fn a_disk_snapshot_no_longer_holds_once_the_workspace_changed() {
                     .open(fx.root.join("big.bin"))
                     .unwrap()
                     .set_len(0)
-                    .unwrap()
+                    .unwrap();
             }),
         ),
         (
