@@ -11,7 +11,7 @@ use rustix::fs::{AtFlags, Dir, FileType, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use crate::error::{Error, Result};
-use crate::masks::DirKey;
+use crate::masks::cache::DirKey;
 use crate::workspace::{BENEATH_NO_SYMLINKS, Workspace};
 
 /// Most entries one usage walk visits; a larger workspace cannot be measured (its runs are

@@ -20,8 +20,6 @@ mod walk;
 mod words;
 mod wrappers;
 
-pub(crate) use words::{ansi_c, unescape_backquoted};
-
 /// Most simple commands one analysis extracts before giving up (then at least `ask`).
 const MAX_COMMANDS: usize = 2_000;
 /// Longest function body re-analysed with the arguments of a call.
