@@ -64,15 +64,17 @@ impl PolicyCore {
         Ok(set)
     }
 
-    /// Lifts an asking run covered by learned rules to auto. `call` carries the sandbox
-    /// profile in force. A set that cannot be read lifts nothing (the call still asks).
+    /// Lifts an asking run, or a connection of one, covered by learned rules to auto. `call`
+    /// carries the sandbox profile in force. A set that cannot be read lifts nothing (the call still asks).
     pub(crate) async fn apply_learned(
         &self,
         decision: &mut Decision,
         call: &ToolCall,
         ctx: &CallContext,
     ) -> Option<Lifted> {
-        if decision.tier != Tier::Ask || call.tool != ToolKind::ProcessRun {
+        if decision.tier != Tier::Ask
+            || !matches!(call.tool, ToolKind::ProcessRun | ToolKind::NetConnect)
+        {
             return None;
         }
         let set = match self.learned_set().await {
