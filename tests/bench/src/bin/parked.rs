@@ -224,7 +224,9 @@ fn main() {
         let answered = answered.lock().unwrap();
         let mut wake = Samples::default();
         for id in &pending {
-            let at = answered.get(id).unwrap_or_else(|| panic!("{id} never answered"));
+            let at = answered
+                .get(id)
+                .unwrap_or_else(|| panic!("{id} never answered"));
             wake.push(at.saturating_duration_since(decided[id]));
         }
         for i in 0..parked {
