@@ -10,7 +10,10 @@
 //!    the run's network namespace;
 //! 3. build the view: a tmpfs root, pivot into it, bind what the profile allows, mount a private
 //!    `/proc`, `/dev`, `/tmp` and `HOME`, mask denied paths, bind protected ones read-only,
-//!    detach the old root and make the new root read-only;
+//!    detach the old root and make the new root read-only. A run of the runner's template
+//!    (`crate::sandbox::template`, built by the same steps once) starts in a copy of that view
+//!    instead, and adds only its own `/tmp`, `/dev/shm`, `HOME`, `/proc`, the workspace its first
+//!    child copied from the template's host namespace, and the masks;
 //! 4. loopback up in the run's own network namespace;
 //! 5. after the caller's rlimits and `no_new_privs`: drop every capability, then Landlock, then
 //!    seccomp (last, because it forbids the mounts above).
