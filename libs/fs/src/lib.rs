@@ -36,6 +36,7 @@
 mod bind;
 mod cwd;
 mod delete;
+mod dir;
 mod error;
 mod git_state;
 mod list;

@@ -1,6 +1,13 @@
 //! Deciding and cancelling approvals.
 
-use super::*;
+use super::Core;
+use super::rows::{A_SELECT, approval_from, ev_approval, ev_learned};
+use crate::db::{Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, ApprovalId, ApprovalState, Decide, LearnedRuleRecord, NewLearnedRule, Principal,
+    Scope, Timestamp, Verdict,
+};
 
 impl Core {
     pub(crate) async fn decide(&self, id: &ApprovalId, dc: &Decide) -> Result<Approval> {

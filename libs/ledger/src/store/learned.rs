@@ -3,7 +3,13 @@
 //! notifies every replica (`RULES_TOPIC` on the ledger's channel), so each can rebuild its
 //! compiled set before its next decision.
 
-use super::*;
+use super::Core;
+use super::rows::{L_COLS, L_SELECT, ev_learned, learned_args, learned_from, placeholders};
+use crate::db::{Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, LearnedRuleId, LearnedRuleRecord, LearnedRules, NewLearnedRule, Principal, Timestamp,
+};
 
 /// The notification payload that says "the learned rules changed". Not an approval id (those
 /// start with `apr_`), so approval waiters never match it.

@@ -1,6 +1,17 @@
 //! Outcomes: what ran, recorded once per decision, fenced by its lease.
 
-use super::*;
+use super::Core;
+use super::rows::{
+    A_SELECT, D_SELECT, O_COLS, O_SELECT, approval_from, decision_from, ev_approval, ev_outcome,
+    outcome_args, outcome_from, placeholders,
+};
+use crate::db::{Event, Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, ApprovalState, ExecutorRecord, LeaseToken, NewOutcome, OutcomeRecord, Scope,
+    Timestamp,
+};
+use toolgate_core::Tier;
 
 impl Core {
     pub(crate) async fn record_outcome(&self, no: &NewOutcome) -> Result<OutcomeRecord> {

@@ -1,6 +1,11 @@
 //! Watching and waiting: changes after a cursor, and waits for a decision.
 
-use super::*;
+use super::Core;
+use super::rows::{A_SELECT, approval_from};
+use crate::db::args;
+use crate::error::Result;
+use crate::model::{Approval, ApprovalFilter, ApprovalId, ApprovalState, Change, Cursor};
+use std::time::Duration;
 
 impl Core {
     pub(crate) async fn changes(
