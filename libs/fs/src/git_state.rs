@@ -132,7 +132,7 @@ fn loose_refs(git: &OwnedFd, dir: &Path, refs: &mut BTreeMap<String, String>, bu
     ) else {
         return;
     };
-    let Ok(names) = crate::list::read_names(&fd) else {
+    let Ok(names) = crate::dir::read_names(&fd) else {
         return;
     };
     for (name, kind) in names {

@@ -36,6 +36,7 @@
 mod bind;
 mod cwd;
 mod delete;
+mod dir;
 mod error;
 mod git_state;
 mod list;
@@ -61,7 +62,7 @@ pub use redact::redact_url_credentials;
 pub use search::{
     FileMatches, FindOutcome, FindRequest, Found, SearchLine, SearchOutcome, SearchRequest,
 };
-pub use usage::{DiskUsage, MAX_USAGE_WALK_DEPTH, MAX_USAGE_WALK_ENTRIES};
+pub use usage::{DiskUsage, MAX_USAGE_WALK_DEPTH, MAX_USAGE_WALK_ENTRIES, UsageSnapshot};
 pub use workspace::{
     Canonical, DEFAULT_PROTECTED, EntryKind, HiddenPaths, Limits, Workspace, WorkspaceConfig,
 };

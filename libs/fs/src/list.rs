@@ -6,8 +6,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use rustix::fs::{AtFlags, Dir, FileType, OFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
 
+use crate::dir::read_names;
 use crate::error::{Error, Result};
 use crate::path::WorkspacePath;
 use crate::workspace::{
@@ -87,21 +88,6 @@ pub struct ListOutcome {
 
 pub(crate) fn is_hidden(name: &OsStr) -> bool {
     name.as_bytes().first() == Some(&b'.')
-}
-
-/// Reads a directory's entry names (without `.` and `..`) with their d_type.
-pub(crate) fn read_names(fd: &OwnedFd) -> std::io::Result<Vec<(std::ffi::OsString, FileType)>> {
-    let mut dir = Dir::read_from(fd)?;
-    let mut out = Vec::new();
-    while let Some(e) = dir.read() {
-        let e = e?;
-        let name = e.file_name().to_bytes();
-        if name == b"." || name == b".." {
-            continue;
-        }
-        out.push((OsStr::from_bytes(name).to_owned(), e.file_type()));
-    }
-    Ok(out)
 }
 
 impl Workspace {

@@ -16,8 +16,9 @@ use globset::GlobSet;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
+use crate::dir::read_names;
 use crate::error::{Error, Result};
-use crate::list::{is_hidden, read_names};
+use crate::list::is_hidden;
 use crate::workspace::{BENEATH_NO_SYMLINKS, HiddenPaths, Workspace, compile_glob};
 
 /// Files are handed to other workers in batches of this size, so one huge directory

@@ -136,7 +136,7 @@ impl Templates {
                     self.push_raw(t);
                 }
                 WordPiece::Text(t) | WordPiece::SingleQuotedText(t) => self.push_quoted(t),
-                WordPiece::AnsiCQuotedText(t) => self.push_quoted(&crate::shell::ansi_c(t)),
+                WordPiece::AnsiCQuotedText(t) => self.push_quoted(&crate::quoting::ansi_c(t)),
                 WordPiece::EscapeSequence(s) => {
                     let c = s.strip_prefix('\\').unwrap_or(s);
                     if in_dq && !c.starts_with(['$', '`', '"', '\\', '\n']) {
@@ -162,7 +162,7 @@ impl Templates {
                     self.push_quoted(out.trim_end_matches('\n'));
                 }
                 WordPiece::BackquotedCommandSubstitution(body) => {
-                    let body = crate::shell::unescape_backquoted(body);
+                    let body = crate::quoting::unescape_backquoted(body);
                     let out = output(&body, vars, depth + 1)?;
                     self.split |= !in_dq;
                     self.push_quoted(out.trim_end_matches('\n'));
@@ -548,7 +548,7 @@ fn echo(args: &[String]) -> String {
     }
     let mut out = args[i..].join(" ");
     if escapes {
-        out = crate::shell::ansi_c(&out);
+        out = crate::quoting::ansi_c(&out);
     }
     if newline {
         out.push('\n');
@@ -563,7 +563,7 @@ fn printf(args: &[String]) -> Option<String> {
     if format == "-v" || format.starts_with("--") {
         return None;
     }
-    let format = crate::shell::ansi_c(format);
+    let format = crate::quoting::ansi_c(format);
     let mut out = String::new();
     loop {
         let mut used = 0;
@@ -586,7 +586,7 @@ fn printf(args: &[String]) -> Option<String> {
                     let arg = rest.get(used).map_or("", String::as_str);
                     used += 1;
                     match conv {
-                        'b' => out.push_str(&crate::shell::ansi_c(arg)),
+                        'b' => out.push_str(&crate::quoting::ansi_c(arg)),
                         'c' => out.extend(arg.chars().next()),
                         's' | 'd' | 'i' | 'u' | 'x' | 'X' | 'o' | 'q' => out.push_str(arg),
                         _ => return None,

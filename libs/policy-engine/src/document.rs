@@ -9,82 +9,11 @@ use std::collections::{BTreeMap, HashSet};
 use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use toml::Spanned;
-use toolgate_core::{Reason, ReasonedError, Tier, ToolKind};
+use toolgate_core::{Tier, ToolKind};
 
-/// Why a policy document was rejected.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The file could not be read.
-    #[error("cannot read policy file {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// What the OS said.
-        source: std::io::Error,
-    },
-    /// The text is not valid TOML or has fields of the wrong shape.
-    #[error("line {line}, column {column}: {message}")]
-    Syntax {
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// The parser's message.
-        message: String,
-    },
-    /// A rule is invalid or can never match anything.
-    #[error("line {line}: rule `{rule}`: {message}")]
-    Rule {
-        /// 1-based line of the rule or the offending field.
-        line: usize,
-        /// The rule id (empty if it has none).
-        rule: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A document-level setting or example is invalid.
-    #[error("line {line}: {message}")]
-    Invalid {
-        /// 1-based line.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// An `[[example]]` got a different decision than it expects.
-    #[error(
-        "line {line}: example {index} expects {expected} but the policy decides {got}: {message}"
-    )]
-    Example {
-        /// 1-based line of the example.
-        line: usize,
-        /// 1-based position among the examples.
-        index: usize,
-        /// The decision the example states.
-        expected: Tier,
-        /// The decision the policy made.
-        got: Tier,
-        /// The decision's explanation.
-        message: String,
-    },
-}
+use crate::rule_fields::{List, Selectors, nonempty, rule_head};
 
-impl ReasonedError for Error {
-    fn reason(&self) -> Reason {
-        Reason::InvalidPolicy
-    }
-
-    fn metadata(&self) -> Vec<(&'static str, String)> {
-        match self {
-            Error::Read { path, .. } => vec![("path", path.clone())],
-            Error::Syntax { line, .. }
-            | Error::Invalid { line, .. }
-            | Error::Rule { line, .. }
-            | Error::Example { line, .. } => {
-                vec![("line", line.to_string())]
-            }
-        }
-    }
-}
+pub use crate::error::Error;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -116,8 +45,6 @@ struct RawProfile {
     egress_gated: Option<bool>,
     read_only_workspace: Option<bool>,
 }
-
-pub(crate) type List = Option<Spanned<Vec<Spanned<String>>>>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -271,114 +198,6 @@ impl Rule {
             && !self.except.iter().any(|p| p.matches(name, words))
             && (self.flags.is_empty() || self.flags.iter().any(|f| has_flag(args, f)))
             && !self.not_flags.iter().any(|f| has_flag(args, f))
-    }
-}
-
-/// The context selectors every kind of rule has: `sessions`, `principals`, `labels`. An
-/// absent selector accepts every context.
-#[derive(Debug, Default)]
-pub(crate) struct Selectors {
-    pub sessions: Option<HashSet<String>>,
-    pub principals: Option<HashSet<String>>,
-    pub labels: BTreeMap<String, String>,
-}
-
-impl Selectors {
-    /// Whether `ctx` is accepted by every selector.
-    pub(crate) fn matches(&self, ctx: &crate::CallContext) -> bool {
-        self.sessions
-            .as_ref()
-            .is_none_or(|s| s.contains(&ctx.session_id))
-            && self
-                .principals
-                .as_ref()
-                .is_none_or(|p| p.contains(&ctx.principal))
-            && self
-                .labels
-                .iter()
-                .all(|(k, v)| ctx.labels.get(k) == Some(v))
-    }
-
-    /// Parses the selectors of a rule; `err` builds the error for a field's span.
-    pub(crate) fn parse(
-        sessions: &List,
-        principals: &List,
-        labels: Option<Spanned<BTreeMap<String, String>>>,
-        err: &dyn Fn(std::ops::Range<usize>, String) -> Error,
-    ) -> Result<Selectors, Error> {
-        let set = |l: &List, field: &str| -> Result<Option<HashSet<String>>, Error> {
-            Ok(nonempty(l, field, err)?.map(|v| v.into_iter().map(Spanned::into_inner).collect()))
-        };
-        let labels = match labels {
-            None => BTreeMap::new(),
-            Some(l) if l.get_ref().is_empty() => {
-                return Err(err(
-                    l.span(),
-                    "`labels` is empty, so the rule could never match; remove it or add labels"
-                        .to_owned(),
-                ));
-            }
-            Some(l) => l.into_inner(),
-        };
-        Ok(Selectors {
-            sessions: set(sessions, "sessions")?,
-            principals: set(principals, "principals")?,
-            labels,
-        })
-    }
-}
-
-/// What every kind of rule must have, checked the same way: an id that is not empty,
-/// reserved (`baseline.*`, `sandbox.*`, `default`: the ids the engine reports itself) or
-/// already taken by any rule, since the ledger names a rule by its id alone; a known
-/// decision; and a reason. Answers the decision.
-pub(crate) fn rule_head(
-    id: &Spanned<String>,
-    decision: &Spanned<String>,
-    reason: &Spanned<String>,
-    seen: &mut HashSet<String>,
-    err: &dyn Fn(std::ops::Range<usize>, String) -> Error,
-) -> Result<Tier, Error> {
-    let name = id.get_ref().trim();
-    if name.is_empty() {
-        return Err(err(id.span(), "`id` must not be empty".to_owned()));
-    }
-    if name.starts_with("baseline.") || name.starts_with("sandbox.") || name == "default" {
-        return Err(err(
-            id.span(),
-            "ids starting with `baseline.` or `sandbox.` and the id `default` are reserved"
-                .to_owned(),
-        ));
-    }
-    if !seen.insert(name.to_owned()) {
-        return Err(err(id.span(), "duplicate rule id".to_owned()));
-    }
-    let tier = decision
-        .get_ref()
-        .parse()
-        .map_err(|m: String| err(decision.span(), m))?;
-    if reason.get_ref().trim().is_empty() {
-        return Err(err(
-            reason.span(),
-            "`reason` must say why, for the model and the approver".to_owned(),
-        ));
-    }
-    Ok(tier)
-}
-
-/// The values of a list field; an empty list is an error, since the rule could never match.
-pub(crate) fn nonempty(
-    l: &List,
-    field: &str,
-    err: &dyn Fn(std::ops::Range<usize>, String) -> Error,
-) -> Result<Option<Vec<Spanned<String>>>, Error> {
-    match l {
-        None => Ok(None),
-        Some(v) if v.get_ref().is_empty() => Err(err(
-            v.span(),
-            format!("`{field}` is empty, so the rule could never match; remove it or list values"),
-        )),
-        Some(v) => Ok(Some(v.get_ref().clone())),
     }
 }
 

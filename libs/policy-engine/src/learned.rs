@@ -2,6 +2,8 @@
 //! asking call, how a set of them lifts later calls of the same shape, and the simulation
 //! that refuses a rule which would let an example or an adversarial case through.
 //!
+//! A rule learned from a `net.connect` is one destination of networked runs ([`destination`]).
+//!
 //! A learned rule is a human's decision about one *shape* of command, so it only ever turns
 //! an `ask` into `auto`, and only for what it covers:
 //!
@@ -29,7 +31,12 @@ use toolgate_core::{Tier, ToolKind};
 use crate::baseline;
 use crate::call::{CallContext, ToolCall};
 use crate::engine::{Decision, Policy, RuleMatch, RuleSource};
+use crate::network::Host;
 use crate::paths;
+
+pub mod destination;
+
+pub use destination::DestinationPattern;
 
 /// The shipped adversarial corpus: one bash script per line; `#` comments and blank lines
 /// are ignored. A learned rule that would make any of them `auto` is refused.
@@ -61,9 +68,19 @@ pub struct Shape {
     pub lifts: Vec<String>,
 }
 
-/// What a learned rule matches.
+/// What a learned rule matches: the shapes of a command, or one destination of networked
+/// runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pattern {
+pub enum Pattern {
+    /// Learned from a `process.run`.
+    Commands(CommandPattern),
+    /// Learned from a `net.connect` (see [`destination`]).
+    Destination(DestinationPattern),
+}
+
+/// What a rule learned from a `process.run` matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandPattern {
     /// The sandbox profile of the approved call (`""`: the executor's default).
     pub profile: String,
     /// Environment additions the approved call had (names); a call may add only these.
@@ -383,6 +400,56 @@ impl Shape {
 }
 
 impl Pattern {
+    /// The sandbox profile the rule applies under (`""`: the executor's default).
+    pub fn profile(&self) -> &str {
+        match self {
+            Pattern::Commands(c) => &c.profile,
+            Pattern::Destination(d) => &d.profile,
+        }
+    }
+
+    /// The command shapes; none for a destination.
+    pub fn shapes(&self) -> &[Shape] {
+        match self {
+            Pattern::Commands(c) => &c.shapes,
+            Pattern::Destination(_) => &[],
+        }
+    }
+
+    /// The rule as an approver reads it.
+    pub fn to_text(&self) -> String {
+        match self {
+            Pattern::Commands(c) => c.to_text(),
+            Pattern::Destination(d) => d.to_text(),
+        }
+    }
+
+    /// The stored form (compact JSON), read back by [`Pattern::decode`].
+    pub fn encode(&self) -> String {
+        match self {
+            Pattern::Commands(c) => c.encode(),
+            Pattern::Destination(d) => d.encode(),
+        }
+    }
+
+    /// Parses the stored form. A form without `kind` is a command pattern (as every rule
+    /// stored before destinations were learned).
+    pub fn decode(text: &str) -> Result<Pattern, String> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if v.get("v").and_then(serde_json::Value::as_u64) != Some(1) {
+            return Err("unknown learned-rule pattern version".into());
+        }
+        match v.get("kind").map(|k| k.as_str()) {
+            None | Some(Some("commands")) => CommandPattern::decode(&v).map(Pattern::Commands),
+            Some(Some(destination::KIND)) => {
+                DestinationPattern::decode(&v).map(Pattern::Destination)
+            }
+            Some(_) => Err("unknown learned-rule pattern kind".into()),
+        }
+    }
+}
+
+impl CommandPattern {
     /// The rule as an approver reads it: one command shape per line, then the conditions.
     pub fn to_text(&self) -> String {
         let mut out = Vec::new();
@@ -416,8 +483,7 @@ impl Pattern {
         out.join("\n")
     }
 
-    /// The stored form (compact JSON), read back by [`Pattern::decode`].
-    pub fn encode(&self) -> String {
+    fn encode(&self) -> String {
         serde_json::json!({
             "v": 1,
             "profile": self.profile,
@@ -430,12 +496,7 @@ impl Pattern {
         .to_string()
     }
 
-    /// Parses the stored form.
-    pub fn decode(text: &str) -> Result<Pattern, String> {
-        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        if v.get("v").and_then(serde_json::Value::as_u64) != Some(1) {
-            return Err("unknown learned-rule pattern version".into());
-        }
+    fn decode(v: &serde_json::Value) -> Result<CommandPattern, String> {
         let strings = |v: Option<&serde_json::Value>| -> Result<Vec<String>, String> {
             v.and_then(serde_json::Value::as_array)
                 .ok_or("expected a list")?
@@ -465,7 +526,7 @@ impl Pattern {
         if shapes.is_empty() {
             return Err("a pattern has at least one shape".into());
         }
-        Ok(Pattern {
+        Ok(CommandPattern {
             profile: v
                 .get("profile")
                 .and_then(serde_json::Value::as_str)
@@ -719,15 +780,7 @@ pub fn propose(call: &ToolCall, decision: &Decision) -> Result<Pattern, Refusal>
         });
     }
     if call.tool == ToolKind::NetConnect {
-        // A destination is policy, not a command shape: it belongs in the document, where
-        // it is reviewed with the other network rules and applies to every run alike.
-        return Err(Refusal::NotLearnable {
-            why: format!(
-                "a destination is not learned as a rule; approve {}:{} for the session instead, or add a [[network]] rule for it to the policy",
-                call.host.as_deref().unwrap_or("?"),
-                call.port.unwrap_or_default()
-            ),
-        });
+        return destination::propose(call, decision).map(Pattern::Destination);
     }
     if call.tool != ToolKind::ProcessRun {
         return Err(Refusal::NotLearnable {
@@ -846,11 +899,11 @@ pub fn propose(call: &ToolCall, decision: &Decision) -> Result<Pattern, Refusal>
             ),
         });
     }
-    let pattern = Pattern {
+    let pattern = Pattern::Commands(CommandPattern {
         profile: call.sandbox_profile.clone().unwrap_or_default(),
         env: call.env.keys().cloned().collect(),
         shapes,
-    };
+    });
     // The rule must lift the call it is learned from, or it would teach nothing.
     let probe = LearnedSet::new(
         0,
@@ -887,6 +940,8 @@ pub struct LearnedSet {
     revision: u64,
     rules: Vec<LearnedRule>,
     by_program: HashMap<String, Vec<(usize, usize)>>,
+    /// Destination rules by host and port.
+    by_destination: HashMap<(String, u16), Vec<usize>>,
 }
 
 /// What lifted a decision.
@@ -902,17 +957,25 @@ impl LearnedSet {
     /// Indexes `rules` (the active ones of ledger revision `revision`).
     pub fn new(revision: u64, rules: Vec<LearnedRule>) -> LearnedSet {
         let mut by_program: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+        let mut by_destination: HashMap<(String, u16), Vec<usize>> = HashMap::new();
         for (r, rule) in rules.iter().enumerate() {
-            for (s, shape) in rule.pattern.shapes.iter().enumerate() {
+            for (s, shape) in rule.pattern.shapes().iter().enumerate() {
                 if let Some(p) = shape.program() {
                     by_program.entry(p.to_owned()).or_default().push((r, s));
                 }
+            }
+            if let Pattern::Destination(d) = &rule.pattern {
+                by_destination
+                    .entry((d.host.clone(), d.port))
+                    .or_default()
+                    .push(r);
             }
         }
         LearnedSet {
             revision,
             rules,
             by_program,
+            by_destination,
         }
     }
 
@@ -947,10 +1010,48 @@ impl LearnedSet {
         ctx: &CallContext,
         now_micros: i64,
     ) -> Option<Lifted> {
-        if self.rules.is_empty() || decision.tier != Tier::Ask || call.tool != ToolKind::ProcessRun
-        {
+        if self.rules.is_empty() || decision.tier != Tier::Ask {
             return None;
         }
+        match call.tool {
+            ToolKind::ProcessRun => self.apply_commands(decision, call, ctx, now_micros),
+            ToolKind::NetConnect => {
+                let usable = |r: &LearnedRule| {
+                    r.expires_at_micros.is_none_or(|e| now_micros < e) && r.scope.matches(ctx)
+                };
+                let host = match Host::parse(call.host.as_deref()?) {
+                    Host::Name(n) => n,
+                    Host::Ip(_) => return None,
+                };
+                let port = u16::try_from(call.port?).ok()?;
+                let candidates = self.by_destination.get(&(host, port))?;
+                let (r, d) = destination::lifting(
+                    decision,
+                    call,
+                    candidates
+                        .iter()
+                        .map(|r| &self.rules[*r])
+                        .filter(|r| usable(r)),
+                )?;
+                let lifted = Lifted {
+                    rule_id: r.rule_id(),
+                    created_by: r.created_by.clone(),
+                };
+                destination::lift(decision, r, d, &lifted);
+                decision.policy_version = self.version_of(&decision.policy_version);
+                Some(lifted)
+            }
+            _ => None,
+        }
+    }
+
+    fn apply_commands(
+        &self,
+        decision: &mut Decision,
+        call: &ToolCall,
+        ctx: &CallContext,
+        now_micros: i64,
+    ) -> Option<Lifted> {
         // Something asks that no match explains (rules that disagree on the profile): a
         // human decides.
         let explained = decision
@@ -968,8 +1069,8 @@ impl LearnedSet {
         let usable = |r: &LearnedRule| {
             r.expires_at_micros.is_none_or(|e| now_micros < e)
                 && r.scope.matches(ctx)
-                && r.pattern.profile == profile
-                && call.env.keys().all(|k| r.pattern.env.contains(k))
+                && matches!(&r.pattern, Pattern::Commands(p)
+                    if p.profile == profile && call.env.keys().all(|k| p.env.contains(k)))
         };
         let mut lifted_by: Vec<Option<usize>> = vec![None; decision.commands.len()];
         for (i, c) in decision.commands.iter().enumerate() {
@@ -985,7 +1086,7 @@ impl LearnedSet {
             };
             lifted_by[i] = candidates.iter().find_map(|&(r, s)| {
                 let rule = &self.rules[r];
-                let shape = &rule.pattern.shapes[s];
+                let shape = &rule.pattern.shapes()[s];
                 (usable(rule)
                     && shape.matches(&c.argv, cwd)
                     && asks.iter().all(|a| shape.lifts.contains(a)))
@@ -1093,7 +1194,7 @@ impl LearnedSet {
                         rule.source_approval,
                         rule.created_by,
                         rule.pattern
-                            .shapes
+                            .shapes()
                             .iter()
                             .map(|s| s
                                 .words
@@ -1226,7 +1327,8 @@ pub fn check_cases(
         let decision = policy.classify(&case.call, &case.ctx);
         // Cases run under whatever profile the rule was learned for.
         let mut call = case.call.clone();
-        call.sandbox_profile = (!candidate.profile.is_empty()).then(|| candidate.profile.clone());
+        call.sandbox_profile =
+            (!candidate.profile().is_empty()).then(|| candidate.profile().to_owned());
         if let Some(p) = &decision.sandbox_profile {
             call.sandbox_profile = Some(p.clone());
         }

@@ -14,13 +14,16 @@ mod compute;
 pub mod digest;
 pub mod document;
 pub mod engine;
+mod error;
 pub mod learned;
 mod memo;
 pub mod network;
 pub mod paths;
 pub mod profile;
+mod quoting;
 pub mod reload;
 pub mod render;
+mod rule_fields;
 pub mod shell;
 
 pub use call::{CallContext, ToolCall};

@@ -16,7 +16,8 @@ use toml::Spanned;
 use toolgate_core::Tier;
 
 use crate::CallContext;
-use crate::document::{Error, List, Selectors, nonempty, rule_head};
+use crate::error::Error;
+use crate::rule_fields::{List, Selectors, nonempty, rule_head};
 
 /// `[[network]]` as written.
 #[derive(Deserialize)]

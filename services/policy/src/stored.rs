@@ -10,10 +10,10 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use toolgate_contracts::common::v1 as common;
-use toolgate_contracts::convert::{tier_to_wire, tool_to_wire};
+use toolgate_contracts::convert::{tier_to_wire, tool_call_from_wire, tool_to_wire};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_core::{Tier, ToolKind};
-use toolgate_policy_engine::{Decision, render};
+use toolgate_policy_engine::{Decision, ToolCall, render};
 
 /// The explanation JSON stored with an approval. The executor's workspace `labels` are kept
 /// too (when it sent any): a rule learned from the approval with workspace scope is bound
@@ -150,6 +150,13 @@ fn strings<M: FromIterator<(String, String)>>(v: &Value, key: &str) -> M {
         .flatten()
         .filter_map(|(k, x)| Some((k.clone(), x.as_str()?.to_owned())))
         .collect()
+}
+
+/// The domain call an approval stored, for the policy core (which never sees the wire types):
+/// `None` when the JSON is not a stored call, `Err` when it is one no longer valid.
+pub(crate) fn call_from_json(json: &str) -> Option<Result<ToolCall, String>> {
+    tool_call_from_json(json)
+        .map(|c| tool_call_from_wire(c).map_err(|(field, message)| format!("{field}: {message}")))
 }
 
 /// Decodes a stored canonical request into the wire `ToolCall` (secrets already redacted).

@@ -49,7 +49,7 @@ pub struct Workspace {
     refuse_hard_links: bool,
     allow_backslash_names: bool,
     /// What the run-mask walk learned about unchanged directories.
-    walk_cache: std::sync::Mutex<crate::masks::WalkCache>,
+    walk_cache: std::sync::Mutex<crate::masks::cache::WalkCache>,
 }
 
 impl Workspace {
@@ -120,7 +120,7 @@ impl Workspace {
 
     /// The run-mask walk's cache (a poisoned lock only means a walk panicked mid-update of
     /// an entry, which is replaced whole, so the cache is still consistent).
-    pub(crate) fn walk_cache(&self) -> std::sync::MutexGuard<'_, crate::masks::WalkCache> {
+    pub(crate) fn walk_cache(&self) -> std::sync::MutexGuard<'_, crate::masks::cache::WalkCache> {
         self.walk_cache
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -1,6 +1,17 @@
 //! Asking: a decision that needs a human finds, takes or opens the approval covering it.
 
-use super::*;
+use super::rows::{
+    A_COLS, A_SELECT, BINDING, D_COLS, D_SELECT, approval_args, approval_from, decision_args,
+    decision_from, ev_approval, ev_decision, placeholders,
+};
+use super::{AskParams, Core, same_request};
+use crate::db::{Event, Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, ApprovalId, ApprovalState, AskOutcome, AskRequest, AskVerdict, CallId,
+    DecisionRecord, Lease, LeaseToken, Scope, Timestamp, random_token,
+};
+use toolgate_core::Tier;
 
 impl Core {
     pub(crate) async fn ask(&self, req: AskRequest) -> Result<AskOutcome> {
@@ -207,7 +218,7 @@ impl Core {
             .await?;
         let Some(row) = row else { return Ok(None) };
         let a = approval_from(&row)?;
-        tx.touch(a.id.as_str());
+        tx.touch(&a);
         events.push(ev_approval("approval.consumed", &a));
         Ok(Some((a, AskVerdict::Allowed { lease: Some(lease) })))
     }
@@ -243,7 +254,7 @@ impl Core {
             .await?;
         for r in &expired {
             let a = approval_from(r)?;
-            tx.touch(a.id.as_str());
+            tx.touch(&a);
             events.push(ev_approval("approval.expired", &a));
         }
 
@@ -342,7 +353,7 @@ impl Core {
             .await?;
         if let Some(r) = inserted {
             let a = approval_from(&r)?;
-            tx.touch(a.id.as_str());
+            tx.touch(&a);
             events.push(ev_approval("approval.created", &a));
             return Ok((a, AskVerdict::Pending));
         }

@@ -1,6 +1,13 @@
 //! Deciding and cancelling approvals.
 
-use super::*;
+use super::Core;
+use super::rows::{A_SELECT, approval_from, ev_approval, ev_learned};
+use crate::db::{Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, ApprovalId, ApprovalState, Decide, LearnedRuleRecord, NewLearnedRule, Principal,
+    Scope, Timestamp, Verdict,
+};
 
 impl Core {
     pub(crate) async fn decide(&self, id: &ApprovalId, dc: &Decide) -> Result<Approval> {
@@ -71,7 +78,7 @@ impl Core {
             match row {
                 Some(r) => {
                     let a = approval_from(&r)?;
-                    tx.touch(a.id.as_str());
+                    tx.touch(&a);
                     let mut events = vec![ev_approval(&format!("approval.{action}"), &a)];
                     let rule = match learn {
                         Some(l) => {
@@ -112,7 +119,7 @@ impl Core {
             match row {
                 Some(r) => {
                     let a = approval_from(&r)?;
-                    tx.touch(a.id.as_str());
+                    tx.touch(&a);
                     self.finish(tx, vec![ev_approval("approval.cancelled", &a)]).await?;
                     Ok(a)
                 }
@@ -148,7 +155,7 @@ impl Core {
                 )
                 .await?;
             let a = approval_from(&expect_row(row, "expiring an approval")?)?;
-            tx.touch(a.id.as_str());
+            tx.touch(&a);
             self.finish(tx, vec![ev_approval("approval.expired", &a)])
                 .await?;
             return Ok(Error::Expired {

@@ -1,8 +1,19 @@
 //! Recording decisions: one at a time, or batched into one transaction by the writer task.
 
-use sqlx::postgres::PgPool;
+use super::rows::{
+    D_COLS, D_SELECT, O_SELECT, decision_args, decision_from, ev_decision, outcome_from,
+    placeholders,
+};
+use super::{Core, same_request};
+use crate::canon;
+use crate::db::{Arg, Event, Pool, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{DecisionId, DecisionRecord, OutcomeRecord, Recorded};
+use sqlx::AssertSqlSafe;
+use std::collections::HashSet;
+use toolgate_core::Tier;
 
-use super::*;
+use sqlx::postgres::PgPool;
 
 /// A decision ready for the group commit: its row's values and its audit payload, computed
 /// by the caller (in parallel with other callers) so the writer only gathers them.

@@ -3,7 +3,13 @@
 //! notifies every replica (`RULES_TOPIC` on the ledger's channel), so each can rebuild its
 //! compiled set before its next decision.
 
-use super::*;
+use super::Core;
+use super::rows::{L_COLS, L_SELECT, ev_learned, learned_args, learned_from, placeholders};
+use crate::db::{Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, LearnedRuleId, LearnedRuleRecord, LearnedRules, NewLearnedRule, Principal, Timestamp,
+};
 
 /// The notification payload that says "the learned rules changed". Not an approval id (those
 /// start with `apr_`), so approval waiters never match it.
@@ -73,7 +79,7 @@ impl Core {
         )
         .await?;
         tx.exec(BUMP, vec![]).await?;
-        tx.touch(RULES_TOPIC);
+        tx.touch_topic(RULES_TOPIC);
         Ok(rule)
     }
 
@@ -103,7 +109,7 @@ impl Core {
             };
             let rule = learned_from(&row)?;
             tx.exec(BUMP, vec![]).await?;
-            tx.touch(RULES_TOPIC);
+            tx.touch_topic(RULES_TOPIC);
             self.finish(tx, vec![ev_learned("rule.revoked", &rule)])
                 .await?;
             Ok(rule)

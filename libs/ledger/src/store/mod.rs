@@ -2,20 +2,17 @@
 //! operations live in one file per concern (decisions, ask, decide, outcomes, reads, sweep,
 //! watch, verify), over the rows and events of `rows`.
 
-use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::AssertSqlSafe;
+use toolgate_core::Tier;
 use toolgate_core::backoff::Backoff;
-use toolgate_core::{Tier, ToolKind};
 
-use crate::canon;
 use crate::clock::Clock;
-use crate::db::{Arg, Event, HEAD, Pool, Row, Tx, args, expect_row};
+use crate::db::{Event, Pool, Tx};
 use crate::error::{Error, Result};
-use crate::model::*;
+use crate::model::{DecisionId, DecisionRecord, NewDecision, Timestamp};
 use crate::notify::Hub;
 use crate::redact::Redactor;
 
@@ -34,11 +31,6 @@ mod watch;
 
 pub(crate) use decisions::Pending;
 pub(crate) use learned::RULES_TOPIC;
-use rows::*;
-pub(crate) use rows::{
-    A_COLS, A_SELECT, D_COLS, D_SELECT, L_COLS, L_SELECT, O_COLS, O_SELECT, approval_from,
-    decision_from, learned_from, outcome_from,
-};
 
 /// Ledger-wide durations.
 #[derive(Debug, Clone, Copy)]
@@ -113,8 +105,11 @@ impl Core {
         // Postgres waiters hear about it through LISTEN (on every replica, this one
         // included); SQLite lives in this process only.
         if !self.is_pg() {
-            for id in touched {
-                self.hub.deliver(&id);
+            for t in touched {
+                if let Some(s) = t.snapshot {
+                    self.hub.deliver_state(&t.id, s);
+                }
+                self.hub.deliver(&t.id);
             }
         }
         Ok(())

@@ -1,6 +1,17 @@
 //! Outcomes: what ran, recorded once per decision, fenced by its lease.
 
-use super::*;
+use super::Core;
+use super::rows::{
+    A_SELECT, D_SELECT, O_COLS, O_SELECT, approval_from, decision_from, ev_approval, ev_outcome,
+    outcome_args, outcome_from, placeholders,
+};
+use crate::db::{Event, Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, ApprovalState, ExecutorRecord, LeaseToken, NewOutcome, OutcomeRecord, Scope,
+    Timestamp,
+};
+use toolgate_core::Tier;
 
 impl Core {
     pub(crate) async fn record_outcome(&self, no: &NewOutcome) -> Result<OutcomeRecord> {
@@ -152,7 +163,7 @@ impl Core {
                 )
                 .await?;
             let a = approval_from(&expect_row(row, "closing an expired lease")?)?;
-            tx.touch(&id);
+            tx.touch(&a);
             events.push(ev_approval("approval.unknown", &a));
             return Ok(Some(Error::LeaseExpired { id }));
         }
@@ -173,7 +184,7 @@ impl Core {
             )
             .await?;
         let a = approval_from(&expect_row(row, "completing an approval")?)?;
-        tx.touch(&id);
+        tx.touch(&a);
         events.push(ev_approval("approval.completed", &a));
         Ok(None)
     }

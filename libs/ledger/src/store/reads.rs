@@ -1,6 +1,13 @@
 //! Reads: approvals, calls and decisions by id; listings.
 
-use super::*;
+use super::Core;
+use super::rows::{A_SELECT, D_SELECT, approval_from, decision_from};
+use crate::db::args;
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, ApprovalFilter, ApprovalId, ApprovalState, CallId, CallRecord, DecisionId,
+    DecisionRecord, Page, PageToken,
+};
 
 impl Core {
     pub(crate) async fn get(&self, id: &ApprovalId) -> Result<Approval> {

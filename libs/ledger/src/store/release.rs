@@ -2,7 +2,13 @@
 //! back to "not allowed" (saying when and why), so the same `call_id` may be allowed again,
 //! and a once-approval it consumed is approved again instead of spent.
 
-use super::*;
+use super::Core;
+use super::rows::{A_SELECT, D_SELECT, approval_from, decision_from, ev_approval, ev_decision};
+use crate::db::{Event, Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, ApprovalState, DecisionRecord, LeaseToken, NotStarted, Scope, Timestamp,
+};
 
 impl Core {
     pub(crate) async fn release(&self, ns: &NotStarted) -> Result<DecisionRecord> {
@@ -124,7 +130,7 @@ impl Core {
             .await?;
         let a = approval_from(&expect_row(row, "restoring an approval")?)?;
         // Wakes waiters on it: an identical parked call may take it now.
-        tx.touch(&id);
+        tx.touch(&a);
         events.push(ev_approval("approval.restored", &a));
         Ok(None)
     }

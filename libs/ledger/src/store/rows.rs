@@ -1,7 +1,14 @@
 //! Rows and their columns: SQL fragments, conversions between rows and the model, and the
 //! audit events each change appends. Result rows are read by column name, never by position.
 
-use super::*;
+use crate::canon;
+use crate::db::{Arg, Event, Row, args};
+use crate::error::{Error, Result};
+use crate::model::{
+    Approval, DecisionRecord, ExecutorRecord, ExitStatus, LearnedRuleRecord, LeaseToken,
+    OutcomeRecord, RequestDigest, Timestamp,
+};
+use toolgate_core::{Tier, ToolKind};
 
 /// Declares the columns of one row type once, next to its decoder, as two constants:
 ///
@@ -309,6 +316,7 @@ pub(super) fn ev_outcome(kind: &str, o: &OutcomeRecord) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashSet;
 
     const ROW_TYPES: [(&str, &str, &str); 3] = [
         (D_COLS, D_SELECT, "decision_"),

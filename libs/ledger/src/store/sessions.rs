@@ -7,9 +7,19 @@
 //! exactly one holds the session. Session rows are not part of the audit chain; the abandon's
 //! changes to decisions are (each ended lease appends a `decision.abandoned` event).
 
-use std::collections::BTreeMap;
+use super::Core;
+use super::rows::{
+    D_SELECT, S_COLS, S_SELECT, decision_from, ev_decision, ots, parse_id, placeholders, ts,
+};
+use crate::db::{Arg, Row, Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{
+    Abandoned, ClaimSession, Claimed, Session, SessionFilter, SessionHolder, SessionId,
+    SessionState,
+};
+use std::collections::HashSet;
 
-use super::*;
+use std::collections::BTreeMap;
 
 /// Why a session's sandbox ended because its executor restarted.
 const ABANDONED: &str = "abandoned";

@@ -1,6 +1,10 @@
 //! The sweep: expiring what nobody decided or used in time.
 
-use super::*;
+use super::Core;
+use super::rows::{A_SELECT, approval_from, ev_approval};
+use crate::db::args;
+use crate::error::Result;
+use crate::model::SweepReport;
 
 impl Core {
     pub(crate) async fn sweep(&self) -> Result<SweepReport> {
@@ -29,7 +33,7 @@ impl Core {
             for (rows, kind) in [(&expired, "approval.expired"), (&unknown, "approval.unknown")] {
                 for r in rows {
                     let a = approval_from(r)?;
-                    tx.touch(a.id.as_str());
+                    tx.touch(&a);
                     events.push(ev_approval(kind, &a));
                 }
             }

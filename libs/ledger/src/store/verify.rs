@@ -1,6 +1,16 @@
 //! Verification of the hash chain, the head, counts and health.
 
-use super::*;
+use super::Core;
+use super::rows::{
+    A_SELECT, D_SELECT, L_SELECT, O_SELECT, approval_from, decision_from, learned_from,
+    outcome_from,
+};
+use crate::canon;
+use crate::db::{HEAD, Tx, args, expect_row};
+use crate::error::{Error, Result};
+use crate::model::{BrokenLink, Cursor, VerifyReport};
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 impl Core {
     /// Verifies one consistent snapshot, so a ledger being written verifies too: the chain

@@ -1,7 +1,14 @@
 //! One simple command: its computed forms, the layers it unwraps to (wrappers, loaders,
 //! interpreters, scripts it wrote), and its program name.
 
-use super::*;
+use super::words::path_for;
+use super::wrappers::{
+    ShellInvocation, is_loader, is_wrapper, loader_options, shell_invocation, strip_proc_root,
+    unwrap,
+};
+use super::{Analyzer, Ctx, Expanded, ShellCommand, ShellPath};
+use crate::paths::Access;
+use crate::{baseline, compute, paths};
 
 impl Analyzer {
     /// Classifies one simple command given its expanded words.

@@ -10,7 +10,6 @@
 use std::collections::HashSet;
 
 use brush_parser::ast;
-use brush_parser::word::{ParameterExpr, ParameterTransformOp, WordPiece, WordPieceWithSource};
 
 use crate::baseline::{self, BaselineRule};
 use crate::compute;
@@ -20,10 +19,6 @@ mod command;
 mod walk;
 mod words;
 mod wrappers;
-
-use words::*;
-pub(crate) use words::{ansi_c, unescape_backquoted};
-use wrappers::*;
 
 /// Most simple commands one analysis extracts before giving up (then at least `ask`).
 const MAX_COMMANDS: usize = 2_000;

@@ -1,4 +1,5 @@
 use super::*;
+use crate::quoting::ansi_c;
 
 fn argvs(script: &str) -> Vec<Vec<String>> {
     analyze_script(script, ".")

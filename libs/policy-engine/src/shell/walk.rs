@@ -1,7 +1,13 @@
 //! The walk over the parsed script: lists, pipelines, compound commands, functions,
 //! substitutions and redirections, down to each simple command.
 
-use super::*;
+use super::{
+    Analyzer, Ctx, Expanded, MAX_BODY_BYTES, MAX_NESTING, MAX_SCRIPT_BYTES, SENTINEL, ShellPath,
+    nesting_estimate, parser_input,
+};
+use crate::paths::Access;
+use crate::{baseline, compute, paths};
+use brush_parser::ast;
 
 impl Analyzer {
     pub(super) fn script(&mut self, script: &str, ctx: &mut Ctx, depth: usize) {

@@ -359,3 +359,179 @@ async fn a_networked_run_reaches_a_name_but_not_an_ip_literal_nor_the_executors_
     let d = destination(&o, "out.test");
     assert_eq!((d.port, d.refusal.as_str()), (0, "query_type"));
 }
+
+/// Connects to `web.test` on the port given, sends a few bytes that are not HTTP and prints
+/// what comes back: `reset` for a TCP reset, `closed` for an orderly end.
+const RAW: &str = "import socket, sys
+s = socket.create_connection(('web.test', int(sys.argv[1])))
+s.sendall(b'ping')
+try:
+    got = s.recv(100)
+    print('closed' if not got else got)
+except ConnectionResetError:
+    print('reset')
+";
+
+/// A run's events, split: the approvals it waited on, its stdout, its `Exited`.
+struct Streamed {
+    waits: Vec<toolgate_contracts::executor::v1::AwaitingApproval>,
+    stdout: String,
+    exited: toolgate_contracts::executor::v1::Exited,
+}
+
+/// Reads `stream` to its end; `on_started` runs once the run's process has started.
+async fn stream_run(
+    mut stream: tonic::Streaming<toolgate_contracts::executor::v1::RunResponse>,
+    on_started: impl AsyncFnOnce(),
+) -> Streamed {
+    use toolgate_contracts::executor::v1::run_response::Event;
+    let (mut waits, mut stdout, mut exited) = (Vec::new(), Vec::new(), None);
+    let mut on_started = Some(on_started);
+    while let Some(msg) = stream.message().await.expect("the stream") {
+        match msg.event.expect("event set") {
+            Event::Started(_) => {
+                if let Some(f) = on_started.take() {
+                    f().await;
+                }
+            }
+            Event::AwaitingApproval(a) => waits.push(a),
+            Event::Output(o)
+                if o.stream == toolgate_contracts::executor::v1::Stream::Stdout as i32 =>
+            {
+                stdout.extend_from_slice(&o.data);
+            }
+            Event::Output(_) => {}
+            Event::Exited(x) => exited = Some(x),
+        }
+    }
+    Streamed {
+        waits,
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        exited: exited.expect("Exited"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_while_the_policy_service_is_unreachable_is_refused_and_recorded() {
+    use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+    let sb = Sandbox::new();
+    let dns = dns_server();
+    let port = web_server();
+    // Runs are auto; a destination no rule lists asks (the network default).
+    let policy = Policy::start("default = \"auto\"\n");
+    let exe = executor(&sb, dns, Some(&policy));
+    std::fs::write(sb.ws.join("get.py"), GET).unwrap();
+    // The run waits on a FIFO until the test has taken the policy service away.
+    let go = sb.ws.join("go");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&go)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let mut client = ProcessServiceClient::new(exe.channel().await);
+    let stream = client
+        .run(networked(&format!(
+            "read line < go && python3 get.py http://web.test:{port}/"
+        )))
+        .await
+        .expect("the run starts")
+        .into_inner();
+    let mut policy = Some(policy);
+    let s = stream_run(stream, async || {
+        // The run was authorized; now nobody can decide its connections.
+        drop(policy.take());
+        tokio::task::spawn_blocking(move || std::fs::write(go, "go\n"))
+            .await
+            .unwrap()
+            .expect("release the run");
+    })
+    .await;
+    assert!(policy.is_none(), "the run started");
+    // Fail closed: the client gets a refusal naming the reason, nothing left the gate.
+    assert!(
+        s.stdout.starts_with("403 ") && s.stdout.contains("reason: policy_unavailable"),
+        "{}",
+        s.stdout
+    );
+    let d = s
+        .exited
+        .network
+        .iter()
+        .find(|d| d.host == "web.test")
+        .unwrap_or_else(|| panic!("no web.test in {:?}", s.exited.network));
+    assert_eq!(d.refusal, "policy_unavailable");
+    assert!(d.message.contains("unavailable"), "{}", d.message);
+    assert_eq!((d.connections, d.refused), (1, 1));
+    assert_eq!((d.address.as_str(), d.bytes_sent), ("", 0));
+    // Nobody decided: no tier, rule or approval.
+    assert_eq!(d.tier, common::Tier::Unspecified as i32);
+    assert_eq!((d.rule_id.as_str(), d.approval_id.as_str()), ("", ""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_connection_is_reset_when_its_approval_expires() {
+    use toolgate_contracts::executor::v1::process_service_client::ProcessServiceClient;
+    use toolgate_contracts::policy::v1 as ppb;
+    let sb = Sandbox::new();
+    let dns = dns_server();
+    let port = web_server();
+    // Pending approvals expire after two seconds; the gate would hold for two minutes
+    // (`egress.hold_ms`'s default): the approval's expiry is the bound.
+    let policy = Policy::start_env(
+        &net_policy("ask", port),
+        std::sync::Arc::new(support::Credentials::new()),
+        &[("TOOLGATE_LEDGER__PENDING_TTL_MS", "2000")],
+    );
+    let exe = executor(&sb, dns, Some(&policy));
+    std::fs::write(sb.ws.join("raw.py"), RAW).unwrap();
+    let mut client = ProcessServiceClient::new(exe.channel().await);
+    let stream = client
+        .run(networked(&format!("python3 raw.py {port}")))
+        .await
+        .expect("the run starts")
+        .into_inner();
+    let s = stream_run(stream, async || {}).await;
+    let ended = std::time::SystemTime::now();
+
+    assert_eq!(s.stdout, "reset\n", "the held connection is reset");
+    assert_eq!(s.waits.len(), 1, "{:?}", s.waits);
+    let wait = &s.waits[0];
+    assert_eq!(wait.destination, format!("web.test:{port}"));
+    let approval = policy
+        .approvals()
+        .await
+        .get_approval(ppb::GetApprovalRequest {
+            approval_id: wait.approval_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .approval
+        .unwrap();
+    let at = |t: &prost_types::Timestamp| {
+        std::time::UNIX_EPOCH + std::time::Duration::new(t.seconds as u64, t.nanos as u32)
+    };
+    let expires = at(approval.expires_at.as_ref().expect("expires_at"));
+    let deadline = at(wait.wait_deadline.as_ref().expect("wait_deadline"));
+    let apart = expires
+        .duration_since(deadline)
+        .unwrap_or_else(|e| e.duration());
+    assert!(
+        apart < std::time::Duration::from_millis(1),
+        "the hold is bounded by the approval's expiry: {deadline:?} vs {expires:?}"
+    );
+    assert!(ended >= expires, "the connection was held until the expiry");
+    assert_ne!(approval.state, ppb::ApprovalState::Approved as i32);
+
+    let d = s
+        .exited
+        .network
+        .iter()
+        .find(|d| d.host == "web.test")
+        .unwrap_or_else(|| panic!("no web.test in {:?}", s.exited.network));
+    assert_eq!(d.refusal, "approval_expired");
+    assert_eq!(d.approval_id, wait.approval_id);
+    assert_eq!(d.tier, common::Tier::Ask as i32);
+    assert_eq!((d.connections, d.refused), (1, 1));
+    assert_eq!((d.address.as_str(), d.bytes_sent), ("", 0));
+}

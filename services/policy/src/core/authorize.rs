@@ -119,32 +119,29 @@ impl PolicyCore {
         }
         let denied_hosts = denied_hosts(&policy, &call, &ctx);
 
-        let authorization = if decision.tier == Tier::Ask {
+        let explanation_json = stored::explanation_json(&decision, &req.description, &ctx.labels);
+        let ask = async |new: NewDecision| -> Result<Authorization, PolicyError> {
             let asked = self
                 .write(
                     "ledger.ask",
                     "ask",
                     self.inner.ledger.ask(AskRequest {
                         decision: new,
-                        explanation_json: stored::explanation_json(
-                            &decision,
-                            &req.description,
-                            &ctx.labels,
-                        ),
+                        explanation_json: explanation_json.clone(),
                         pending_ttl: None,
                     }),
                 )
                 .await?;
             let decision_id = asked.decision.id.as_str().to_owned();
             let approval_id = asked.approval.id.as_str().to_owned();
-            match asked.verdict {
+            Ok(match asked.verdict {
                 AskVerdict::Allowed { .. } => Authorization::Allowed {
                     decision_id,
                     approval_id,
                     lease_expires_at: asked.decision.lease_expires_at.map(system_time),
-                    hidden,
-                    sandbox_profile,
-                    denied_hosts,
+                    hidden: hidden.clone(),
+                    sandbox_profile: sandbox_profile.clone(),
+                    denied_hosts: denied_hosts.clone(),
                 },
                 AskVerdict::Pending => Authorization::Pending {
                     decision_id,
@@ -153,7 +150,7 @@ impl PolicyCore {
                 },
                 AskVerdict::Denied => Authorization::Denied {
                     decision_id,
-                    rule_id: deciding_rule,
+                    rule_id: deciding_rule.clone(),
                     message: human_denial(&asked.approval),
                     approval_id,
                 },
@@ -168,8 +165,13 @@ impl PolicyCore {
                         .await?;
                     replayed(&asked.decision, record.and_then(|r| r.outcome))
                 }
-            }
+            })
+        };
+        let authorization = if decision.tier == Tier::Ask {
+            ask(new).await?
         } else {
+            // Only a lifted call can have been asked before under its call id.
+            let retry = lifted.is_some().then(|| new.clone());
             let recorded = self
                 .write(
                     "ledger.write",
@@ -178,7 +180,20 @@ impl PolicyCore {
                 )
                 .await?;
             let d = recorded.decision;
-            if recorded.replayed && d.allowed_at.is_some() {
+            if let Some(new) = retry
+                && recorded.replayed
+                && d.tier == Tier::Ask
+                && d.allowed_at.is_none()
+            {
+                // The call asked before a rule lifting it was learned, and waits on its
+                // approval (the one the rule was learned from, or another): that approval
+                // decides it, as it would have without the rule.
+                ask(NewDecision {
+                    tier: Tier::Ask,
+                    ..new
+                })
+                .await?
+            } else if recorded.replayed && d.allowed_at.is_some() {
                 replayed(&d, recorded.outcome)
             } else if d.tier == Tier::Deny || (recorded.replayed && d.allowed_at.is_none()) {
                 // (A released call whose retry the policy no longer allows is refused with the

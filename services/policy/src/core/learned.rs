@@ -64,15 +64,17 @@ impl PolicyCore {
         Ok(set)
     }
 
-    /// Lifts an asking run covered by learned rules to auto. `call` carries the sandbox
-    /// profile in force. A set that cannot be read lifts nothing (the call still asks).
+    /// Lifts an asking run, or a connection of one, covered by learned rules to auto. `call`
+    /// carries the sandbox profile in force. A set that cannot be read lifts nothing (the call still asks).
     pub(crate) async fn apply_learned(
         &self,
         decision: &mut Decision,
         call: &ToolCall,
         ctx: &CallContext,
     ) -> Option<Lifted> {
-        if decision.tier != Tier::Ask || call.tool != ToolKind::ProcessRun {
+        if decision.tier != Tier::Ask
+            || !matches!(call.tool, ToolKind::ProcessRun | ToolKind::NetConnect)
+        {
             return None;
         }
         let set = match self.learned_set().await {
@@ -270,13 +272,13 @@ fn compile(r: &ledger::LearnedRuleRecord) -> Result<learned::LearnedRule, String
 /// The call an approval was asked for, and its context, from what the ledger stored.
 fn stored_call(a: &ledger::Approval) -> Result<(ToolCall, CallContext), PolicyError> {
     let not_learnable = |why: String| PolicyError::Rule(learned::Refusal::NotLearnable { why });
-    let wire = stored::tool_call_from_json(&a.request_json).ok_or_else(|| {
-        not_learnable(format!(
-            "approval {} stores no call this service can read",
-            a.id
-        ))
-    })?;
-    let call = crate::wire::tool_call(Some(wire))
+    let call = stored::call_from_json(&a.request_json)
+        .ok_or_else(|| {
+            not_learnable(format!(
+                "approval {} stores no call this service can read",
+                a.id
+            ))
+        })?
         .map_err(|e| not_learnable(format!("approval {}: {e}", a.id)))?;
     let ctx = CallContext {
         session_id: a.session_id.as_str().to_owned(),

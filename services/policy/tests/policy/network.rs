@@ -152,24 +152,6 @@ async fn connections_of_a_session_to_one_destination_share_one_approval() {
         );
         assert_ne!(other, first, "{call}");
     }
-    // A destination is not learned as a rule: the refusal says what to do instead, and the
-    // approval still waits.
-    let e = alice
-        .decide_approval(pb::DecideApprovalRequest {
-            remember: Some(pb::Remember {
-                scope: pb::LearnedRuleScope::Session as i32,
-                ttl: None,
-            }),
-            ..approve(&first)
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(reason(&e), "RULE_NOT_LEARNABLE", "{}", e.message());
-    assert!(
-        e.message().contains("example.com:443") && e.message().contains("[[network]]"),
-        "{}",
-        e.message()
-    );
     // Approved for the session, later connections there go through.
     alice
         .decide_approval(pb::DecideApprovalRequest {
@@ -191,6 +173,119 @@ async fn connections_of_a_session_to_one_destination_share_one_approval() {
         // A connection is not a run: it carries no hosts for a DNS stub.
         assert!(ok.denied_hosts.is_empty());
     }
+}
+
+fn deciding_rule(r: &pb::AuthorizeResponse) -> String {
+    let e = r.explanation.as_ref().expect("an explanation");
+    e.matches
+        .iter()
+        .find(|m| m.tier == e.tier)
+        .map(|m| m.rule_id.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destination_approved_as_a_rule_is_auto_for_later_runs_until_revoked() {
+    let (_db, server) = start().await;
+    let mut exec = server.policy(EXEC).await;
+    let mut alice = server.approvals(ALICE).await;
+
+    let first = pending_id(
+        &exec
+            .authorize(ask("run-1/a", "s1", "example.com", 443))
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    // The approver sees exactly what the rule will allow before deciding.
+    let proposal = alice
+        .propose_rule(pb::ProposeRuleRequest {
+            approval_id: first.clone(),
+            scope: pb::LearnedRuleScope::All as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        proposal
+            .pattern
+            .starts_with("connect to example.com:443 (tcp)\n"),
+        "{}",
+        proposal.pattern
+    );
+    let decided = alice
+        .decide_approval(pb::DecideApprovalRequest {
+            remember: Some(pb::Remember {
+                scope: pb::LearnedRuleScope::All as i32,
+                ttl: None,
+            }),
+            ..approve(&first)
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let rule = decided.rule.expect("a rule was learned");
+    assert_eq!(rule.pattern, proposal.pattern);
+    assert_eq!(rule.source_approval_id, first);
+
+    // The held connection takes its approval; later runs, in any session, need none.
+    let r = exec
+        .authorize(ask("run-1/a", "s1", "example.com", 443))
+        .await
+        .unwrap()
+        .into_inner();
+    let R::Allowed(ok) = result(&r) else {
+        panic!("{r:?}")
+    };
+    assert_eq!(ok.approval_id, first);
+    for (call, session) in [("run-2/a", "s2"), ("run-3/a", "s3")] {
+        let r = exec
+            .authorize(ask(call, session, "example.com", 443))
+            .await
+            .unwrap()
+            .into_inner();
+        let R::Allowed(ok) = result(&r) else {
+            panic!("{call}: {r:?}")
+        };
+        assert!(ok.approval_id.is_empty(), "{ok:?}");
+        assert_eq!(deciding_rule(&r), format!("learned.{}", rule.rule_id));
+        assert_eq!(r.explanation.unwrap().tier, Tier::Auto as i32);
+    }
+    // Only that destination: another port, a name below it, the same host under another
+    // profile still ask.
+    let mut other_profile = ask("run-4/c", "s2", "example.com", 443);
+    if let Some(c) = other_profile.call.as_mut() {
+        c.sandbox_profile = Some("workspace".into());
+    }
+    for req in [
+        ask("run-4/a", "s2", "example.com", 8443),
+        ask("run-4/b", "s2", "www.example.com", 443),
+        other_profile,
+    ] {
+        let r = exec.authorize(req).await.unwrap().into_inner();
+        pending_id(&r);
+    }
+    let listed = alice
+        .list_rules(pb::ListRulesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.rules.len(), 1);
+    assert_eq!(listed.rules[0].rule_id, rule.rule_id);
+
+    // Revoked, the destination asks again.
+    alice
+        .revoke_rule(pb::RevokeRuleRequest {
+            rule_id: format!("learned.{}", rule.rule_id),
+        })
+        .await
+        .unwrap();
+    let r = exec
+        .authorize(ask("run-5/a", "s5", "example.com", 443))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(pending_id(&r), first);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
