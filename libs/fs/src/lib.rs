@@ -62,7 +62,7 @@ pub use redact::redact_url_credentials;
 pub use search::{
     FileMatches, FindOutcome, FindRequest, Found, SearchLine, SearchOutcome, SearchRequest,
 };
-pub use usage::{DiskUsage, MAX_USAGE_WALK_DEPTH, MAX_USAGE_WALK_ENTRIES};
+pub use usage::{DiskUsage, MAX_USAGE_WALK_DEPTH, MAX_USAGE_WALK_ENTRIES, UsageSnapshot};
 pub use workspace::{
     Canonical, DEFAULT_PROTECTED, EntryKind, HiddenPaths, Limits, Workspace, WorkspaceConfig,
 };

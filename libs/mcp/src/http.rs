@@ -216,7 +216,7 @@ async fn authenticate(State(tokens): State<Arc<Tokens>>, request: Request, next:
     let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
     if !tokens.fresh(&key) {
         let mut probe = tonic::Request::new(GetCapabilitiesRequest {});
-        match format!("Bearer {token}").parse() {
+        match toolgate_runtime::auth::bearer(&token) {
             Ok(v) => {
                 probe.metadata_mut().insert("authorization", v);
             }

@@ -156,8 +156,7 @@ pub enum LimitExceeded {
         /// The limit in seconds.
         seconds: u64,
     },
-    /// The run added more bytes to the workspace than its disk budget allows (or a file
-    /// grew past `RLIMIT_FSIZE`, which that budget also sets).
+    /// The run added more bytes to the workspace than its disk budget allows.
     DiskBytes {
         /// The budget in bytes.
         limit_bytes: u64,
@@ -167,11 +166,17 @@ pub enum LimitExceeded {
         /// The budget in entries.
         limit: u64,
     },
+    /// A process of the run wrote past `RLIMIT_FSIZE` (the disk budget lowers it to the
+    /// budget) and the kernel killed it with `SIGXFSZ`.
+    FileSize {
+        /// The limit in bytes.
+        limit_bytes: u64,
+    },
 }
 
 impl LimitExceeded {
     /// The wire spelling of the resource: `memory`, `pids`, `cpu_time`, `disk_bytes`,
-    /// `disk_files`.
+    /// `disk_files`, `file_size`.
     pub const fn as_str(self) -> &'static str {
         match self {
             LimitExceeded::Memory { .. } => "memory",
@@ -179,6 +184,7 @@ impl LimitExceeded {
             LimitExceeded::CpuTime { .. } => "cpu_time",
             LimitExceeded::DiskBytes { .. } => "disk_bytes",
             LimitExceeded::DiskFiles { .. } => "disk_files",
+            LimitExceeded::FileSize { .. } => "file_size",
         }
     }
 
@@ -190,6 +196,7 @@ impl LimitExceeded {
             LimitExceeded::CpuTime { seconds } => seconds,
             LimitExceeded::DiskBytes { limit_bytes } => limit_bytes,
             LimitExceeded::DiskFiles { limit } => limit,
+            LimitExceeded::FileSize { limit_bytes } => limit_bytes,
         }
     }
 
@@ -212,6 +219,10 @@ impl LimitExceeded {
             ),
             LimitExceeded::DiskFiles { limit } => format!(
                 "the run created more than its budget of {limit} files in the workspace and was stopped; delete what it created (DeletePath, recursive for a directory) before running again"
+            ),
+            LimitExceeded::FileSize { limit_bytes } => format!(
+                "the run exceeded its {} file-size limit: a write past it killed the writing process (SIGXFSZ); no file may grow beyond it",
+                human_bytes(limit_bytes)
             ),
         }
     }
@@ -244,6 +255,13 @@ mod tests {
             }
             .message(),
             "the run exceeded its 256 MiB memory limit and was killed by the kernel"
+        );
+        assert_eq!(
+            LimitExceeded::FileSize {
+                limit_bytes: 1 << 20
+            }
+            .message(),
+            "the run exceeded its 1 MiB file-size limit: a write past it killed the writing process (SIGXFSZ); no file may grow beyond it"
         );
         assert_eq!(human_bytes(3 << 29), "1.5 GiB");
         assert_eq!(human_bytes(100), "100 bytes");

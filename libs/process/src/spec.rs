@@ -194,14 +194,15 @@ impl std::fmt::Debug for Hold {
 #[derive(Clone)]
 pub struct DiskWatch {
     interval: std::time::Duration,
-    check: std::sync::Arc<dyn Fn() -> Option<crate::limits::LimitExceeded> + Send + Sync>,
+    check: std::sync::Arc<dyn Fn(bool) -> Option<crate::limits::LimitExceeded> + Send + Sync>,
 }
 
 impl DiskWatch {
-    /// A watch calling `check` every `interval`.
+    /// A watch calling `check` every `interval`; its argument says whether every process of
+    /// the run is gone (the last sample, taken only when no limit ended the run before).
     pub fn new(
         interval: std::time::Duration,
-        check: impl Fn() -> Option<crate::limits::LimitExceeded> + Send + Sync + 'static,
+        check: impl Fn(bool) -> Option<crate::limits::LimitExceeded> + Send + Sync + 'static,
     ) -> Self {
         DiskWatch {
             interval,
@@ -214,10 +215,11 @@ impl DiskWatch {
         self.interval
     }
 
-    /// Samples once on the blocking pool; `None` when under budget (or the check panicked).
-    pub(crate) async fn sample(&self) -> Option<crate::limits::LimitExceeded> {
+    /// Samples once on the blocking pool (`ended`: after the run); `None` when under budget
+    /// (or the check panicked).
+    pub(crate) async fn sample(&self, ended: bool) -> Option<crate::limits::LimitExceeded> {
         let check = self.check.clone();
-        tokio::task::spawn_blocking(move || check())
+        tokio::task::spawn_blocking(move || check(ended))
             .await
             .ok()
             .flatten()

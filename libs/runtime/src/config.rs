@@ -106,7 +106,17 @@ pub fn load<T>(sources: &Sources<'_>) -> Result<T, Error>
 where
     T: DeserializeOwned + serde::Serialize + Default,
 {
-    let defaults = Value::try_from(T::default()).map_err(|e| Error::Field {
+    load_over(&T::default(), sources)
+}
+
+/// Loads `T` from `defaults` overlaid with the given sources: for a binary whose defaults
+/// differ from the type's own (`toolgate up` on a machine that cannot enforce what a
+/// production default requires), so the file, the environment and the flags still win.
+pub fn load_over<T>(defaults: &T, sources: &Sources<'_>) -> Result<T, Error>
+where
+    T: DeserializeOwned + serde::Serialize,
+{
+    let defaults = Value::try_from(defaults).map_err(|e| Error::Field {
         field: "<defaults>".into(),
         message: e.to_string(),
     })?;
@@ -128,15 +138,22 @@ where
     // Only variables naming a top-level key of this service's config are layers; other
     // `TOOLGATE_*` variables (`TOOLGATE_CONFIG`, a CLI's endpoint) belong to someone else.
     // Typos below the top level still fail, because every section denies unknown fields.
-    let top_level: Vec<String> = table.keys().cloned().collect();
+    // A plain value for a whole section is someone else's too: the CLI's `TOOLGATE_LOG`
+    // (a filter) and `TOOLGATE_POLICY` (an endpoint) name the `[log]` and `[policy]`
+    // sections of the services `toolgate up` hosts.
     for (key, value) in &sources.env {
         let Some(rest) = key.strip_prefix(ENV_PREFIX) else {
             continue;
         };
         let dotted = rest.to_ascii_lowercase().replace("__", ".");
-        let first = dotted.split('.').next().unwrap_or_default();
-        if top_level.iter().any(|k| k == first) {
-            set_dotted(&mut table, &dotted, parse_literal(value));
+        let value = parse_literal(value);
+        let ours = match table.get(&dotted) {
+            Some(Value::Table(_)) => value.is_table(),
+            Some(_) => true,
+            None => table.contains_key(dotted.split('.').next().unwrap_or_default()),
+        };
+        if ours {
+            set_dotted(&mut table, &dotted, value);
         }
     }
     for (key, value) in &sources.overrides {
@@ -280,6 +297,45 @@ mod tests {
         assert_eq!(cfg.listen, "flag");
         assert_eq!(cfg.inner.max, 7);
         assert_eq!(cfg.inner.name, "d");
+    }
+
+    #[test]
+    fn a_plain_value_for_a_whole_section_is_not_a_layer() {
+        let env = |v: &str| Sources {
+            env: vec![
+                ("TOOLGATE_INNER".into(), v.into()),
+                ("TOOLGATE_INNER__NAME".into(), "env".into()),
+            ],
+            ..Sources::default()
+        };
+        // `TOOLGATE_INNER=warn` belongs to another program (as `TOOLGATE_LOG` does).
+        let cfg: Cfg = load(&env("warn")).unwrap();
+        assert_eq!((cfg.inner.max, cfg.inner.name.as_str()), (1, "env"));
+        // An inline table still sets the section.
+        let cfg: Cfg = load(&env("{ max = 9 }")).unwrap();
+        assert_eq!(cfg.inner.max, 9);
+    }
+
+    #[test]
+    fn other_defaults_are_layered_under_the_same_sources() {
+        let base = Cfg {
+            listen: "base".into(),
+            inner: Inner {
+                max: 3,
+                name: "base".into(),
+            },
+            ..Cfg::default()
+        };
+        let cfg = load_over(
+            &base,
+            &Sources {
+                env: vec![("TOOLGATE_INNER__MAX".into(), "8".into())],
+                ..Sources::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(cfg.listen, "base");
+        assert_eq!((cfg.inner.max, cfg.inner.name.as_str()), (8, "base"));
     }
 
     #[test]

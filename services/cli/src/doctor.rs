@@ -33,7 +33,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
             env: std::env::vars().collect(),
             overrides: Vec::new(),
         })?,
-        None => toolgate_executor::Config::default(),
+        None => crate::up::executor_config(std::env::vars().collect())?,
     };
     cfg.workspace.root = std::fs::canonicalize(&args.workspace)
         .with_context(|| format!("workspace {}", args.workspace.display()))?;

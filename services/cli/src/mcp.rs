@@ -248,7 +248,7 @@ pub(crate) async fn probe(
         anyhow::bail!("no agent token for the executor at {executor}: {HOW}");
     }
     let mut request = tonic::Request::new(GetCapabilitiesRequest {});
-    if let Some(v) = token.and_then(|t| format!("Bearer {t}").parse().ok()) {
+    if let Some(v) = token.and_then(|t| toolgate_runtime::auth::bearer(t).ok()) {
         request.metadata_mut().insert("authorization", v);
     }
     let answer = tokio::time::timeout(

@@ -14,7 +14,7 @@ use toolgate_process::tripwire::Watch;
 use toolgate_process::{Audit, Capabilities, EffectiveLimits, Run, RunSpec, Runner};
 
 use crate::authz::{Authorized, HiddenUnknown};
-use crate::disk::DiskBudget;
+use crate::disk::{Baselines, DiskBudget};
 
 /// The workspace and the runner behind the authorization requirement; cheap to clone.
 #[derive(Debug, Clone)]
@@ -23,6 +23,8 @@ pub(crate) struct Confined {
     runner: Runner,
     /// What one run may add to the workspace, when budgeted.
     disk: Option<DiskBudget>,
+    /// The budget's baseline, kept between runs while nothing changes the workspace.
+    baselines: Arc<Baselines>,
 }
 
 impl Confined {
@@ -32,6 +34,7 @@ impl Confined {
             workspace,
             runner,
             disk,
+            baselines: Arc::default(),
         }
     }
 
@@ -148,16 +151,21 @@ impl Confined {
     }
 
     /// Performs an authorized filesystem operation on the blocking pool.
+    /// `writes`: the operation can change the workspace (the disk budget's kept baseline goes).
     pub(crate) async fn fs<T, F>(
         &self,
         _proof: &Authorized,
         span: tracing::Span,
+        writes: bool,
         op: F,
     ) -> Result<T, Error>
     where
         T: Send + 'static,
         F: FnOnce(&Workspace) -> Result<T, toolgate_fs::Error> + Send + 'static,
     {
+        if writes {
+            self.baselines.invalidate();
+        }
         let ws = self.workspace.clone();
         blocking(move || {
             let _entered = span.enter();
@@ -182,7 +190,7 @@ impl Confined {
         let walk = || {
             let masks = self.workspace.run_masks(hidden)?;
             let baseline = match self.disk {
-                Some(_) => Some(self.workspace.disk_usage(None)?),
+                Some(_) => Some(self.baselines.begin(&self.workspace)?),
                 None => None,
             };
             Ok::<_, toolgate_fs::Error>((masks, baseline))
@@ -193,8 +201,8 @@ impl Confined {
                 _ => walk(),
             }
             .map_err(Error::from)?;
-        if let (Some(budget), Some(baseline)) = (self.disk, baseline) {
-            spec.set_disk_watch(budget.watch(self.workspace.clone(), baseline));
+        if let (Some(budget), Some((baseline, ticket))) = (self.disk, baseline) {
+            spec.set_disk_watch(budget.watch(self.workspace.clone(), baseline, ticket));
         }
         // The profile the policy decided under is the one the run gets; the runner refuses it
         // with SANDBOX_UNAVAILABLE if this executor cannot enforce it.

@@ -35,7 +35,7 @@ pub(super) type Actions = std::sync::Arc<[(std::ffi::OsString, Action)]>;
 
 /// Which directory a cache entry describes, and in which state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct DirKey {
+pub(crate) struct DirKey {
     dev: u64,
     ino: u64,
     ctime: (i64, i64),
@@ -43,7 +43,7 @@ pub(super) struct DirKey {
 
 impl DirKey {
     #[allow(clippy::unnecessary_cast)] // the stat field types differ between architectures
-    pub(super) fn of(st: &rustix::fs::Stat) -> DirKey {
+    pub(crate) fn of(st: &rustix::fs::Stat) -> DirKey {
         DirKey {
             dev: st.st_dev as u64,
             ino: st.st_ino as u64,

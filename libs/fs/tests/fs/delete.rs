@@ -447,6 +447,64 @@ fn disk_usage_counts_entries_and_allocated_bytes() {
     assert!(sample.files == 11, "{sample:?}");
 }
 
+/// A kept measurement never outlives a change of what it measured: an entry created, removed
+/// or moved out at any depth, a file truncated in place (no directory shows that), a directory
+/// swapped for a symlink.
+#[test]
+fn a_disk_snapshot_no_longer_holds_once_the_workspace_changed() {
+    let fx = Fixture::new();
+    fx.write("a/b/c/deep.txt", "deep");
+    fx.write("big.bin", &"x".repeat(1 << 20));
+    let snap = fx.ws.disk_snapshot().unwrap();
+    assert_eq!(snap.usage, fx.ws.disk_usage(None).unwrap());
+    type Change<'a> = Box<dyn Fn(&Fixture) + 'a>;
+    let changes: Vec<(&str, Change<'_>)> = vec![
+        (
+            "created deep",
+            Box::new(|fx| fx.write("a/b/c/new.txt", "n")),
+        ),
+        (
+            "removed deep",
+            Box::new(|fx| std::fs::remove_file(fx.root.join("a/b/c/deep.txt")).unwrap()),
+        ),
+        (
+            "moved out",
+            Box::new(|fx| {
+                std::fs::rename(fx.root.join("a/b/c/deep.txt"), fx.out.join("moved")).unwrap();
+            }),
+        ),
+        (
+            "truncated in place",
+            Box::new(|fx| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(fx.root.join("big.bin"))
+                    .unwrap()
+                    .set_len(0)
+                    .unwrap();
+            }),
+        ),
+        (
+            "swapped for a symlink",
+            Box::new(|fx| {
+                std::fs::rename(fx.root.join("a/b"), fx.out.join("b")).unwrap();
+                fx.symlink(fx.out.join("b"), "a/b");
+            }),
+        ),
+    ];
+    for (what, change) in changes {
+        let fx = Fixture::new();
+        fx.write("a/b/c/deep.txt", "deep");
+        fx.write("big.bin", &"x".repeat(1 << 20));
+        let snap = fx.ws.disk_snapshot().unwrap();
+        change(&fx);
+        assert!(!fx.ws.still_holds(&snap), "{what}");
+        // Cleanup for the fixture's check of `$OUT`.
+        let _ = std::fs::remove_file(fx.out.join("moved"));
+        let _ = std::fs::remove_dir_all(fx.out.join("b"));
+    }
+}
+
 #[test]
 fn the_policy_sees_the_entry_itself_never_what_a_final_link_points_to() {
     let fx = Fixture::new();

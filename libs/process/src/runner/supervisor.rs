@@ -249,6 +249,8 @@ pub(super) struct Supervisor {
     pub(super) pid: i32,
     pub(super) pidfd: AsyncFd<OwnedFd>,
     pub(super) guard: ReapGuard,
+    /// The run's mount namespace (see `Spawned::mount_ns`), released once `Exited` is sent.
+    pub(super) mount_ns: Option<OwnedFd>,
     pub(super) mechanism: KillMechanism,
     pub(super) cgroup: Option<RunCgroup>,
     /// The limits the run got, to tell which one it ran into.
@@ -265,7 +267,7 @@ pub(super) struct Supervisor {
     pub(super) tripwire: Option<crate::tripwire::Tripwire>,
     /// Sampled while the run lives and once after it.
     pub(super) disk_watch: Option<crate::spec::DiskWatch>,
-    /// `RLIMIT_FSIZE` of the run's processes: SIGXFSZ at it means a disk limit.
+    /// `RLIMIT_FSIZE` of the run's processes: SIGXFSZ at it means the file-size limit.
     pub(super) file_size_limit: Option<u64>,
     pub(super) limits: [StreamLimits; 2],
     pub(super) started: Instant,
@@ -367,7 +369,7 @@ impl Supervisor {
         if limit.is_none()
             && let Some(watch) = &self.disk_watch
         {
-            limit = watch.sample().await;
+            limit = watch.sample(true).await;
         }
         let exited = Event::Exited(Exited {
             limit,
@@ -400,6 +402,10 @@ impl Supervisor {
         // The consumer sees the end of the run now, not after the kernel has emptied the
         // cgroup (the run's slot stays taken until then).
         let cgroup = self.cgroup.take();
+        if let Some(ns) = self.mount_ns.take() {
+            // Its teardown waits for an RCU grace period: not on a runtime worker.
+            drop(tokio::task::spawn_blocking(move || drop(ns)));
+        }
         drop(self);
         if let Some(cgroup) = cgroup {
             cgroup.remove().await;
@@ -565,7 +571,7 @@ async fn over_budget(watch: Option<&crate::spec::DiskWatch>) -> LimitExceeded {
     };
     loop {
         tokio::time::sleep(watch.interval()).await;
-        if let Some(hit) = watch.sample().await {
+        if let Some(hit) = watch.sample(false).await {
             return hit;
         }
     }
@@ -573,7 +579,9 @@ async fn over_budget(watch: Option<&crate::spec::DiskWatch>) -> LimitExceeded {
 
 /// Which limit the run ran into: the OOM killer at its memory limit, a refused fork at its
 /// process limit, `RLIMIT_CPU` (SIGXCPU at the soft limit, SIGKILL at the hard one), or
-/// `RLIMIT_FSIZE` (SIGXFSZ to the process whose write went past it).
+/// `RLIMIT_FSIZE` (SIGXFSZ to the process whose write went past it: the run's first process
+/// itself, or a command of the shell it is, which exits 128 + SIGXFSZ as every POSIX shell
+/// reports a child a signal killed).
 fn limit_exceeded(
     enforced: &EnforcedLimits,
     stats: &crate::cgroup::CgroupStats,
@@ -595,7 +603,10 @@ fn limit_exceeded(
             Some(LimitExceeded::CpuTime { seconds })
         }
         (Status::Signaled { signal, .. }, _, Some(limit_bytes)) if *signal == libc::SIGXFSZ => {
-            Some(LimitExceeded::DiskBytes { limit_bytes })
+            Some(LimitExceeded::FileSize { limit_bytes })
+        }
+        (Status::Exited(code), _, Some(limit_bytes)) if *code == 128 + libc::SIGXFSZ => {
+            Some(LimitExceeded::FileSize { limit_bytes })
         }
         _ => None,
     }

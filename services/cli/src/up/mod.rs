@@ -108,17 +108,48 @@ impl SandboxArgs {
             .sandbox
             .read_only_paths
             .extend(self.read_only.iter().cloned());
-        cfg.process.require_sandbox = !self.no_require_sandbox;
-        // A laptop rarely delegates a cgroup to its user: there `up` runs with the kernel's
-        // fallbacks and says so, rather than refusing every command.
-        let process = cfg.process_config().unwrap_or_default();
-        if let Err(why) = toolgate_process::probe_limits(&process) {
-            eprintln!(
-                "toolgate: runs get no memory limit here ({why}); they are bounded by pid_max, RLIMIT_CPU and tmpfs sizes only"
-            );
-            cfg.process.require_limits = false;
+        if self.no_require_sandbox {
+            cfg.process.require_sandbox = false;
         }
     }
+}
+
+/// The executor configuration `up` (and `doctor` without `--config`) starts from, before its
+/// flags: the defaults, with `up`'s own where they differ, under the `TOOLGATE_` environment
+/// (`__` for nesting), layered as `toolgate-executor` layers it.
+///
+/// `up`'s own default: a laptop rarely delegates a cgroup to its user, so there runs get the
+/// kernel's fallbacks and a note says so, rather than every command being refused. The probe
+/// tries the limits the environment asks for; `TOOLGATE_PROCESS__REQUIRE_LIMITS=true` still
+/// refuses runs where it fails.
+pub(crate) fn executor_config(
+    env: Vec<(String, String)>,
+) -> anyhow::Result<toolgate_executor::Config> {
+    use toolgate_runtime::config::{Sources, load, load_over};
+    let sources = Sources {
+        file: None,
+        env,
+        overrides: Vec::new(),
+    };
+    let invalid = |e: &dyn std::fmt::Display| anyhow::anyhow!("executor configuration: {e}");
+    let layered: toolgate_executor::Config = load(&sources).map_err(|e| invalid(&e))?;
+    let process = layered.process_config().map_err(|e| invalid(&e))?;
+    let Err(why) = toolgate_process::probe_limits(&process) else {
+        return Ok(layered);
+    };
+    let mut defaults = toolgate_executor::Config::default();
+    defaults.process.require_limits = false;
+    let cfg: toolgate_executor::Config = load_over(&defaults, &sources).map_err(|e| invalid(&e))?;
+    if cfg.process.require_limits {
+        eprintln!(
+            "toolgate: runs will be refused: process.require_limits is set and this machine cannot enforce the run limits ({why})"
+        );
+    } else {
+        eprintln!(
+            "toolgate: runs get no memory limit here ({why}); they are bounded by pid_max, RLIMIT_CPU and tmpfs sizes only"
+        );
+    }
+    Ok(cfg)
 }
 
 /// Everything `up` tells the person who started it.
@@ -302,7 +333,16 @@ impl Services {
         dirs: &Dirs,
         listeners: &Listeners,
     ) -> anyhow::Result<Services> {
-        let mut policy_cfg = toolgate_policy::Config::default();
+        // Both services' configurations are layered as their own binaries layer them:
+        // defaults, the `TOOLGATE_` environment, then `up`'s flags.
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let mut policy_cfg: toolgate_policy::Config =
+            toolgate_runtime::config::load(&toolgate_runtime::config::Sources {
+                file: None,
+                env: env.clone(),
+                overrides: Vec::new(),
+            })
+            .map_err(|e| anyhow::anyhow!("policy service configuration: {e}"))?;
         policy_cfg.listen.clone_from(&listeners.policy_addr);
         policy_cfg.policy_file.clone_from(&dirs.policy_file);
         policy_cfg.ledger.url = Some(dirs.ledger_url.clone());
@@ -323,11 +363,12 @@ impl Services {
             .tokens
             .get(Role::Executor)
             .context("tokens.toml has no executor credential")?;
-        let mut exec_cfg = toolgate_executor::Config::default();
+        let mut exec_cfg = executor_config(env)?;
         exec_cfg.listen.clone_from(&listeners.executor_addr);
         exec_cfg.workspace.root.clone_from(&dirs.workspace);
         exec_cfg.policy.endpoint = format!("http://{}", listeners.policy_addr);
         exec_cfg.policy.token = Some(executor_token.to_owned());
+        exec_cfg.policy.token_file = None;
         exec_cfg.auth = dirs.tokens.auth_config();
         exec_cfg.transport.insecure_plaintext = args.insecure_plaintext;
         args.sandbox.apply(&mut exec_cfg);

@@ -763,6 +763,120 @@ fn an_mcp_run_says_which_limit_ended_it() {
     mcp.stop();
 }
 
+/// `up` layers its executor's configuration as `toolgate-executor` does: a `TOOLGATE_PROCESS__*`
+/// variable changes the limit runs are held to (the kernel kills at it), and a bad
+/// `TOOLGATE_EGRESS__*` value stops `up` with the field named.
+#[test]
+fn up_takes_executor_settings_from_the_environment() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    // 512 MiB: far below the default 2 GiB limit, far above the 256 MiB one set below.
+    std::fs::write(
+        ws.path().join("hog.py"),
+        "s = b'x' * (512 << 20)\nprint('survived', len(s))\n",
+    )
+    .unwrap();
+    // Python ignores SIGXFSZ (its writes fail with EFBIG instead); this one takes the default.
+    // It runs as a command of the run's shell: the shell itself, its PID namespace's init, is
+    // spared the signal by the kernel.
+    std::fs::write(
+        ws.path().join("writer.py"),
+        "import signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n\
+         with open('big', 'wb') as f:\n    for _ in range(3):\n        f.write(b'x' * (600 << 10))\n        f.flush()\n\
+         print('wrote it all')\n",
+    )
+    .unwrap();
+    let up = Up::start_env(
+        ws.path(),
+        &state.path().join("d"),
+        &[],
+        &[
+            ("TOOLGATE_PROCESS__LIMITS__MEMORY_BYTES", "268435456"),
+            // A 1 MiB disk budget: every run's RLIMIT_FSIZE too.
+            ("TOOLGATE_PROCESS__DISK__MAX_WRITTEN_BYTES", "1048576"),
+        ],
+    );
+    let (mut mcp, _) = McpStdio::spawn(
+        &up,
+        &up.token("agent"),
+        &["--task-dir", "off"],
+        &[],
+        &serde_json::json!({}),
+    );
+    let hog = mcp.request(
+        "tools/call",
+        &serde_json::json!({"name": "run_command", "arguments": {"script": "python3 -m hog"}}),
+    );
+    let sc = &hog["result"]["structuredContent"];
+    assert_eq!(sc["limits"]["memory_bytes"], 256u64 << 20, "{sc}");
+    assert_eq!(sc["oom_killed"], true, "{hog}");
+    assert_eq!(sc["limit_exceeded"]["limit"], 256u64 << 20, "{sc}");
+    let text = hog["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("the run exceeded its 256 MiB memory limit"),
+        "{text}"
+    );
+    assert!(!text.contains("survived"), "{text}");
+
+    // A file grown past the file-size limit: said in words and fields, and kept in the ledger.
+    let writer = mcp.request(
+        "tools/call",
+        &serde_json::json!({"name": "run_command", "arguments": {"script": "python3 -m writer && echo never"}}),
+    );
+    let sc = &writer["result"]["structuredContent"];
+    assert_eq!(sc["limit_exceeded"]["resource"], "file_size", "{writer}");
+    assert_eq!(sc["limit_exceeded"]["limit"], 1u64 << 20, "{sc}");
+    let said = "the run exceeded its 1 MiB file-size limit";
+    let text = writer["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(said), "{text}");
+    assert!(!text.contains("wrote it all"), "{text}");
+    assert_eq!(
+        std::fs::metadata(ws.path().join("big")).unwrap().len(),
+        1 << 20
+    );
+    mcp.stop();
+    assert!(up.stop().success());
+    let url = format!("sqlite:{}", state.path().join("d/ledger.db").display());
+    let stored: Vec<String> = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use sqlx::Connection;
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query_scalar("SELECT isolation FROM tg_outcomes WHERE isolation IS NOT NULL")
+            .fetch_all(&mut db)
+            .await
+            .unwrap()
+    });
+    assert!(
+        stored
+            .iter()
+            .any(|i| i.contains("\"resource\":\"file_size\"") && i.contains(said)),
+        "{stored:?}"
+    );
+
+    let out = support::toolgate(
+        &[
+            "up",
+            "--json",
+            "--executor-listen",
+            "127.0.0.1:0",
+            "--policy-listen",
+            "127.0.0.1:0",
+            "--mcp-listen",
+            "off",
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--data-dir",
+            state.path().join("d").to_str().unwrap(),
+        ],
+        &[("TOOLGATE_EGRESS__RESOLVERS", "[\"resolver.example\"]")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", support::text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("egress.resolvers: `resolver.example` is not an ip:port address"),
+        "{err}"
+    );
+}
+
 /// `toolgate mcp` over stdio, spoken to as JSON-RPC lines.
 struct McpStdio {
     child: std::process::Child,

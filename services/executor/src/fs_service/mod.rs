@@ -143,7 +143,7 @@ impl FsService {
         );
         let result = self
             .confined
-            .fs(&proof, op_span, move |ws| op(ws, &hidden))
+            .fs(&proof, op_span, tool.writes(), move |ws| op(ws, &hidden))
             .await
             .map_err(Status::from);
         // Answered only once the outcome is recorded (or it cannot be for now; the header

@@ -238,6 +238,39 @@ async fn a_run_writing_past_its_byte_budget_is_stopped() {
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
 
+/// A write past `RLIMIT_FSIZE` (the byte budget lowers it to 1 MiB) kills the writer with
+/// SIGXFSZ, and the outcome says the file-size limit ended the run, in words for the model.
+/// (The run's first process is its PID namespace's init, which the kernel spares that signal:
+/// its own write fails with EFBIG instead, so the writer here is a command of its shell.)
+#[tokio::test]
+async fn a_write_past_the_file_size_limit_is_reported_as_that_limit() {
+    use toolgate_contracts::common::v1::exit_status::Status as S;
+    let sb = Sandbox::new();
+    let exe = budgeted(&sb);
+    let _human = support::approve_everything(exe.policy()).await;
+    let head = run_script("head -c 3000000 /dev/zero > big1 && echo never");
+    let dd = run_script("dd if=/dev/zero of=big2 bs=1M count=3 && echo never");
+    for (req, file) in [(head, "big1"), (dd, "big2")] {
+        let out = crate::process::run(&exe, req).await.unwrap();
+        match crate::process::status(&out) {
+            S::Signaled(s) => assert_eq!(s.name, "SIGXFSZ", "{file}"),
+            // 128 + SIGXFSZ (25): how a shell reports a command that signal killed.
+            S::Exited(code) => assert_eq!(code, 153, "{file}"),
+            other => panic!("{file}: {other:?}"),
+        }
+        let hit = out.exited.limit_exceeded.clone().expect("the limit it hit");
+        assert_eq!((hit.resource.as_str(), hit.limit), ("file_size", 1 << 20));
+        assert!(
+            hit.message
+                .starts_with("the run exceeded its 1 MiB file-size limit"),
+            "{}",
+            hit.message
+        );
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("never"));
+        assert_eq!(std::fs::metadata(sb.ws.join(file)).unwrap().len(), 1 << 20);
+    }
+}
+
 #[tokio::test]
 async fn a_run_under_its_budget_is_unaffected() {
     let sb = Sandbox::new();

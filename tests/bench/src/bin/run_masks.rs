@@ -1,7 +1,10 @@
 //! What preparing a run's view of the workspace costs as the workspace grows: the walk for
 //! masks, pins and the protected set (before the spawn), and the after-run audit (before the
 //! outcome), against the same run's baseline of a bare directory walk of the same tree
-//! (`getdents` by handle, no globs), interleaved.
+//! (`getdents` by handle, no globs), interleaved. Then the disk budget's baseline: the walk
+//! every run made before (one `stat` per entry) against the check of the baseline kept from
+//! the previous run's final walk (one `stat` per directory and a `statfs`), with how often
+//! the check held (a busy file system under the tree makes it walk instead).
 //!
 //! `cargo run --release -p toolgate-bench --bin run_masks [FILES...]` (default 20000 300000).
 
@@ -67,6 +70,9 @@ fn main() {
         let samples = if files > 100_000 { 7 } else { 31 };
         let (mut bare, mut walk, mut audit) =
             (Samples::default(), Samples::default(), Samples::default());
+        let (mut usage_walk, mut usage_check) = (Samples::default(), Samples::default());
+        let mut held = 0;
+        let kept = ws.disk_snapshot().unwrap();
         let mut masks = None;
         for _ in 0..samples {
             let t = Instant::now();
@@ -80,6 +86,16 @@ fn main() {
             audit.push(t.elapsed());
             assert!(found.violations.is_empty() && found.git.is_empty());
             masks = Some(m);
+            let t = Instant::now();
+            std::hint::black_box(ws.disk_usage(None).unwrap());
+            usage_walk.push(t.elapsed());
+            let t = Instant::now();
+            let holds = ws.still_holds(&kept);
+            if !holds {
+                std::hint::black_box(ws.disk_usage(None).unwrap());
+            }
+            usage_check.push(t.elapsed());
+            held += usize::from(holds);
         }
         let m = masks.unwrap();
         println!(
@@ -92,6 +108,8 @@ fn main() {
             ("bare walk (baseline)", &bare),
             ("run_masks (before the spawn)", &walk),
             ("audit_run (after the run)", &audit),
+            ("disk baseline: walk (before)", &usage_walk),
+            ("disk baseline: kept + check", &usage_check),
         ] {
             println!(
                 "  {name:<32} n={:<4} p50={:>9.2} ms  p99={:>9.2} ms",
@@ -103,6 +121,10 @@ fn main() {
         println!(
             "  ratio run_masks p50 / bare walk p50 = {:.2}",
             walk.quantile(0.5).as_secs_f64() / bare.quantile(0.5).as_secs_f64()
+        );
+        println!(
+            "  disk baseline: kept one held {held}/{samples}; ratio kept p50 / walk p50 = {:.3}",
+            usage_check.quantile(0.5).as_secs_f64() / usage_walk.quantile(0.5).as_secs_f64()
         );
     }
 }
