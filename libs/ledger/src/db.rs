@@ -10,9 +10,14 @@ use sqlx::{AssertSqlSafe, Decode, Postgres, Row as _, Sqlite, Transaction, Type}
 
 use crate::canon;
 use crate::error::{Error, Result};
+use crate::model::Approval;
+use crate::notify::Snapshot;
 
-/// The channel every replica LISTENs on.
+/// The channel every replica LISTENs on: ids of changed approvals, and the learned-rules topic.
 pub(crate) const CHANNEL: &str = "toolgate_ledger";
+
+/// The channel of approval snapshots ([`crate::notify::Snapshot`]), sent before the bare id.
+pub(crate) const STATES: &str = "toolgate_ledger_states";
 
 /// The chain head (its newest event's seq and hash), as the SQLite append and verify read it:
 /// by the names `head_seq` and `head_hash`.
@@ -228,10 +233,30 @@ pub(crate) struct Event {
     pub(crate) payload: Vec<u8>,
 }
 
+/// The channels and payloads announcing `touched`: every snapshot that fits a payload on
+/// [`STATES`], then every id on [`CHANNEL`].
+fn notifications(touched: &[Touched]) -> (Vec<&'static str>, Vec<String>) {
+    let states = touched.iter().filter_map(|t| {
+        let payload = t.snapshot.as_ref()?.encode(&t.id)?;
+        Some((STATES, payload))
+    });
+    let ids = touched.iter().map(|t| (CHANNEL, t.id.clone()));
+    states.chain(ids).unzip()
+}
+
 /// A write transaction that also collects audit events and touched approvals.
 pub(crate) struct Tx {
     inner: TxInner,
-    touched: Vec<String>,
+    touched: Vec<Touched>,
+}
+
+/// Something a transaction changed, announced once it commits.
+#[derive(Debug)]
+pub(crate) struct Touched {
+    /// An approval id, or a topic like the learned rules.
+    pub(crate) id: String,
+    /// The approval as this transaction leaves it (none for a topic).
+    pub(crate) snapshot: Option<Snapshot>,
 }
 
 impl Tx {
@@ -288,10 +313,24 @@ impl Tx {
         Ok(())
     }
 
-    /// Remembers that an approval changed, so waiters are woken after commit.
-    pub(crate) fn touch(&mut self, approval_id: &str) {
-        if !self.touched.iter().any(|t| t == approval_id) {
-            self.touched.push(approval_id.to_owned());
+    /// Remembers that an approval changed (to `a`), so its waiters are handed it after commit.
+    pub(crate) fn touch(&mut self, a: &Approval) {
+        self.note(a.id.as_str(), Some(Snapshot::of(a)));
+    }
+
+    /// Remembers that a topic (not an approval) changed, so listeners hear it after commit.
+    pub(crate) fn touch_topic(&mut self, topic: &str) {
+        self.note(topic, None);
+    }
+
+    fn note(&mut self, id: &str, snapshot: Option<Snapshot>) {
+        // The last change of an approval in a transaction is the one it commits.
+        match self.touched.iter_mut().find(|t| t.id == id) {
+            Some(t) => t.snapshot = snapshot,
+            None => self.touched.push(Touched {
+                id: id.to_owned(),
+                snapshot,
+            }),
         }
     }
 
@@ -300,7 +339,7 @@ impl Tx {
     /// The append is always the last write of a transaction: it locks the single
     /// chain head row, and taking that lock last keeps the time other writers wait
     /// on it short and rules out lock-order deadlocks with the business rows.
-    pub(crate) async fn commit(mut self, events: Vec<Event>) -> Result<Vec<String>> {
+    pub(crate) async fn commit(mut self, events: Vec<Event>) -> Result<Vec<Touched>> {
         match &mut self.inner {
             TxInner::Pg(t) => {
                 if !events.is_empty() {
@@ -313,12 +352,16 @@ impl Tx {
                         .await?;
                 }
                 if !self.touched.is_empty() {
-                    // Delivered by Postgres only if and when the transaction commits.
-                    sqlx::query("SELECT pg_notify($1, id) FROM unnest($2::text[]) AS id")
-                        .bind(CHANNEL)
-                        .bind(&self.touched)
-                        .execute(&mut **t)
-                        .await?;
+                    // Delivered by Postgres only if and when the transaction commits, in the
+                    // order sent: each snapshot reaches a listener before its bare id.
+                    let (channels, payloads) = notifications(&self.touched);
+                    sqlx::query(
+                        "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)",
+                    )
+                    .bind(channels)
+                    .bind(payloads)
+                    .execute(&mut **t)
+                    .await?;
                 }
             }
             TxInner::Lite(t) => {

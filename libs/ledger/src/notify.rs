@@ -1,4 +1,9 @@
 //! Wake-ups: one listener per process, fanned out in memory to per-approval waiters.
+//!
+//! Every change to an approval is announced twice in its transaction: first its
+//! [`Snapshot`] on [`STATES`] (what a waiter returns, so a decision wakes exactly the
+//! waiters of that id with no read after it), then its bare id on [`CHANNEL`] (change feeds,
+//! the learned-rules topic, and replicas of earlier versions, which hear only that).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -7,16 +12,162 @@ use std::time::Duration;
 use toolgate_core::backoff::Backoff;
 
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::db::CHANNEL;
+use crate::db::{CHANNEL, STATES};
 use crate::error::Result;
+use crate::model::{Approval, ApprovalState, CallId, LeaseToken, Principal, Scope, Timestamp};
+
+/// Postgres refuses a NOTIFY payload of 8 000 bytes or more; a larger snapshot is not sent
+/// and its waiters read the row instead.
+const MAX_PAYLOAD: usize = 7_900;
+
+/// The columns of an approval that change after it is created, as committed by one
+/// transaction: with the row a waiter read while it was pending, the approval as it is now.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Snapshot {
+    state: ApprovalState,
+    scope: Scope,
+    expires_at: Timestamp,
+    decided_by: Option<Principal>,
+    decided_at: Option<Timestamp>,
+    reason: Option<String>,
+    message: Option<String>,
+    consumed_by_call: Option<CallId>,
+    consumed_by_executor: Option<String>,
+    consumed_at: Option<Timestamp>,
+    lease_token: Option<LeaseToken>,
+    lease_expires_at: Option<Timestamp>,
+    closed_at: Option<Timestamp>,
+}
+
+/// The wire form of a snapshot: a JSON array led by the approval id.
+type Wire = (
+    String,
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+impl Snapshot {
+    pub(crate) fn of(a: &Approval) -> Self {
+        Snapshot {
+            state: a.state,
+            scope: a.scope,
+            expires_at: a.expires_at,
+            decided_by: a.decided_by.clone(),
+            decided_at: a.decided_at,
+            reason: a.reason.clone(),
+            message: a.message.clone(),
+            consumed_by_call: a.consumed_by_call.clone(),
+            consumed_by_executor: a.consumed_by_executor.clone(),
+            consumed_at: a.consumed_at,
+            lease_token: a.lease_token,
+            lease_expires_at: a.lease_expires_at,
+            closed_at: a.closed_at,
+        }
+    }
+
+    /// The NOTIFY payload for approval `id`, or `None` when it would be too long to send.
+    pub(crate) fn encode(&self, id: &str) -> Option<String> {
+        let wire: Wire = (
+            id.to_owned(),
+            self.state.as_str().to_owned(),
+            self.scope.as_str().to_owned(),
+            self.expires_at.as_micros(),
+            self.decided_by.as_ref().map(|p| p.as_str().to_owned()),
+            self.decided_at.map(Timestamp::as_micros),
+            self.reason.clone(),
+            self.message.clone(),
+            self.consumed_by_call
+                .as_ref()
+                .map(|c| c.as_str().to_owned()),
+            self.consumed_by_executor.clone(),
+            self.consumed_at.map(Timestamp::as_micros),
+            self.lease_token.map(LeaseToken::get),
+            self.lease_expires_at.map(Timestamp::as_micros),
+            self.closed_at.map(Timestamp::as_micros),
+        );
+        serde_json::to_string(&wire)
+            .ok()
+            .filter(|p| p.len() < MAX_PAYLOAD)
+    }
+
+    /// The approval id and snapshot a payload of [`Snapshot::encode`] carries; `None` for
+    /// anything else (its waiters then read the row).
+    pub(crate) fn decode(payload: &str) -> Option<(String, Self)> {
+        let w: Wire = serde_json::from_str(payload).ok()?;
+        let snapshot = Snapshot {
+            state: w.1.parse().ok()?,
+            scope: w.2.parse().ok()?,
+            expires_at: Timestamp::from_micros(w.3),
+            decided_by: w.4.map(Principal::try_from).transpose().ok()?,
+            decided_at: w.5.map(Timestamp::from_micros),
+            reason: w.6,
+            message: w.7,
+            consumed_by_call: w.8.map(CallId::try_from).transpose().ok()?,
+            consumed_by_executor: w.9,
+            consumed_at: w.10.map(Timestamp::from_micros),
+            lease_token: w.11.map(LeaseToken),
+            lease_expires_at: w.12.map(Timestamp::from_micros),
+            closed_at: w.13.map(Timestamp::from_micros),
+        };
+        Some((w.0, snapshot))
+    }
+
+    /// `a` (read earlier, same id) as this snapshot says it is now.
+    pub(crate) fn apply(&self, a: &mut Approval) {
+        let s = self.clone();
+        a.state = s.state;
+        a.scope = s.scope;
+        a.expires_at = s.expires_at;
+        a.decided_by = s.decided_by;
+        a.decided_at = s.decided_at;
+        a.reason = s.reason;
+        a.message = s.message;
+        a.consumed_by_call = s.consumed_by_call;
+        a.consumed_by_executor = s.consumed_by_executor;
+        a.consumed_at = s.consumed_at;
+        a.lease_token = s.lease_token;
+        a.lease_expires_at = s.lease_expires_at;
+        a.closed_at = s.closed_at;
+    }
+}
+
+/// What woke the waiters of one approval.
+#[derive(Debug, Clone)]
+pub(crate) enum Wake {
+    /// Nothing since the waiter registered (the value a fresh slot starts with).
+    Nothing,
+    /// The approval as a transaction committed it.
+    Now(Arc<Snapshot>),
+    /// It changed, or may have (a bare id, a reconnect): read the row.
+    Read,
+}
+
+impl Wake {
+    /// A decided snapshot is a committed answer every waiter of that id can return, so a
+    /// later "read the row" must not replace it before they have seen it.
+    fn keeps_against_read(&self) -> bool {
+        matches!(self, Wake::Now(s) if s.state != ApprovalState::Pending)
+    }
+}
 
 /// In-memory fan-out of "approval X changed".
 #[derive(Debug)]
 pub(crate) struct Hub {
-    waiters: Mutex<HashMap<String, (usize, Arc<Notify>)>>,
+    waiters: Mutex<HashMap<String, (usize, watch::Sender<Wake>)>>,
     generation: watch::Sender<u64>,
     parked: AtomicUsize,
     /// Bumped whenever the learned rules may have changed (a notification about them, or a
@@ -34,51 +185,55 @@ impl Hub {
         })
     }
 
-    /// Wakes the waiters of one approval and every change-feed watcher.
+    /// Hands a committed snapshot to the waiters of its approval, and only to them.
+    pub(crate) fn deliver_state(&self, approval_id: &str, snapshot: Snapshot) {
+        let map = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, tx)) = map.get(approval_id) {
+            tx.send_replace(Wake::Now(Arc::new(snapshot)));
+        }
+    }
+
+    /// A bare id: wakes the waiters of one approval to read it, and every change-feed watcher.
     pub(crate) fn deliver(&self, approval_id: &str) {
         if approval_id == crate::store::RULES_TOPIC {
             self.rules.fetch_add(1, Ordering::SeqCst);
             return;
         }
-        let notify = self
-            .waiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(approval_id)
-            .map(|(_, n)| n.clone());
-        if let Some(n) = notify {
-            n.notify_waiters();
+        {
+            let map = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some((_, tx)) = map.get(approval_id) {
+                wake_to_read(tx);
+            }
         }
         self.generation.send_modify(|g| *g += 1);
     }
 
-    /// Wakes everyone: used when notifications may have been lost (listener reconnect).
+    /// Wakes everyone to read: used when notifications may have been lost (listener reconnect).
     pub(crate) fn wake_all(&self) {
         self.rules.fetch_add(1, Ordering::SeqCst);
-        let all: Vec<_> = self
-            .waiters
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .map(|(_, n)| n.clone())
-            .collect();
-        for n in all {
-            n.notify_waiters();
+        {
+            let map = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
+            for (_, tx) in map.values() {
+                wake_to_read(tx);
+            }
         }
         self.generation.send_modify(|g| *g += 1);
     }
 
-    /// Registers interest in one approval; the guard unregisters on drop.
+    /// Registers interest in one approval; the guard unregisters on drop. Only what is
+    /// delivered after this call wakes the guard's receiver.
     pub(crate) fn register(self: &Arc<Self>, approval_id: &str) -> WaitGuard {
         let mut map = self.waiters.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = map
             .entry(approval_id.to_owned())
-            .or_insert_with(|| (0, Arc::new(Notify::new())));
+            .or_insert_with(|| (0, watch::Sender::new(Wake::Nothing)));
         entry.0 += 1;
+        let mut wakes = entry.1.subscribe();
+        wakes.mark_unchanged();
         WaitGuard {
             hub: self.clone(),
             id: approval_id.to_owned(),
-            notify: entry.1.clone(),
+            wakes,
         }
     }
 
@@ -112,6 +267,17 @@ impl Hub {
     }
 }
 
+fn wake_to_read(tx: &watch::Sender<Wake>) {
+    tx.send_if_modified(|w| {
+        if w.keeps_against_read() {
+            // Every waiter has either returned it or will: nobody needs waking.
+            return false;
+        }
+        *w = Wake::Read;
+        true
+    });
+}
+
 /// Keeps a waiter counted as parked.
 pub(crate) struct Parked(Arc<Hub>);
 
@@ -125,7 +291,8 @@ impl Drop for Parked {
 pub(crate) struct WaitGuard {
     hub: Arc<Hub>,
     id: String,
-    pub(crate) notify: Arc<Notify>,
+    /// What woke it last; `changed()` resolves at the next delivery.
+    pub(crate) wakes: watch::Receiver<Wake>,
 }
 
 impl Drop for WaitGuard {
@@ -161,7 +328,7 @@ pub(crate) async fn listen(
         .await?;
     let mut listener = PgListener::connect_with(&pool).await?;
     listener.ignore_pool_close_event(true);
-    listener.listen(CHANNEL).await?;
+    listener.listen_all([STATES, CHANNEL]).await?;
     tasks.spawn(async move {
         let fresh = || Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         let mut backoff = fresh();
@@ -169,7 +336,14 @@ pub(crate) async fn listen(
             match listener.try_recv().await {
                 Ok(Some(n)) => {
                     backoff = fresh();
-                    hub.deliver(n.payload());
+                    if n.channel() == STATES {
+                        if let Some((id, snapshot)) = Snapshot::decode(n.payload()) {
+                            hub.deliver_state(&id, snapshot);
+                        }
+                        // Undecodable: the same change's bare id follows and makes them read.
+                    } else {
+                        hub.deliver(n.payload());
+                    }
                 }
                 // Reconnected: anything sent meanwhile is gone, so everyone re-reads.
                 Ok(None) => hub.wake_all(),
@@ -188,6 +362,7 @@ pub(crate) async fn listen(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ApprovalId;
 
     #[test]
     fn a_rules_notification_moves_the_rules_generation_and_nothing_else() {
@@ -206,21 +381,116 @@ mod tests {
         assert_eq!(hub.rules_generation(), before + 2);
     }
 
+    fn pending() -> Approval {
+        Approval {
+            id: ApprovalId::try_from("apr_1").unwrap(),
+            call_id: CallId::try_from("call-1").unwrap(),
+            session_id: crate::model::SessionId::try_from("s").unwrap(),
+            principal: Principal::try_from("agent:a").unwrap(),
+            tool: toolgate_core::ToolKind::ProcessRun,
+            digest: crate::model::RequestDigest::from_bytes([7; 32]),
+            policy_version: crate::model::PolicyVersion::try_from("v1").unwrap(),
+            request_json: "{}".into(),
+            explanation_json: "{}".into(),
+            state: ApprovalState::Pending,
+            scope: Scope::Once,
+            created_at: Timestamp::from_micros(1),
+            expires_at: Timestamp::from_micros(2),
+            decided_by: None,
+            decided_at: None,
+            reason: None,
+            message: None,
+            consumed_by_call: None,
+            consumed_by_executor: None,
+            consumed_at: None,
+            lease_token: None,
+            lease_expires_at: None,
+            closed_at: None,
+            trace_id: None,
+        }
+    }
+
+    #[test]
+    fn a_snapshot_carries_every_column_a_decision_or_use_changes() {
+        let before = pending();
+        let mut after = before.clone();
+        after.state = ApprovalState::Consumed;
+        after.scope = Scope::Session;
+        after.expires_at = Timestamp::from_micros(9);
+        after.decided_by = Some(Principal::try_from("approver:h").unwrap());
+        after.decided_at = Some(Timestamp::from_micros(3));
+        after.reason = Some("line one\nand \"quotes\" \u{1b}".into());
+        after.message = Some(String::new());
+        after.consumed_by_call = Some(CallId::try_from("call-2").unwrap());
+        after.consumed_by_executor = Some("exe".into());
+        after.consumed_at = Some(Timestamp::from_micros(4));
+        after.lease_token = Some(LeaseToken(-5));
+        after.lease_expires_at = Some(Timestamp::from_micros(6));
+        after.closed_at = Some(Timestamp::from_micros(7));
+        let payload = Snapshot::of(&after).encode(after.id.as_str()).unwrap();
+        let (id, snapshot) = Snapshot::decode(&payload).unwrap();
+        assert_eq!(id, "apr_1");
+        let mut got = before;
+        snapshot.apply(&mut got);
+        assert_eq!(format!("{got:?}"), format!("{after:?}"));
+        // A bare id (what earlier versions send) or garbage is not a snapshot.
+        assert!(Snapshot::decode("apr_1").is_none());
+        assert!(Snapshot::decode(r#"["apr_1","weird"]"#).is_none());
+    }
+
+    #[test]
+    fn a_snapshot_too_long_for_notify_is_not_sent() {
+        let mut a = pending();
+        a.reason = Some("x".repeat(MAX_PAYLOAD));
+        assert!(Snapshot::of(&a).encode(a.id.as_str()).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_reaches_only_the_waiters_of_its_id_and_a_later_bare_id_keeps_it() {
+        let hub = Hub::new();
+        let mut a1 = hub.register("a");
+        let mut a2 = hub.register("a");
+        let mut b = hub.register("b");
+        let mut decided = pending();
+        decided.state = ApprovalState::Approved;
+        hub.deliver_state("a", Snapshot::of(&decided));
+        // The bare id of the same change arrives before the waiters ran.
+        hub.deliver("a");
+        for w in [&mut a1, &mut a2] {
+            assert!(w.wakes.has_changed().unwrap());
+            match &*w.wakes.borrow_and_update() {
+                Wake::Now(s) => assert_eq!(s.state, ApprovalState::Approved),
+                other => panic!("expected the snapshot, got {other:?}"),
+            }
+        }
+        assert!(!b.wakes.has_changed().unwrap());
+        // A pending snapshot (say, a shared request joined it) gives way to a read.
+        hub.deliver_state("b", Snapshot::of(&pending()));
+        hub.deliver("b");
+        assert!(matches!(&*b.wakes.borrow_and_update(), Wake::Read));
+        // A reconnect makes everyone read, except where a decision awaits its waiters.
+        let mut c = hub.register("c");
+        hub.wake_all();
+        assert!(matches!(&*c.wakes.borrow_and_update(), Wake::Read));
+    }
+
+    #[tokio::test]
+    async fn a_waiter_registered_after_a_delivery_is_not_woken_by_it() {
+        let hub = Hub::new();
+        let _first = hub.register("a");
+        hub.deliver("a");
+        let late = hub.register("a");
+        assert!(!late.wakes.has_changed().unwrap());
+    }
+
     #[tokio::test]
     async fn deliver_wakes_only_registered_waiters_of_that_id() {
         let hub = Hub::new();
         let a = hub.register("a");
         let b = hub.register("b");
-        {
-            let fa = a.notify.notified();
-            let fb = b.notify.notified();
-            tokio::pin!(fa, fb);
-            fa.as_mut().enable();
-            fb.as_mut().enable();
-            hub.deliver("a");
-            assert!(futures::poll!(fa.as_mut()).is_ready());
-            assert!(futures::poll!(fb.as_mut()).is_pending());
-        }
+        hub.deliver("a");
+        assert!(a.wakes.has_changed().unwrap());
+        assert!(!b.wakes.has_changed().unwrap());
         drop(a);
         assert_eq!(hub.waiting(), 1);
         drop(b);

@@ -784,7 +784,7 @@ impl Runner {
         let spawned = child
             .prepared
             .and_then(|p| inner.spawn(p, [child.stdin, Io::Pipe, Io::Pipe]));
-        let spawned = match spawned {
+        let mut spawned = match spawned {
             Ok(spawned) => spawned,
             Err(err) => {
                 // The channel is fresh and has room for at least one event.
@@ -794,6 +794,7 @@ impl Runner {
             }
         };
         let _enter = handle.enter();
+        let mount_ns = spawned.mount_ns.take();
         let watched = Watched::new(spawned, armed, child.state, stdin, &inner.config)?;
         let pid = watched.guard.pid;
         let sup = Supervisor {
@@ -801,6 +802,7 @@ impl Runner {
             pid,
             pidfd: watched.pidfd,
             guard: watched.guard,
+            mount_ns,
             mechanism: child.isolation.kill_mechanism,
             cgroup: child.cgroup,
             enforced: child.isolation.limits,

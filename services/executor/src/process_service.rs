@@ -12,7 +12,7 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 use futures::{Stream, StreamExt, stream};
@@ -784,6 +784,7 @@ impl ProcessAdapter {
         match verdict {
             Checked::Allowed(proof) => {
                 let stream = self.start(proof, slot, spec, tool, &call, &session, persist, held)?;
+                let stream = with_first_events(stream).await;
                 Ok(Response::new(in_session(stream, session)))
             }
             Checked::Parked(parked) => {
@@ -819,6 +820,36 @@ impl ProcessAdapter {
             }
         }
     }
+}
+
+/// How long a started run's answer waits for the run's next event before its headers and
+/// `Started` leave. A short run (`/bin/true`) ends within it, so the headers, `Started`,
+/// `Exited` and the trailers leave in one write and the client wakes once, not twice; a longer
+/// run's first output is late by at most this much.
+const FIRST_EVENTS_WAIT: Duration = Duration::from_millis(2);
+
+/// The run's first event and, when it is `Started`, the event after it if that comes within
+/// [`FIRST_EVENTS_WAIT`], ahead of the rest of `stream`. Nothing is dropped or reordered: on
+/// the deadline the rest simply follows.
+async fn with_first_events(mut stream: RunStream) -> RunStream {
+    let deadline = tokio::time::Instant::now() + FIRST_EVENTS_WAIT;
+    let mut head = Vec::with_capacity(2);
+    while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
+        let Some(item) = next else {
+            return Box::pin(stream::iter(head));
+        };
+        let started = matches!(
+            &item,
+            Ok(pb::RunResponse {
+                event: Some(pb::run_response::Event::Started(_))
+            })
+        );
+        head.push(item);
+        if !started {
+            break;
+        }
+    }
+    Box::pin(stream::iter(head).chain(stream))
 }
 
 /// Keeps the call counted in its session until its response stream ends or is dropped.

@@ -218,7 +218,7 @@ impl Core {
             .await?;
         let Some(row) = row else { return Ok(None) };
         let a = approval_from(&row)?;
-        tx.touch(a.id.as_str());
+        tx.touch(&a);
         events.push(ev_approval("approval.consumed", &a));
         Ok(Some((a, AskVerdict::Allowed { lease: Some(lease) })))
     }
@@ -254,7 +254,7 @@ impl Core {
             .await?;
         for r in &expired {
             let a = approval_from(r)?;
-            tx.touch(a.id.as_str());
+            tx.touch(&a);
             events.push(ev_approval("approval.expired", &a));
         }
 
@@ -353,7 +353,7 @@ impl Core {
             .await?;
         if let Some(r) = inserted {
             let a = approval_from(&r)?;
-            tx.touch(a.id.as_str());
+            tx.touch(&a);
             events.push(ev_approval("approval.created", &a));
             return Ok((a, AskVerdict::Pending));
         }

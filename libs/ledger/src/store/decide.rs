@@ -78,7 +78,7 @@ impl Core {
             match row {
                 Some(r) => {
                     let a = approval_from(&r)?;
-                    tx.touch(a.id.as_str());
+                    tx.touch(&a);
                     let mut events = vec![ev_approval(&format!("approval.{action}"), &a)];
                     let rule = match learn {
                         Some(l) => {
@@ -119,7 +119,7 @@ impl Core {
             match row {
                 Some(r) => {
                     let a = approval_from(&r)?;
-                    tx.touch(a.id.as_str());
+                    tx.touch(&a);
                     self.finish(tx, vec![ev_approval("approval.cancelled", &a)]).await?;
                     Ok(a)
                 }
@@ -155,7 +155,7 @@ impl Core {
                 )
                 .await?;
             let a = approval_from(&expect_row(row, "expiring an approval")?)?;
-            tx.touch(a.id.as_str());
+            tx.touch(&a);
             self.finish(tx, vec![ev_approval("approval.expired", &a)])
                 .await?;
             return Ok(Error::Expired {

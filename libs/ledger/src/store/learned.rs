@@ -79,7 +79,7 @@ impl Core {
         )
         .await?;
         tx.exec(BUMP, vec![]).await?;
-        tx.touch(RULES_TOPIC);
+        tx.touch_topic(RULES_TOPIC);
         Ok(rule)
     }
 
@@ -109,7 +109,7 @@ impl Core {
             };
             let rule = learned_from(&row)?;
             tx.exec(BUMP, vec![]).await?;
-            tx.touch(RULES_TOPIC);
+            tx.touch_topic(RULES_TOPIC);
             self.finish(tx, vec![ev_learned("rule.revoked", &rule)])
                 .await?;
             Ok(rule)

@@ -105,8 +105,11 @@ impl Core {
         // Postgres waiters hear about it through LISTEN (on every replica, this one
         // included); SQLite lives in this process only.
         if !self.is_pg() {
-            for id in touched {
-                self.hub.deliver(&id);
+            for t in touched {
+                if let Some(s) = t.snapshot {
+                    self.hub.deliver_state(&t.id, s);
+                }
+                self.hub.deliver(&t.id);
             }
         }
         Ok(())

@@ -163,7 +163,7 @@ impl Core {
                 )
                 .await?;
             let a = approval_from(&expect_row(row, "closing an expired lease")?)?;
-            tx.touch(&id);
+            tx.touch(&a);
             events.push(ev_approval("approval.unknown", &a));
             return Ok(Some(Error::LeaseExpired { id }));
         }
@@ -184,7 +184,7 @@ impl Core {
             )
             .await?;
         let a = approval_from(&expect_row(row, "completing an approval")?)?;
-        tx.touch(&id);
+        tx.touch(&a);
         events.push(ev_approval("approval.completed", &a));
         Ok(None)
     }

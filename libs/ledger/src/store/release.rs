@@ -130,7 +130,7 @@ impl Core {
             .await?;
         let a = approval_from(&expect_row(row, "restoring an approval")?)?;
         // Wakes waiters on it: an identical parked call may take it now.
-        tx.touch(&id);
+        tx.touch(&a);
         events.push(ev_approval("approval.restored", &a));
         Ok(None)
     }

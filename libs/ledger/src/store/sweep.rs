@@ -33,7 +33,7 @@ impl Core {
             for (rows, kind) in [(&expired, "approval.expired"), (&unknown, "approval.unknown")] {
                 for r in rows {
                     let a = approval_from(r)?;
-                    tx.touch(a.id.as_str());
+                    tx.touch(&a);
                     events.push(ev_approval(kind, &a));
                 }
             }

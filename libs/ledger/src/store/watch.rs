@@ -5,6 +5,7 @@ use super::rows::{A_SELECT, approval_from};
 use crate::db::args;
 use crate::error::Result;
 use crate::model::{Approval, ApprovalFilter, ApprovalId, ApprovalState, Change, Cursor};
+use crate::notify::Wake;
 use std::time::Duration;
 
 impl Core {
@@ -62,27 +63,32 @@ impl Core {
         }
     }
 
+    /// Waits for `id` to leave `pending`. The waiter registers, then reads the row once;
+    /// after that a decision hands it the committed snapshot (no read per waiter), and only a
+    /// bare id or a listener reconnect (a notification may be lost) makes it read again.
     pub(crate) async fn wait_for_decision(
         &self,
         id: &ApprovalId,
         timeout: Duration,
     ) -> Result<Approval> {
         let deadline = tokio::time::Instant::now() + timeout;
+        // Registered before the read: a decision committed after it wakes this waiter.
+        let mut guard = self.hub.register(id.as_str());
+        let mut a = self.get(id).await?;
         loop {
-            let guard = self.hub.register(id.as_str());
-            let notified = guard.notify.notified();
-            tokio::pin!(notified);
-            // Registered before the read: a decision committed after it wakes this waiter.
-            notified.as_mut().enable();
-            let a = self.get(id).await?;
             if a.state != ApprovalState::Pending || a.expires_at <= self.clock.now() {
                 return Ok(a);
             }
             let parked = self.hub.park();
-            let woke = tokio::time::timeout_at(deadline, notified).await.is_ok();
+            let woke = tokio::time::timeout_at(deadline, guard.wakes.changed()).await;
             drop(parked);
-            if !woke {
+            if !matches!(woke, Ok(Ok(()))) {
                 return Ok(a);
+            }
+            let wake = guard.wakes.borrow_and_update().clone();
+            match wake {
+                Wake::Now(snapshot) => snapshot.apply(&mut a),
+                Wake::Read | Wake::Nothing => a = self.get(id).await?,
             }
         }
     }

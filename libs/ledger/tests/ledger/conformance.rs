@@ -1366,6 +1366,104 @@ async fn postgres_wakeup_crosses_replicas() {
     .await;
 }
 
+/// What a woken waiter holds is the approval as stored, whether the decision reached it as
+/// a snapshot in the notification or (too long for one) made it read the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_woken_waiter_holds_the_approval_as_stored() {
+    on_postgres(|ctx| async move {
+        let a = Arc::new(ctx.ledger().await);
+        let b = ctx.ledger().await;
+        for (i, reason) in ["short", &"long ".repeat(3_000)].into_iter().enumerate() {
+            let out = a
+                .ask(ask(&format!("c{i}"), "s", &format!("held {i}")))
+                .await
+                .unwrap();
+            let wa = a.clone();
+            let id = out.approval.id.clone();
+            let waiter =
+                tokio::spawn(
+                    async move { wa.wait_for_decision(id, Duration::from_secs(30)).await },
+                );
+            until_parked(&a, 1).await;
+            let mut decide = deny("bob", "use a dry run");
+            decide.reason = Some(reason.to_owned());
+            b.decide(out.approval.id.clone(), decide).await.unwrap();
+            let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+                .await
+                .expect("replica A woke")
+                .unwrap()
+                .unwrap();
+            let stored = a.get(out.approval.id.clone()).await.unwrap();
+            assert_eq!(got.state, ApprovalState::Denied);
+            assert_eq!(got.reason.as_deref(), Some(reason));
+            assert_eq!(format!("{got:?}"), format!("{stored:?}"));
+        }
+    })
+    .await;
+}
+
+/// A replica of an earlier version announces a change by its bare id only; waiters here
+/// still wake and read it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_bare_id_notification_still_wakes_waiters() {
+    on_postgres(|ctx| async move {
+        let a = Arc::new(ctx.ledger().await);
+        let out = a.ask(ask("c1", "s", "old writer")).await.unwrap();
+        let wa = a.clone();
+        let id = out.approval.id.clone();
+        let waiter =
+            tokio::spawn(async move { wa.wait_for_decision(id, Duration::from_secs(30)).await });
+        until_parked(&a, 1).await;
+        let id = out.approval.id.as_str();
+        ctx.raw(&format!(
+            "UPDATE tg_approvals SET state = 'denied', decided_by = 'approver:old', \
+             decided_at = created_at, message = 'decided elsewhere' WHERE id = '{id}'; \
+             SELECT pg_notify('toolgate_ledger', '{id}');"
+        ))
+        .await;
+        let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("the bare id woke the waiter")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.state, ApprovalState::Denied);
+        assert_eq!(got.message.as_deref(), Some("decided elsewhere"));
+    })
+    .await;
+}
+
+/// A decision committed while the listener's connection is gone (its notification lost)
+/// still wakes the waiter: on reconnect every waiter reads its approval again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_decision_lost_with_the_listener_still_wakes_the_waiter() {
+    on_postgres(|ctx| async move {
+        let a = Arc::new(ctx.ledger().await);
+        let b = ctx.ledger().await;
+        let out = a.ask(ask("c1", "s", "lost")).await.unwrap();
+        let wa = a.clone();
+        let id = out.approval.id.clone();
+        let waiter =
+            tokio::spawn(async move { wa.wait_for_decision(id, Duration::from_secs(30)).await });
+        until_parked(&a, 1).await;
+        // Every listener of this database (A's and B's) loses its connection.
+        ctx.raw(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query LIKE 'LISTEN%'",
+        )
+        .await;
+        b.decide(out.approval.id.clone(), approve("bob"))
+            .await
+            .unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+            .await
+            .expect("replica A woke after its listener reconnected")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.state, ApprovalState::Approved);
+    })
+    .await;
+}
+
 /// Pending approvals survive the service going away (a new ledger instance sees them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_pending_survives_restart() {

@@ -47,6 +47,11 @@ pub(super) struct Spawned {
     pub(super) stdin: Option<OwnedFd>,
     pub(super) stdout: Option<OwnedFd>,
     pub(super) stderr: Option<OwnedFd>,
+    /// A sandboxed run's mount namespace, held so that it is torn down when this is dropped
+    /// (off the run's exit path) rather than by the run's last exiting process: emptying a
+    /// mount namespace waits for an RCU grace period, which would delay the run's exit status.
+    /// `None` when the run was already gone when it was opened.
+    pub(super) mount_ns: Option<OwnedFd>,
 }
 
 /// The sandbox a run gets, decided before anything about its child is.
@@ -389,11 +394,17 @@ impl Inner {
             clone()?
         };
         let [stdin, stdout, stderr] = ours;
+        // Our unreaped child: its pid cannot have been reused.
+        let mount_ns = sandboxed
+            .then(|| File::open(format!("/proc/{pid}/ns/mnt")).ok())
+            .flatten()
+            .map(OwnedFd::from);
         Ok(Spawned {
             pid,
             stdin,
             stdout,
             stderr,
+            mount_ns,
         })
     }
 

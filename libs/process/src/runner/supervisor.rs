@@ -249,6 +249,8 @@ pub(super) struct Supervisor {
     pub(super) pid: i32,
     pub(super) pidfd: AsyncFd<OwnedFd>,
     pub(super) guard: ReapGuard,
+    /// The run's mount namespace (see `Spawned::mount_ns`), released once `Exited` is sent.
+    pub(super) mount_ns: Option<OwnedFd>,
     pub(super) mechanism: KillMechanism,
     pub(super) cgroup: Option<RunCgroup>,
     /// The limits the run got, to tell which one it ran into.
@@ -400,6 +402,10 @@ impl Supervisor {
         // The consumer sees the end of the run now, not after the kernel has emptied the
         // cgroup (the run's slot stays taken until then).
         let cgroup = self.cgroup.take();
+        if let Some(ns) = self.mount_ns.take() {
+            // Its teardown waits for an RCU grace period: not on a runtime worker.
+            drop(tokio::task::spawn_blocking(move || drop(ns)));
+        }
         drop(self);
         if let Some(cgroup) = cgroup {
             cgroup.remove().await;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use landlock::{Access, AccessFs};
@@ -32,6 +32,7 @@ pub(crate) mod netlink;
 mod netns;
 mod profile;
 mod seccomp;
+mod template;
 #[cfg(test)]
 mod tests;
 mod view;
@@ -42,13 +43,17 @@ pub use profile::{
 
 use crate::sys::sandbox::{
     Bpf, LandlockRules, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY, MountOp, Netns,
-    SandboxSetup, SessionEnter,
+    SandboxSetup, SessionEnter, TemplateEnter,
 };
 use landlock_rules::{abi_of, fixed_landlock};
 use netlink::GatedPlan;
 use netns::{Gated, NET_POOL_TARGET, NetPool, make_gated};
 use seccomp::seccomp;
-use view::{EMPTY_DIR, EMPTY_FILE, FixedView, beneath, cstr, dir_chain, fixed_ops, host};
+use template::Templates;
+use view::{
+    EMPTY_DIR, EMPTY_FILE, FixedView, SCRATCH, beneath, cstr, dir_chain, fixed_ops, host,
+    private_ops, template_ops,
+};
 
 /// Why a profile cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +98,11 @@ pub(crate) struct Sandboxes {
     /// Where sessions mount their `/tmp` (each in its own mount namespace); `None` without
     /// a confined profile or a user namespace.
     session_dir: Option<Arc<SessionDir>>,
+    /// The fixed part of the view, built once for runs to copy (see [`template`]); `None`
+    /// without a confined profile or a user namespace, or when the host's paths rule it out.
+    templates: Option<Templates>,
+    /// The size of a run's `HOME`.
+    home_bytes: u64,
 }
 
 /// What a run resolves to.
@@ -143,6 +153,16 @@ impl Sandboxes {
             .and_then(|_| SessionDir::create(session_parent).ok())
             .map(Arc::new);
         let fixed = FixedView::probe(&config);
+        let templates = match (&userns, any_confined) {
+            (Some(u), true) => template_ops(&config, &fixed, config.workspace.as_deref())
+                .ok()
+                .flatten()
+                .and_then(|ops| Some((cstr(&config.stage).ok()?, ops)))
+                .map(|(stage, ops)| {
+                    Templates::new(Arc::clone(u), stage, ops, config.workspace.clone())
+                }),
+            _ => None,
+        };
         let built = config
             .profiles
             .iter()
@@ -168,6 +188,8 @@ impl Sandboxes {
             gated,
             gated_plan,
             session_dir,
+            templates,
+            home_bytes,
         })
     }
 
@@ -289,14 +311,6 @@ impl Sandboxes {
                 }
             },
         };
-        let mut ops = built.ops.clone();
-        if let (Some((_, c)), Some(i)) = (session, built.tmp_op) {
-            ops[i] = MountOp::Bind {
-                src: host(c.dir.path())?,
-                dst: CString::new("/tmp").expect("static path"),
-                attrs: MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-            };
-        }
         let ws_attrs = MOUNT_ATTR_NOSUID
             | MOUNT_ATTR_NODEV
             | if built.profile.read_only_workspace {
@@ -304,55 +318,58 @@ impl Sandboxes {
             } else {
                 0
             };
-        dir_chain(&mut ops, workspace)?;
-        ops.push(MountOp::Bind {
-            src: host(workspace)?,
-            dst: cstr(workspace)?,
-            attrs: ws_attrs,
-        });
-        // Pins first: the binds below then land inside them, and the pins' parents before
-        // their children, or a later pin would cover an earlier one's mounts.
-        for rel in &masks.pinned {
-            let p = beneath(workspace, rel)?;
-            ops.push(MountOp::Bind {
-                src: cstr(&p)?,
-                dst: cstr(&p)?,
-                attrs: ws_attrs,
-            });
-        }
-        let masked = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-        for rel in &masks.protected {
-            let p = beneath(workspace, rel)?;
-            ops.push(MountOp::Bind {
-                src: cstr(&p)?,
-                dst: cstr(&p)?,
-                attrs: masked,
-            });
-        }
-        for (i, (rel, data)) in masks.redacted.iter().enumerate() {
-            let copy = cstr(Path::new(&format!("/.toolgate/redacted-{i}")))?;
-            ops.push(MountOp::Content {
-                path: copy.clone(),
-                data: data.clone(),
-            });
-            ops.push(MountOp::Bind {
-                src: copy,
-                dst: cstr(&beneath(workspace, rel)?)?,
-                attrs: masked,
-            });
-        }
-        for (list, source) in [
-            (&masks.hidden_files, EMPTY_FILE),
-            (&masks.hidden_dirs, EMPTY_DIR),
-        ] {
-            for rel in list {
-                ops.push(MountOp::Bind {
-                    src: CString::new(source).expect("static path"),
-                    dst: cstr(&beneath(workspace, rel)?)?,
-                    attrs: masked,
+        let template = match (session, &self.templates) {
+            (None, Some(t)) if t.fits(workspace) => t.current(),
+            _ => None,
+        };
+        let mut ops;
+        let template = match template {
+            Some(t) => {
+                ops = private_ops(&self.config, self.home_bytes)?;
+                // Only the part of the chain inside the run's own /tmp is made per run; the
+                // template has the rest.
+                if let Ok(below) = workspace.strip_prefix("/tmp") {
+                    let mut at = PathBuf::from("/tmp");
+                    for c in below.components() {
+                        at.push(c);
+                        ops.push(MountOp::Dir(cstr(&at)?, 0o755));
+                    }
+                }
+                ops.push(MountOp::Attach {
+                    dst: cstr(workspace)?,
+                    attrs: ws_attrs,
                 });
+                let meta = std::fs::metadata(workspace)?;
+                Some(TemplateEnter {
+                    host: t.host.as_raw_fd(),
+                    view: t.view.as_raw_fd(),
+                    workspace: cstr(workspace)?,
+                    identity: (
+                        std::os::unix::fs::MetadataExt::dev(&meta),
+                        std::os::unix::fs::MetadataExt::ino(&meta),
+                    ),
+                    _template: t,
+                })
             }
-        }
+            None => {
+                ops = built.ops.clone();
+                if let (Some((_, c)), Some(i)) = (session, built.tmp_op) {
+                    ops[i] = MountOp::Bind {
+                        src: host(c.dir.path())?,
+                        dst: CString::new("/tmp").expect("static path"),
+                        attrs: MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                    };
+                }
+                dir_chain(&mut ops, workspace)?;
+                ops.push(MountOp::Bind {
+                    src: host(workspace)?,
+                    dst: cstr(workspace)?,
+                    attrs: ws_attrs,
+                });
+                None
+            }
+        };
+        mask_ops(&mut ops, workspace, masks, ws_attrs, template.is_some())?;
         let mut landlock = built.landlock.clone();
         if landlock.handled_fs != 0 {
             let abi = abi_of(built.landlock_abi);
@@ -384,6 +401,7 @@ impl Sandboxes {
             userns: userns.as_raw_fd(),
             loopback: matches!(netns, Netns::New),
             netns,
+            template,
             session: session.map(|(s, c)| SessionEnter {
                 mnt: c.mnt.as_raw_fd(),
                 ipc: c.ipc.as_raw_fd(),
@@ -398,6 +416,86 @@ impl Sandboxes {
         };
         Ok((setup, gate))
     }
+}
+
+/// The policy's masks in the workspace: pins first (the binds below then land inside them,
+/// and the pins' parents before their children, or a later pin would cover an earlier one's
+/// mounts), protected paths read-only, redacted copies, hidden paths covered. A template's run
+/// writes its redacted copies in a tmpfs of its own ([`SCRATCH`]), sealed once they are.
+fn mask_ops(
+    ops: &mut Vec<MountOp>,
+    workspace: &Path,
+    masks: &Masks,
+    ws_attrs: u64,
+    template: bool,
+) -> io::Result<()> {
+    for rel in &masks.pinned {
+        let p = beneath(workspace, rel)?;
+        ops.push(MountOp::Bind {
+            src: cstr(&p)?,
+            dst: cstr(&p)?,
+            attrs: ws_attrs,
+        });
+    }
+    let masked = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    for rel in &masks.protected {
+        let p = beneath(workspace, rel)?;
+        ops.push(MountOp::Bind {
+            src: cstr(&p)?,
+            dst: cstr(&p)?,
+            attrs: masked,
+        });
+    }
+    let (dir, scratch) = if template {
+        (SCRATCH, Some(CString::new(SCRATCH).expect("static path")))
+    } else {
+        ("/.toolgate", None)
+    };
+    if let Some(scratch) = scratch.as_ref().filter(|_| !masks.redacted.is_empty()) {
+        // Whole pages per file, and room for the directory itself.
+        let bytes: usize = masks
+            .redacted
+            .iter()
+            .map(|(_, data)| data.len().div_ceil(4096) * 4096 + 4096)
+            .sum::<usize>()
+            + 4096;
+        ops.push(MountOp::Tmpfs {
+            dst: scratch.clone(),
+            options: CString::new(format!(
+                "size={bytes},nr_inodes={},mode=0755",
+                masks.redacted.len() + 8
+            ))
+            .expect("no NUL"),
+        });
+    }
+    for (i, (rel, data)) in masks.redacted.iter().enumerate() {
+        let copy = cstr(Path::new(&format!("{dir}/redacted-{i}")))?;
+        ops.push(MountOp::Content {
+            path: copy.clone(),
+            data: data.clone(),
+        });
+        ops.push(MountOp::Bind {
+            src: copy,
+            dst: cstr(&beneath(workspace, rel)?)?,
+            attrs: masked,
+        });
+    }
+    if let Some(scratch) = scratch.filter(|_| !masks.redacted.is_empty()) {
+        ops.push(MountOp::Seal(scratch));
+    }
+    for (list, source) in [
+        (&masks.hidden_files, EMPTY_FILE),
+        (&masks.hidden_dirs, EMPTY_DIR),
+    ] {
+        for rel in list {
+            ops.push(MountOp::Bind {
+                src: CString::new(source).expect("static path"),
+                dst: cstr(&beneath(workspace, rel)?)?,
+                attrs: masked,
+            });
+        }
+    }
+    Ok(())
 }
 
 fn build(

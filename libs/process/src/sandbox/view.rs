@@ -120,7 +120,6 @@ pub(super) fn fixed_ops(
     home_bytes: u64,
 ) -> io::Result<Vec<MountOp>> {
     let c = |s: &str| CString::new(s).expect("static path");
-    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     let mut ops = vec![
         MountOp::Dir(c("/.toolgate"), 0o755),
         MountOp::File(c(EMPTY_FILE)),
@@ -129,14 +128,137 @@ pub(super) fn fixed_ops(
         // the host's /tmp is then bound inside it instead of vanishing beneath it, which made
         // the masks over its files fail and every run refused.
         MountOp::Dir(c("/tmp"), 0o1777),
-        MountOp::Tmpfs {
-            dst: c("/tmp"),
-            options: c(&format!(
-                "size={},nr_inodes={},mode=1777",
-                config.tmp_bytes, config.tmpfs_inodes
-            )),
-        },
+        tmp_tmpfs(config),
     ];
+    host_ops(&mut ops, fixed)?;
+    dev_ops(&mut ops);
+    ops.push(MountOp::Dir(c("/dev/shm"), 0o1777));
+    ops.push(shm_tmpfs(config));
+    ops.push(MountOp::Dir(c("/proc"), 0o555));
+    ops.push(MountOp::Proc(c("/proc")));
+    dir_chain(&mut ops, &config.home)?;
+    ops.push(home_tmpfs(config, home_bytes)?);
+    Ok(ops)
+}
+
+/// Where a template run's redacted copies are written (a tmpfs of its own, sealed once they
+/// are); the template has the empty mount point.
+pub(super) const SCRATCH: &str = "/.toolgate/run";
+
+/// Where the template keeps a `proc` (covered by an empty directory) so that its runs may
+/// mount one of their own: the kernel lets a user namespace mount `proc` only where one is
+/// already fully visible in the mount namespace.
+const HIDDEN_PROC: &str = "/.toolgate/proc";
+
+/// The fixed part of every view as a runner's template builds it once: everything of
+/// [`fixed_ops`] but the mounts each run must have its own of (`/tmp`, `/dev/shm`, `/proc`,
+/// `HOME`), whose mount points it prepares, plus the mount points of `workspace`'s chain.
+/// `None` when a fixed path lies where a run's own mount would cover it (a toolchain under
+/// `/tmp`): only the whole per-run build keeps that order.
+pub(super) fn template_ops(
+    config: &SandboxConfig,
+    fixed: &FixedView,
+    workspace: Option<&Path>,
+) -> io::Result<Option<Vec<MountOp>>> {
+    let c = |s: &str| CString::new(s).expect("static path");
+    let per_run = [
+        Path::new("/tmp"),
+        Path::new("/dev"),
+        Path::new("/proc"),
+        Path::new("/.toolgate"),
+        config.home.as_path(),
+    ];
+    let covered = |p: &Path| per_run.iter().any(|r| p.starts_with(r));
+    let fixed_paths = fixed
+        .system
+        .iter()
+        .map(|(p, _)| p)
+        .chain(&fixed.read_only)
+        .chain(fixed.hidden.iter().map(|(p, _)| p));
+    if fixed_paths.into_iter().any(|p| covered(p)) {
+        return Ok(None);
+    }
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    let mut ops = vec![
+        MountOp::Dir(c("/.toolgate"), 0o755),
+        MountOp::File(c(EMPTY_FILE)),
+        MountOp::Dir(c(EMPTY_DIR), 0o555),
+        MountOp::Dir(c(SCRATCH), 0o755),
+        MountOp::Dir(c(HIDDEN_PROC), 0o555),
+        MountOp::Dir(c("/tmp"), 0o1777),
+    ];
+    host_ops(&mut ops, fixed)?;
+    dev_ops(&mut ops);
+    ops.push(MountOp::Dir(c("/dev/shm"), 0o1777));
+    // Nothing is created in the shared /dev after this (Landlock forbids it too).
+    ops.push(MountOp::Seal(c("/dev")));
+    ops.push(MountOp::Dir(c("/proc"), 0o555));
+    ops.push(MountOp::Bind {
+        src: c("/oldroot/proc"),
+        dst: c(HIDDEN_PROC),
+        attrs: ro,
+    });
+    ops.push(MountOp::Bind {
+        src: c(EMPTY_DIR),
+        dst: c(HIDDEN_PROC),
+        attrs: ro,
+    });
+    dir_chain(&mut ops, &config.home)?;
+    // A workspace under a run's own mount gets its chain there, per run.
+    if let Some(ws) = workspace.filter(|ws| !covered(ws)) {
+        dir_chain(&mut ops, ws)?;
+    }
+    Ok(Some(ops))
+}
+
+/// The mounts every run of a template has its own of, in [`fixed_ops`]'s order.
+pub(super) fn private_ops(config: &SandboxConfig, home_bytes: u64) -> io::Result<Vec<MountOp>> {
+    let c = |s: &str| CString::new(s).expect("static path");
+    Ok(vec![
+        tmp_tmpfs(config),
+        shm_tmpfs(config),
+        MountOp::Proc(c("/proc")),
+        home_tmpfs(config, home_bytes)?,
+    ])
+}
+
+fn tmp_tmpfs(config: &SandboxConfig) -> MountOp {
+    MountOp::Tmpfs {
+        dst: CString::new("/tmp").expect("static path"),
+        options: CString::new(format!(
+            "size={},nr_inodes={},mode=1777",
+            config.tmp_bytes, config.tmpfs_inodes
+        ))
+        .expect("no NUL"),
+    }
+}
+
+fn shm_tmpfs(config: &SandboxConfig) -> MountOp {
+    MountOp::Tmpfs {
+        dst: CString::new("/dev/shm").expect("static path"),
+        options: CString::new(format!(
+            "size={},nr_inodes={},mode=1777",
+            config.shm_bytes, config.tmpfs_inodes
+        ))
+        .expect("no NUL"),
+    }
+}
+
+fn home_tmpfs(config: &SandboxConfig, home_bytes: u64) -> io::Result<MountOp> {
+    Ok(MountOp::Tmpfs {
+        dst: cstr(&config.home)?,
+        options: CString::new(format!(
+            "size={home_bytes},nr_inodes={},mode=0700",
+            config.tmpfs_inodes
+        ))
+        .expect("no NUL"),
+    })
+}
+
+/// The host's system and read-only paths bound read-only, and the hidden ones covered.
+fn host_ops(ops: &mut Vec<MountOp>, fixed: &FixedView) -> io::Result<()> {
+    let c = |s: &str| CString::new(s).expect("static path");
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     for (path, link) in &fixed.system {
         match link {
             Some(target) => ops.push(MountOp::Symlink {
@@ -144,7 +266,7 @@ pub(super) fn fixed_ops(
                 path: cstr(path)?,
             }),
             None => {
-                dir_chain(&mut ops, path)?;
+                dir_chain(ops, path)?;
                 ops.push(MountOp::Bind {
                     src: host(path)?,
                     dst: cstr(path)?,
@@ -154,7 +276,7 @@ pub(super) fn fixed_ops(
         }
     }
     for path in &fixed.read_only {
-        dir_chain(&mut ops, path)?;
+        dir_chain(ops, path)?;
         ops.push(MountOp::Bind {
             src: host(path)?,
             dst: cstr(path)?,
@@ -168,7 +290,12 @@ pub(super) fn fixed_ops(
             attrs: ro,
         });
     }
-    // A /dev of the few harmless devices, bound from the host (a user namespace cannot mknod).
+    Ok(())
+}
+
+/// A /dev of the few harmless devices, bound from the host (a user namespace cannot mknod).
+fn dev_ops(ops: &mut Vec<MountOp>) {
+    let c = |s: &str| CString::new(s).expect("static path");
     ops.push(MountOp::Dir(c("/dev"), 0o755));
     ops.push(MountOp::Tmpfs {
         dst: c("/dev"),
@@ -194,23 +321,4 @@ pub(super) fn fixed_ops(
             path: c(path),
         });
     }
-    ops.push(MountOp::Dir(c("/dev/shm"), 0o1777));
-    ops.push(MountOp::Tmpfs {
-        dst: c("/dev/shm"),
-        options: c(&format!(
-            "size={},nr_inodes={},mode=1777",
-            config.shm_bytes, config.tmpfs_inodes
-        )),
-    });
-    ops.push(MountOp::Dir(c("/proc"), 0o555));
-    ops.push(MountOp::Proc(c("/proc")));
-    dir_chain(&mut ops, &config.home)?;
-    ops.push(MountOp::Tmpfs {
-        dst: cstr(&config.home)?,
-        options: c(&format!(
-            "size={home_bytes},nr_inodes={},mode=0700",
-            config.tmpfs_inodes
-        )),
-    });
-    Ok(ops)
 }

@@ -29,7 +29,10 @@ mod wait;
 use std::io;
 
 pub(crate) use gate::original_destination;
-pub(crate) use namespaces::{new_gated_netns, new_netns, new_session_namespaces, new_userns};
+pub(crate) use namespaces::{
+    mount_table_changed, new_gated_netns, new_netns, new_session_namespaces,
+    new_template_namespaces, new_userns,
+};
 pub(crate) use pidfd::{has_exited, open_pidfd, own_pidfd, watch_exit, watch_readable};
 pub(crate) use probe::{landlock_abi, probe_namespaces};
 pub(crate) use spawn::{ChildSetup, Exec, spawn};

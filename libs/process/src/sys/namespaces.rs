@@ -508,3 +508,123 @@ extern "C" fn make_session(arg: *mut libc::c_void) -> libc::c_int {
         libc::_exit(0)
     }
 }
+
+/// What a template's helper child reads and reports.
+struct TemplateSlot<'a> {
+    userns: RawFd,
+    /// Where the view's root is staged before the pivot, and the steps that build it.
+    stage: &'a std::ffi::CStr,
+    ops: &'a [sandbox::MountOp],
+    /// The host copy's and the view's mount namespaces, and the helper's `/proc/self/ns`
+    /// (the view has no `/proc` to open the second from); -1 until opened. Written as each is
+    /// opened, so the parent owns (and closes) them whatever fails later.
+    fds: [RawFd; 3],
+    /// The errno of the step that failed, and which step.
+    err: libc::c_int,
+    step: &'static str,
+}
+
+/// A runner's template mount namespaces, owned by `userns`: a private copy of the host's
+/// (where runs copy their workspace from), and one whose root is the view `ops` build from an
+/// empty root staged on `stage` (where runs clone their own from).
+pub(crate) fn new_template_namespaces(
+    userns: BorrowedFd<'_>,
+    stage: &std::ffi::CStr,
+    ops: &[sandbox::MountOp],
+) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut slot = TemplateSlot {
+        userns: userns.as_raw_fd(),
+        stage,
+        ops,
+        fds: [-1; 3],
+        err: 0,
+        step: "",
+    };
+    clone_helper(make_template, std::ptr::from_mut(&mut slot).cast())?;
+    // SAFETY: every descriptor >= 0 was opened by the child in our shared table and is ours.
+    let [host, view, _dir] = slot
+        .fds
+        .map(|fd| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }));
+    match (host, view) {
+        (Some(host), Some(view)) if slot.err == 0 => Ok((host, view)),
+        _ => {
+            let errno = if slot.err > 0 { slot.err } else { libc::EIO };
+            let e = io::Error::from_raw_os_error(errno);
+            Err(io::Error::new(e.kind(), format!("{}: {e}", slot.step)))
+        }
+    }
+}
+
+extern "C" fn make_template(arg: *mut libc::c_void) -> libc::c_int {
+    let slot = arg.cast::<TemplateSlot<'_>>();
+    // SAFETY: the parent's slot, alive while this CLONE_VFORK child runs; raw syscalls only,
+    // on data the parent prepared.
+    unsafe {
+        let fds = &raw mut (*slot).fds;
+        let fail = |step: &'static str, e: io::Error| -> ! {
+            std::ptr::write_volatile(&raw mut (*slot).step, step);
+            std::ptr::write_volatile(
+                &raw mut (*slot).err,
+                e.raw_os_error().unwrap_or(libc::EINVAL),
+            );
+            libc::_exit(0)
+        };
+        let ns_dir = libc::open(
+            c"/proc/self/ns".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if ns_dir < 0 {
+            fail("open the helper's namespaces", os_err());
+        }
+        std::ptr::write_volatile(&raw mut (*fds)[2], ns_dir);
+        let keep = |i: usize| {
+            let fd = libc::openat(ns_dir, c"mnt".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                fail("open the template's namespaces", os_err());
+            }
+            std::ptr::write_volatile(&raw mut (*fds)[i], fd);
+        };
+        if libc::setns((*slot).userns, libc::CLONE_NEWUSER) != 0 {
+            fail("enter the runner's user namespace", os_err());
+        }
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            fail("copy the host's mount namespace", os_err());
+        }
+        // Nothing mounted here propagates back to the host (or from it).
+        if libc::mount(
+            std::ptr::null(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            fail("make the host copy's mounts private", os_err());
+        }
+        keep(0);
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            fail("create the view's mount namespace", os_err());
+        }
+        if let Err(e) = sandbox::build_view((*slot).stage, (*slot).ops, -1) {
+            fail("build the template view", e);
+        }
+        keep(1);
+        libc::_exit(0)
+    }
+}
+
+/// Whether the mount table `mountinfo` (an open `/proc/<pid>/mountinfo`) shows changed since
+/// it was opened or last asked; `true` when that cannot be told.
+pub(crate) fn mount_table_changed(mountinfo: BorrowedFd<'_>) -> bool {
+    let mut pfd = libc::pollfd {
+        fd: mountinfo.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: poll on one stack pollfd, without waiting.
+    match unsafe { libc::poll(&mut pfd, 1, 0) } {
+        0 => false,
+        n if n > 0 => pfd.revents & (libc::POLLPRI | libc::POLLERR) != 0,
+        _ => true,
+    }
+}

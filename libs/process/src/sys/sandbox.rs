@@ -10,7 +10,10 @@
 //!    the run's network namespace;
 //! 3. build the view: a tmpfs root, pivot into it, bind what the profile allows, mount a private
 //!    `/proc`, `/dev`, `/tmp` and `HOME`, mask denied paths, bind protected ones read-only,
-//!    detach the old root and make the new root read-only;
+//!    detach the old root and make the new root read-only. A run of the runner's template
+//!    (`crate::sandbox::template`, built by the same steps once) starts in a copy of that view
+//!    instead, and adds only its own `/tmp`, `/dev/shm`, `HOME`, `/proc`, the workspace its first
+//!    child copied from the template's host namespace, and the masks;
 //! 4. loopback up in the run's own network namespace;
 //! 5. after the caller's rlimits and `no_new_privs`: drop every capability, then Landlock, then
 //!    seccomp (last, because it forbids the mounts above).
@@ -68,6 +71,17 @@ pub(crate) enum MountOp {
     },
     /// A `proc` of the run's own PID namespace.
     Proc(CString),
+    /// The run's workspace, a detached copy of the host's tree its first child made (see
+    /// [`TemplateEnter`]), moved onto `dst`, then `attrs` on the whole subtree.
+    Attach {
+        /// Where it appears.
+        dst: CString,
+        /// Attributes set recursively after the move.
+        attrs: u64,
+    },
+    /// `MOUNT_ATTR_RDONLY | NOSUID | NODEV` on the mount at this path alone (not its children),
+    /// once nothing more is created in it.
+    Seal(CString),
 }
 
 /// The Landlock ruleset, built and enforced by the child (paths are in the new view, where the
@@ -118,6 +132,25 @@ pub(crate) struct SessionEnter {
     pub _session: crate::session::SessionNamespaces,
 }
 
+/// The runner's template namespaces a run's first child enters instead of a session's (see
+/// `crate::sandbox::template`): it copies the workspace out of `host`, then clones the run's
+/// mount namespace from `view`, whose root already is the fixed part of every view.
+#[derive(Debug)]
+pub(crate) struct TemplateEnter {
+    /// A copy of the host's mount namespace owned by the runner's user namespace, where the
+    /// workspace is copied from (`open_tree`).
+    pub host: RawFd,
+    /// The prepared view.
+    pub view: RawFd,
+    /// The workspace's host path.
+    pub workspace: CString,
+    /// The workspace's `(st_dev, st_ino)` as the executor sees it: the copy must be the same
+    /// directory, or the run is refused.
+    pub identity: (u64, u64),
+    /// Keeps both descriptors open until the run has been cloned.
+    pub _template: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+}
+
 /// Everything the child needs to build its sandbox, prepared before the clone.
 #[derive(Debug)]
 pub(crate) struct SandboxSetup {
@@ -127,6 +160,9 @@ pub(crate) struct SandboxSetup {
     pub netns: Netns,
     /// The session whose mount and IPC namespaces the run enters, if it has one.
     pub session: Option<SessionEnter>,
+    /// The runner's template the run's view is cloned from; `None`: the view is built whole
+    /// (`ops` then start from an empty root with the host at `/oldroot`).
+    pub template: Option<TemplateEnter>,
     /// A host directory the new root's tmpfs is mounted on before the pivot.
     pub stage: CString,
     /// The steps that build the view, after the pivot (`/oldroot` is the host).
@@ -227,7 +263,8 @@ fn ignore_exists(r: io::Result<()>) -> io::Result<()> {
 }
 
 impl MountOp {
-    fn apply(&self) -> io::Result<()> {
+    /// Runs this step; `tree` is the detached workspace an `Attach` moves (-1: none).
+    fn apply(&self, tree: RawFd) -> io::Result<()> {
         match self {
             MountOp::Dir(path, mode) => {
                 // SAFETY: a NUL-terminated path.
@@ -302,13 +339,94 @@ impl MountOp {
                 libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
                 None,
             ),
+            MountOp::Attach { dst, attrs } => {
+                if tree < 0 {
+                    return Err(io::Error::from_raw_os_error(libc::EBADF));
+                }
+                // SAFETY: a descriptor of a detached mount tree and a NUL-terminated path.
+                check_long(unsafe {
+                    libc::syscall(
+                        libc::SYS_move_mount,
+                        tree,
+                        c"".as_ptr(),
+                        libc::AT_FDCWD,
+                        dst.as_ptr(),
+                        MOVE_MOUNT_F_EMPTY_PATH,
+                    )
+                })?;
+                if *attrs != 0 {
+                    set_attrs(dst, *attrs, true)?;
+                }
+                Ok(())
+            }
+            MountOp::Seal(path) => set_attrs(
+                path,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                false,
+            ),
         }
     }
 }
 
+/// `move_mount` and `open_tree` flags (linux/mount.h).
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+
+/// A detached copy of the mount tree at `path` (with every mount beneath it), close-on-exec.
+pub(crate) fn clone_tree(path: &std::ffi::CStr) -> io::Result<RawFd> {
+    // SAFETY: a NUL-terminated path; the kernel returns a new descriptor or -1.
+    check_long(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | AT_RECURSIVE,
+        )
+    })
+    .map(|fd| fd as RawFd)
+}
+
+/// Builds a view from an empty root: a tmpfs on `stage`, pivoted into with the host at
+/// `/oldroot`, `ops` applied, the host detached and the root sealed read-only.
+pub(crate) fn build_view(stage: &std::ffi::CStr, ops: &[MountOp], tree: RawFd) -> io::Result<()> {
+    mount(
+        Some(c"tmpfs"),
+        stage,
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(c"size=1m,nr_inodes=4096,mode=0755"),
+    )?;
+    // SAFETY: chdir/mkdir/pivot_root on static or prepared NUL-terminated paths.
+    unsafe {
+        check(libc::chdir(stage.as_ptr()))?;
+        check(libc::mkdir(c"oldroot".as_ptr(), 0o700))?;
+        check_long(libc::syscall(
+            libc::SYS_pivot_root,
+            c".".as_ptr(),
+            c"oldroot".as_ptr(),
+        ))?;
+        check(libc::chdir(c"/".as_ptr()))?;
+    }
+    for op in ops {
+        op.apply(tree)?;
+    }
+    // SAFETY: umount2/rmdir on static paths.
+    unsafe {
+        check(libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH))?;
+        check(libc::rmdir(c"/oldroot".as_ptr()))?;
+    }
+    // The root holds only mount points and the mask sources: nothing in it is writable.
+    set_attrs(
+        c"/",
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        false,
+    )
+}
+
 /// Steps 1–4: runs in the cloned child (new user, PID, mount, IPC, UTS and, unless the profile
-/// allows the network, network namespaces) before the rlimits.
-pub(crate) fn enter(sb: &SandboxSetup) -> io::Result<()> {
+/// allows the network, network namespaces) before the rlimits. `tree` is the workspace its
+/// first child copied from the template's host namespace (-1: none).
+pub(crate) fn enter(sb: &SandboxSetup, tree: RawFd) -> io::Result<()> {
     // SAFETY: prctl and poll with plain integer arguments and a stack pollfd.
     unsafe {
         check(libc::prctl(
@@ -329,40 +447,21 @@ pub(crate) fn enter(sb: &SandboxSetup) -> io::Result<()> {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
     }
-    // Nothing mounted here propagates back to the host.
-    mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
-    mount(
-        Some(c"tmpfs"),
-        &sb.stage,
-        Some(c"tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(c"size=1m,nr_inodes=4096,mode=0755"),
-    )?;
-    // SAFETY: chdir/mkdir/pivot_root on static or prepared NUL-terminated paths.
-    unsafe {
-        check(libc::chdir(sb.stage.as_ptr()))?;
-        check(libc::mkdir(c"oldroot".as_ptr(), 0o700))?;
-        check_long(libc::syscall(
-            libc::SYS_pivot_root,
-            c".".as_ptr(),
-            c"oldroot".as_ptr(),
-        ))?;
-        check(libc::chdir(c"/".as_ptr()))?;
+    if sb.template.is_some() {
+        // The run's mount namespace is a private copy of the template's view: only the
+        // per-run steps remain.
+        for op in &sb.ops {
+            op.apply(tree)?;
+        }
+    } else {
+        // Nothing mounted here propagates back to the host.
+        mount(None, c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+        build_view(&sb.stage, &sb.ops, tree)?;
     }
-    for op in &sb.ops {
-        op.apply()?;
+    if tree >= 0 {
+        // SAFETY: closing the detached tree's descriptor (moved, or unused on failure).
+        unsafe { libc::close(tree) };
     }
-    // SAFETY: umount2/rmdir on static paths.
-    unsafe {
-        check(libc::umount2(c"/oldroot".as_ptr(), libc::MNT_DETACH))?;
-        check(libc::rmdir(c"/oldroot".as_ptr()))?;
-    }
-    // The root holds only mount points and the mask sources: nothing in it is writable.
-    set_attrs(
-        c"/",
-        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-        false,
-    )?;
     // SAFETY: chdir and sethostname on prepared or static buffers.
     unsafe {
         check(libc::chdir(sb.cwd.as_ptr()))?;

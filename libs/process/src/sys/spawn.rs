@@ -120,6 +120,9 @@ struct ChildArgs<'a> {
     /// Sandboxed runs: the run's pid, written by the first child (0 until then, -errno when the
     /// second clone failed).
     inner_pid: libc::c_int,
+    /// Sandboxed runs from the template: the detached copy of the workspace, written by the
+    /// first child for the run (-1: none).
+    tree: RawFd,
 }
 
 /// Spawns `exec` with `fds` as its standard streams (0, 1, 2) after applying `setup`, as PID 1
@@ -164,6 +167,7 @@ pub(crate) fn spawn(
         err: 0,
         inner_stack: (base + 2 * CHILD_STACK) & !15,
         inner_pid: 0,
+        tree: -1,
     };
     let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     if new_pid_namespace && !sandboxed {

@@ -12,3 +12,4 @@ mod limits;
 mod runs;
 mod sessions;
 mod stop_state;
+mod template;

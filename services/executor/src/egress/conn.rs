@@ -4,7 +4,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -13,6 +13,7 @@ use toolgate_core::{Reason, ToolCall, ToolKind};
 
 use crate::authz::{Call, Checked};
 use crate::egress::addr;
+use crate::egress::relay;
 use crate::egress::resolve;
 use crate::egress::run::{Decision, Dest, Inner, Refusal, call_id, set_address};
 use crate::egress::sniff::{self, MAX_SNIFF, Sniffed};
@@ -23,8 +24,6 @@ use crate::wire::CallContext;
 const SHORT_SNIFF: Duration = Duration::from_millis(200);
 /// Longest description sent to the approver.
 const MAX_COMMAND: usize = 1024;
-/// Splice buffer per direction.
-const SPLICE_BUF: usize = 16 * 1024;
 
 /// Serves one accepted connection to its end.
 pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
@@ -374,37 +373,23 @@ async fn splice(
     // The end of the run waits for what the run sent to be read (its side is closed by
     // then, so that is prompt), not for the destination to close.
     let reading = run.live_guard();
+    let count = |bytes, direction| relay::Count {
+        bytes,
+        metrics: &run.metrics,
+        direction,
+    };
     let sent = async move {
-        let r = pump(cr, uw, &dest.sent, run, "sent").await;
+        let r = relay::pump(cr, uw, count(&dest.sent, "sent")).await;
         drop(reading);
         r
     };
-    let _ = tokio::try_join!(sent, pump(ur, cw, &dest.received, run, "received"));
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    counter: &AtomicU64,
-    run: &Inner,
-    direction: &'static str,
-) -> std::io::Result<()> {
-    let mut buf = vec![0u8; SPLICE_BUF];
-    loop {
-        let n = from.read(&mut buf).await?;
-        if n == 0 {
-            return to.shutdown().await;
-        }
-        to.write_all(&buf[..n]).await?;
-        counter.fetch_add(n as u64, Ordering::Relaxed);
-        run.metrics.egress_bytes(direction, n as u64);
-    }
+    let _ = tokio::try_join!(sent, relay::pump(ur, cw, count(&dest.received, "received")));
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
-    use std::sync::atomic::AtomicU32;
+    use std::sync::atomic::{AtomicU32, AtomicU64};
 
     use tokio::sync::OnceCell;
 

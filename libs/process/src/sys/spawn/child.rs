@@ -16,8 +16,9 @@ const PID_MAX_PATH: &CStr = c"/proc/sys/kernel/pid_max";
 const STATE_FD: libc::c_int = 3;
 
 /// The first child of a sandboxed run: enter the runner's user namespace, the run's network
-/// namespace and (a session's run) the session's mount and IPC namespaces, clone the run,
-/// report its pid, exit. Raw syscalls only (it shares our memory).
+/// namespace and the runner's template mount namespace (copying the workspace out of it) or
+/// (a session's run) the session's mount and IPC namespaces, clone the run, report its pid,
+/// exit. Raw syscalls only (it shares our memory).
 pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int {
     let args = arg.cast::<ChildArgs<'_>>();
     // SAFETY: as for `child_main`: the parent's `ChildArgs` is alive and untouched while this
@@ -28,6 +29,7 @@ pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int 
             .sandbox
             .as_ref()
             .expect("enter_and_clone only runs for a sandbox");
+        let tree_out = &raw mut (*args).tree;
         let fail = |e: io::Error| -> libc::c_int {
             std::ptr::write_volatile(
                 &raw mut (*args).inner_pid,
@@ -62,6 +64,29 @@ pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int 
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS
             | libc::SIGCHLD;
+        if let Some(t) = &sb.template {
+            // The workspace is copied out of the template's host namespace (where this user
+            // may), checked to be the directory the executor resolved, and then moved into
+            // the run's copy of the template's view.
+            if libc::setns(t.host, libc::CLONE_NEWNS) != 0 {
+                return fail(os_err());
+            }
+            let tree = match sandbox::clone_tree(&t.workspace) {
+                Ok(fd) => fd,
+                Err(e) => return fail(e),
+            };
+            let mut st: libc::stat = std::mem::zeroed();
+            if libc::fstat(tree, &mut st) != 0 {
+                return fail(os_err());
+            }
+            if (st.st_dev, st.st_ino) != t.identity {
+                return fail(io::Error::from_raw_os_error(libc::ESTALE));
+            }
+            if libc::setns(t.view, libc::CLONE_NEWNS) != 0 {
+                return fail(os_err());
+            }
+            std::ptr::write_volatile(tree_out, tree);
+        }
         if let Some(session) = &sb.session {
             // The run's mount namespace is then a copy of the session's, which has the
             // session's /tmp mounted for the view to bind; its IPC namespace is the session's.
@@ -215,7 +240,10 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
     // A new session: own process group, no controlling terminal (TIOCSTI has nothing to inject into).
     rustix::process::setsid()?;
     if let Some(sb) = &setup.sandbox {
-        sandbox::enter(sb)?;
+        // SAFETY: written by the run's first child before it cloned this one, in the memory
+        // both share with the parent.
+        let tree = unsafe { std::ptr::read_volatile(&raw const args.tree) };
+        sandbox::enter(sb, tree)?;
     } else {
         // Before unsharing the mount namespace, so the copied namespace carries the cwd along.
         rustix::process::fchdir(setup.cwd.as_fd())?;
