@@ -165,6 +165,44 @@ unsafe fn report(slot: *mut HelperSlot, r: io::Result<RawFd>) -> ! {
     }
 }
 
+/// What a helper child that makes namespaces step by step reports when a step fails: the
+/// errno and which step, so the parent's error names it.
+#[derive(Debug, Default)]
+struct StepError {
+    err: libc::c_int,
+    step: &'static str,
+}
+
+impl StepError {
+    /// In the helper child: records that `step` failed with `e`, and exits.
+    ///
+    /// # Safety
+    /// `this` must point into the live slot of the parent waiting on this CLONE_VFORK child.
+    unsafe fn record(this: *mut StepError, step: &'static str, e: &io::Error) -> ! {
+        // SAFETY: per the function's contract.
+        unsafe {
+            std::ptr::write_volatile(&raw mut (*this).step, step);
+            std::ptr::write_volatile(
+                &raw mut (*this).err,
+                e.raw_os_error().unwrap_or(libc::EINVAL),
+            );
+            libc::_exit(0)
+        }
+    }
+
+    /// Whether no step failed.
+    fn is_none(&self) -> bool {
+        self.err == 0
+    }
+
+    /// In the parent: the failure, named by its step (`EIO` when the child reported nothing
+    /// but did not hand over what it should have).
+    fn error(&self) -> io::Error {
+        let e = io::Error::from_raw_os_error(if self.err > 0 { self.err } else { libc::EIO });
+        io::Error::new(e.kind(), format!("{}: {e}", self.step))
+    }
+}
+
 /// What a gated namespace's helper child reads and reports.
 struct GatedSlot<'a> {
     userns: RawFd,
@@ -174,9 +212,8 @@ struct GatedSlot<'a> {
     /// The namespace, `tcp4`, `tcp6`, `dns4`, `dns6`; -1 for none. Written as each is
     /// opened, so the parent owns (and closes) them whatever fails later.
     fds: [RawFd; 5],
-    /// The errno of the step that failed, and which step.
-    err: libc::c_int,
-    step: &'static str,
+    /// Which step failed, and why.
+    failed: StepError,
 }
 
 /// A network namespace owned by `userns` whose only way out is the egress gate: loopback up
@@ -192,8 +229,7 @@ pub(crate) fn new_gated_netns(
         plan,
         recv: &mut recv,
         fds: [-1; 5],
-        err: 0,
-        step: "",
+        failed: StepError::default(),
     };
     clone_helper(make_gated_netns, std::ptr::from_mut(&mut slot).cast())?;
     // SAFETY: every descriptor >= 0 was opened by the child in our shared table and is ours.
@@ -201,7 +237,7 @@ pub(crate) fn new_gated_netns(
         .fds
         .map(|fd| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }));
     match (ns, tcp4, dns4) {
-        (Some(ns), Some(tcp4), Some(dns4)) if slot.err == 0 => Ok((
+        (Some(ns), Some(tcp4), Some(dns4)) if slot.failed.is_none() => Ok((
             ns,
             GateSockets {
                 tcp4,
@@ -210,11 +246,7 @@ pub(crate) fn new_gated_netns(
                 dns6,
             },
         )),
-        _ => {
-            let errno = if slot.err > 0 { slot.err } else { libc::EIO };
-            let e = io::Error::from_raw_os_error(errno);
-            Err(io::Error::new(e.kind(), format!("{}: {e}", slot.step)))
-        }
+        _ => Err(slot.failed.error()),
     }
 }
 
@@ -224,12 +256,7 @@ extern "C" fn make_gated_netns(arg: *mut libc::c_void) -> libc::c_int {
     // on buffers the parent allocated.
     unsafe {
         let fail = |step: &'static str, e: io::Error| -> ! {
-            std::ptr::write_volatile(&raw mut (*slot).step, step);
-            std::ptr::write_volatile(
-                &raw mut (*slot).err,
-                e.raw_os_error().unwrap_or(libc::EINVAL),
-            );
-            libc::_exit(0)
+            StepError::record(&raw mut (*slot).failed, step, &e)
         };
         let keep = |i: usize, fd: RawFd| std::ptr::write_volatile(&raw mut (*slot).fds[i], fd);
         let plan = (*slot).plan;
@@ -418,9 +445,8 @@ struct SessionSlot<'a> {
     /// The mount and IPC namespaces; -1 until opened. Written as each is opened, so the
     /// parent owns (and closes) them whatever fails later.
     fds: [RawFd; 2],
-    /// The errno of the step that failed, and which step.
-    err: libc::c_int,
-    step: &'static str,
+    /// Which step failed, and why.
+    failed: StepError,
 }
 
 /// A session's mount and IPC namespaces, owned by `userns`: a copy of the host's mount
@@ -436,8 +462,7 @@ pub(crate) fn new_session_namespaces(
         dir,
         options,
         fds: [-1; 2],
-        err: 0,
-        step: "",
+        failed: StepError::default(),
     };
     clone_helper(make_session, std::ptr::from_mut(&mut slot).cast())?;
     // SAFETY: every descriptor >= 0 was opened by the child in our shared table and is ours.
@@ -445,12 +470,8 @@ pub(crate) fn new_session_namespaces(
         .fds
         .map(|fd| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }));
     match (mnt, ipc) {
-        (Some(mnt), Some(ipc)) if slot.err == 0 => Ok((mnt, ipc)),
-        _ => {
-            let errno = if slot.err > 0 { slot.err } else { libc::EIO };
-            let e = io::Error::from_raw_os_error(errno);
-            Err(io::Error::new(e.kind(), format!("{}: {e}", slot.step)))
-        }
+        (Some(mnt), Some(ipc)) if slot.failed.is_none() => Ok((mnt, ipc)),
+        _ => Err(slot.failed.error()),
     }
 }
 
@@ -460,12 +481,7 @@ extern "C" fn make_session(arg: *mut libc::c_void) -> libc::c_int {
     // on C strings the parent owns.
     unsafe {
         let fail = |step: &'static str, e: io::Error| -> ! {
-            std::ptr::write_volatile(&raw mut (*slot).step, step);
-            std::ptr::write_volatile(
-                &raw mut (*slot).err,
-                e.raw_os_error().unwrap_or(libc::EINVAL),
-            );
-            libc::_exit(0)
+            StepError::record(&raw mut (*slot).failed, step, &e)
         };
         let keep = |i: usize, fd: RawFd| std::ptr::write_volatile(&raw mut (*slot).fds[i], fd);
         if libc::setns((*slot).userns, libc::CLONE_NEWUSER) != 0 {
@@ -519,9 +535,8 @@ struct TemplateSlot<'a> {
     /// (the view has no `/proc` to open the second from); -1 until opened. Written as each is
     /// opened, so the parent owns (and closes) them whatever fails later.
     fds: [RawFd; 3],
-    /// The errno of the step that failed, and which step.
-    err: libc::c_int,
-    step: &'static str,
+    /// Which step failed, and why.
+    failed: StepError,
 }
 
 /// A runner's template mount namespaces, owned by `userns`: a private copy of the host's
@@ -537,8 +552,7 @@ pub(crate) fn new_template_namespaces(
         stage,
         ops,
         fds: [-1; 3],
-        err: 0,
-        step: "",
+        failed: StepError::default(),
     };
     clone_helper(make_template, std::ptr::from_mut(&mut slot).cast())?;
     // SAFETY: every descriptor >= 0 was opened by the child in our shared table and is ours.
@@ -546,12 +560,8 @@ pub(crate) fn new_template_namespaces(
         .fds
         .map(|fd| (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }));
     match (host, view) {
-        (Some(host), Some(view)) if slot.err == 0 => Ok((host, view)),
-        _ => {
-            let errno = if slot.err > 0 { slot.err } else { libc::EIO };
-            let e = io::Error::from_raw_os_error(errno);
-            Err(io::Error::new(e.kind(), format!("{}: {e}", slot.step)))
-        }
+        (Some(host), Some(view)) if slot.failed.is_none() => Ok((host, view)),
+        _ => Err(slot.failed.error()),
     }
 }
 
@@ -562,12 +572,7 @@ extern "C" fn make_template(arg: *mut libc::c_void) -> libc::c_int {
     unsafe {
         let fds = &raw mut (*slot).fds;
         let fail = |step: &'static str, e: io::Error| -> ! {
-            std::ptr::write_volatile(&raw mut (*slot).step, step);
-            std::ptr::write_volatile(
-                &raw mut (*slot).err,
-                e.raw_os_error().unwrap_or(libc::EINVAL),
-            );
-            libc::_exit(0)
+            StepError::record(&raw mut (*slot).failed, step, &e)
         };
         let ns_dir = libc::open(
             c"/proc/self/ns".as_ptr(),
