@@ -1182,7 +1182,7 @@ impl LearnedSet {
         let mut used: Vec<usize> = lifted_by.iter().flatten().copied().collect();
         used.sort_unstable();
         used.dedup();
-        let mut matches: Vec<RuleMatch> = used
+        let matches: Vec<RuleMatch> = used
             .iter()
             .map(|r| {
                 let rule = &self.rules[*r];
@@ -1210,17 +1210,7 @@ impl LearnedSet {
                 }
             })
             .collect();
-        matches.append(&mut decision.matches);
-        decision.matches = matches;
-        decision.tier = Tier::Auto;
-        decision.message = format!(
-            "allowed by learned rule {} (made by {}), which lifts: {}",
-            lifted.rule_id,
-            lifted.created_by,
-            decision
-                .message
-                .trim_start_matches("needs human approval: ")
-        );
+        lift_to_auto(decision, matches, &lifted);
         decision.policy_version = self.version_of(&decision.policy_version);
         Some(lifted)
     }
@@ -1348,6 +1338,22 @@ pub fn check_cases(
         }
     }
     Ok(())
+}
+
+/// Makes `decision` the `auto` that the learned rule `lifted` turns it into: the learned
+/// rules' `matches` first, and a message that names the rule and what it lifted.
+pub(crate) fn lift_to_auto(decision: &mut Decision, mut matches: Vec<RuleMatch>, lifted: &Lifted) {
+    matches.append(&mut decision.matches);
+    decision.matches = matches;
+    decision.tier = Tier::Auto;
+    decision.message = format!(
+        "allowed by learned rule {} (made by {}), which lifts: {}",
+        lifted.rule_id,
+        lifted.created_by,
+        decision
+            .message
+            .trim_start_matches("needs human approval: ")
+    );
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use toolgate_core::Tier;
 
 use crate::call::ToolCall;
 use crate::engine::{Decision, RuleMatch, RuleSource};
-use crate::learned::{LearnedRule, Lifted, Pattern, Refusal};
+use crate::learned::{LearnedRule, Lifted, Pattern, Refusal, lift_to_auto};
 use crate::network::Host;
 
 /// The stored form's `kind`.
@@ -199,7 +199,7 @@ pub(crate) fn lift(
     d: &DestinationPattern,
     lifted: &Lifted,
 ) {
-    let mut matches = vec![RuleMatch {
+    let matches = vec![RuleMatch {
         rule_id: lifted.rule_id.clone(),
         tier: Tier::Auto,
         reason: format!(
@@ -209,15 +209,5 @@ pub(crate) fn lift(
         source: RuleSource::User,
         contained: None,
     }];
-    matches.append(&mut decision.matches);
-    decision.matches = matches;
-    decision.tier = Tier::Auto;
-    decision.message = format!(
-        "allowed by learned rule {} (made by {}), which lifts: {}",
-        lifted.rule_id,
-        lifted.created_by,
-        decision
-            .message
-            .trim_start_matches("needs human approval: ")
-    );
+    lift_to_auto(decision, matches, lifted);
 }
