@@ -87,7 +87,7 @@ async fn template_runs_get_their_redacted_copies() {
 #[tokio::test]
 async fn a_workspace_outside_the_template_gets_the_whole_view() {
     let runner = runner_with(config());
-    let ws = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let ws = outside_tmp();
     std::fs::write(ws.path().join("mine"), "x").unwrap();
     let script = "grep -c ' /.toolgate/proc ' /proc/self/mountinfo; ls; \
                   : > /x 2>/dev/null && echo WROTE; echo made > new";
@@ -115,7 +115,7 @@ async fn the_template_follows_the_hosts_mount_table() {
         println!("not root: the host's mount table cannot be changed here");
         return;
     }
-    let tools = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tools = outside_tmp();
     let sub = tools.path().join("sub");
     std::fs::create_dir(&sub).unwrap();
     let runner = runner_with(Config {
@@ -175,4 +175,13 @@ async fn an_unprivileged_runner_gets_the_same_template() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("test result: ok. 2 passed"), "{stdout}");
     assert_eq!(stdout.matches("euid=65534").count(), 1, "{stdout}");
+}
+
+/// A fresh directory outside `/tmp` and HOME, wherever the checkout (and so
+/// `CARGO_TARGET_TMPDIR`) is: a clean clone under `/tmp` would otherwise put it where the
+/// template does fit, and these tests would test the other path.
+fn outside_tmp() -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in("/var/tmp").expect("a directory under /var/tmp");
+    assert!(!dir.path().starts_with("/tmp"));
+    dir
 }

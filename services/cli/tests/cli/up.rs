@@ -1361,8 +1361,9 @@ fn mcp_listen_off_loopback_needs_tls_or_an_explicit_choice() {
 fn node_in_home_bin_does_not_expose_home_credentials_to_runs() {
     let ws = tempfile::tempdir().unwrap();
     let state = tempfile::tempdir().unwrap();
-    // Not under /tmp: runs get a private /tmp, so a home there would be out of view anyway.
-    let fake = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Not under /tmp (where a clean clone may put CARGO_TARGET_TMPDIR): runs get a private
+    // /tmp, so a home there would be out of view anyway.
+    let fake = tempfile::tempdir_in("/var/tmp").unwrap();
     let home = std::fs::canonicalize(fake.path()).unwrap().join("u");
     for d in [".ssh", "bin", ".cargo/bin"] {
         std::fs::create_dir_all(home.join(d)).unwrap();
