@@ -11,13 +11,17 @@ use sqlx::{AssertSqlSafe, Decode, Postgres, Row as _, Sqlite, Transaction, Type}
 use crate::canon;
 use crate::error::{Error, Result};
 use crate::model::Approval;
-use crate::notify::Snapshot;
+use crate::snapshot::Snapshot;
 
 /// The channel every replica LISTENs on: ids of changed approvals, and the learned-rules topic.
 pub(crate) const CHANNEL: &str = "toolgate_ledger";
 
-/// The channel of approval snapshots ([`crate::notify::Snapshot`]), sent before the bare id.
+/// The channel of approval snapshots ([`crate::snapshot::Snapshot`]), sent before the bare id.
 pub(crate) const STATES: &str = "toolgate_ledger_states";
+
+/// The payload on [`CHANNEL`] that says "the learned rules changed". Not an approval id (those
+/// start with `apr_`), so approval waiters never match it.
+pub(crate) const RULES_TOPIC: &str = "learned-rules";
 
 /// The chain head (its newest event's seq and hash), as the SQLite append and verify read it:
 /// by the names `head_seq` and `head_hash`.

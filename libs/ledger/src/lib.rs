@@ -20,6 +20,7 @@ mod migrate;
 mod model;
 mod notify;
 mod redact;
+mod snapshot;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -5,15 +5,11 @@
 
 use super::Core;
 use super::rows::{L_COLS, L_SELECT, ev_learned, learned_args, learned_from, placeholders};
-use crate::db::{Tx, args, expect_row};
+use crate::db::{RULES_TOPIC, Tx, args, expect_row};
 use crate::error::{Error, Result};
 use crate::model::{
     Approval, LearnedRuleId, LearnedRuleRecord, LearnedRules, NewLearnedRule, Principal, Timestamp,
 };
-
-/// The notification payload that says "the learned rules changed". Not an approval id (those
-/// start with `apr_`), so approval waiters never match it.
-pub(crate) const RULES_TOPIC: &str = "learned-rules";
 
 /// The revision row, read by its name `revision`.
 const BUMP: &str = "UPDATE tg_learned_revision SET revision = revision + 1 WHERE id = 1";

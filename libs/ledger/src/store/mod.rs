@@ -30,7 +30,6 @@ mod verify;
 mod watch;
 
 pub(crate) use decisions::Pending;
-pub(crate) use learned::RULES_TOPIC;
 
 /// Ledger-wide durations.
 #[derive(Debug, Clone, Copy)]
