@@ -225,6 +225,42 @@ pub async fn sqlite_policy_core(dir: &std::path::Path) -> toolgate_policy::Polic
         .expect("policy core")
 }
 
+/// Serves `toolgate-policy` with `cfg` on a fresh loopback port, on the current runtime, and
+/// returns its address. A service that stops with an error panics with it (a benchmark with a
+/// dead service would otherwise only see refused connections).
+pub async fn serve_policy(
+    cfg: toolgate_policy::Config,
+    shutdown: toolgate_runtime::shutdown::Shutdown,
+) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port for the policy service");
+    let addr = l.local_addr().expect("the policy service's address");
+    tokio::spawn(async move {
+        if let Err(e) = toolgate_policy::serve(cfg, l, shutdown).await {
+            panic!("policy service: {e:#}");
+        }
+    });
+    addr
+}
+
+/// [`serve_policy`] for `toolgate-executor`.
+pub async fn serve_executor(
+    cfg: toolgate_executor::Config,
+    shutdown: toolgate_runtime::shutdown::Shutdown,
+) -> std::net::SocketAddr {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port for the executor");
+    let addr = l.local_addr().expect("the executor's address");
+    tokio::spawn(async move {
+        if let Err(e) = toolgate_executor::serve(cfg, l, shutdown).await {
+            panic!("executor: {e:#}");
+        }
+    });
+    addr
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,6 +14,10 @@ use toolgate_contracts::common::v1::CallContext;
 use toolgate_contracts::executor::v1::SearchFilesRequest;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
 use toolgate_fs::{SearchRequest, Workspace, WorkspaceConfig, WorkspacePath};
+use toolgate_runtime::auth::{Bearer, Role};
+
+const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
+const EXECUTOR_TOKEN: &str = "bench-executor-token-0123456789abcdef";
 
 const DIRS: usize = 200;
 const FILES_PER_DIR: usize = 100;
@@ -210,18 +214,33 @@ fn main() {
         .build()
         .expect("runtime");
     let (_trigger, shutdown) = toolgate_runtime::shutdown::channel();
+    // Every SearchFiles call is authorized: a policy service with a SQLite ledger beside it.
+    let state = tempfile::tempdir().expect("temp dir for the ledger");
     let mut client = rt.block_on(async {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = l.local_addr().expect("addr");
+        let mut policy = toolgate_policy::Config::default();
+        policy.log.filter = "warn".into();
+        policy.auth = toolgate_bench::tokens(&[("bench-executor", Role::Executor, EXECUTOR_TOKEN)]);
+        policy.ledger.url = Some(format!(
+            "sqlite:{}",
+            state.path().join("ledger.db").display()
+        ));
+        let policy_addr = toolgate_bench::serve_policy(policy, shutdown.clone()).await;
         let mut cfg = toolgate_executor::Config::default();
         cfg.workspace.root.clone_from(&root);
         cfg.log.filter = "warn".into();
-        tokio::spawn(toolgate_executor::serve(cfg, l, shutdown));
-        FilesystemServiceClient::connect(format!("http://{addr}"))
+        cfg.policy.endpoint = format!("http://{policy_addr}");
+        cfg.policy.token = Some(EXECUTOR_TOKEN.into());
+        cfg.auth = toolgate_bench::tokens(&[("bench-agent", Role::Agent, AGENT_TOKEN)]);
+        let addr = toolgate_bench::serve_executor(cfg, shutdown).await;
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .expect("the executor's URL")
+            .connect()
             .await
-            .expect("connect")
+            .expect("connect");
+        FilesystemServiceClient::with_interceptor(
+            channel,
+            Bearer::new(AGENT_TOKEN).expect("a valid token"),
+        )
     });
     let grpc_req = SearchFilesRequest {
         context: Some(CallContext {
@@ -233,9 +252,16 @@ fn main() {
         max_results: 10_000,
         ..Default::default()
     };
+    // Each call is a new call id: the executor runs a call id once.
+    let mut calls = 0u64;
     let mut run_grpc = || {
+        calls += 1;
+        let mut req = grpc_req.clone();
+        if let Some(c) = req.context.as_mut() {
+            c.call_id = format!("bench-{calls}");
+        }
         let r = rt
-            .block_on(client.search_files(grpc_req.clone()))
+            .block_on(client.search_files(req))
             .expect("SearchFiles")
             .into_inner();
         assert!(!r.truncated, "bench caps must not truncate");
