@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 
 use sqlx::postgres::PgListener;
 use tonic::transport::Channel;
-use toolgate_bench::{Samples, heading, print_side, runtime, sample_count, tokens};
+use toolgate_bench::{
+    Samples, heading, print_side, runtime, sample_count, serve_executor, serve_policy, tokens,
+};
 use toolgate_contracts::common::v1::CallContext;
 use toolgate_contracts::executor::v1 as ex;
 use toolgate_contracts::executor::v1::filesystem_service_client::FilesystemServiceClient;
@@ -62,9 +64,7 @@ fn main() {
     let policy_file = dir.path().join("policy.toml");
     std::fs::write(&policy_file, POLICY).expect("write the policy");
 
-    let policy_addr = server_rt.block_on(async {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
+    let policy_addr = server_rt.block_on({
         let mut cfg = toolgate_policy::Config::default();
         cfg.log.filter = "warn".into();
         cfg.policy_file = Some(policy_file);
@@ -74,30 +74,16 @@ fn main() {
             ("bench-executor", Role::Executor, EXECUTOR_TOKEN),
             ("bench-approver", Role::Approver, APPROVER_TOKEN),
         ]);
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            if let Err(e) = toolgate_policy::serve(cfg, l, shutdown).await {
-                panic!("policy service: {e}");
-            }
-        });
-        addr
+        serve_policy(cfg, shutdown.clone())
     });
-    let exec_addr = server_rt.block_on(async {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
+    let exec_addr = server_rt.block_on({
         let mut cfg = toolgate_executor::Config::default();
         cfg.workspace.root = ws.path().to_path_buf();
         cfg.log.filter = "warn".into();
         cfg.policy.endpoint = format!("http://{policy_addr}");
         cfg.policy.token = Some(EXECUTOR_TOKEN.into());
         cfg.auth = tokens(&[("bench-agent", Role::Agent, AGENT_TOKEN)]);
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            if let Err(e) = toolgate_executor::serve(cfg, l, shutdown).await {
-                panic!("executor: {e}");
-            }
-        });
-        addr
+        serve_executor(cfg, shutdown)
     });
 
     let url = db.url().to_owned();
