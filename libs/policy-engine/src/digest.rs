@@ -23,13 +23,25 @@ pub fn request_digest(
     policy_version: &str,
 ) -> String {
     let json = canonical_bytes(call, session_id, principal, policy_version);
-    hex::encode(Sha256::digest(&json))
+    lower_hex(&Sha256::digest(&json))
 }
 
 /// The digest of a canonical form already built by [`canonical_json`], for callers that keep
 /// the text as well (the ledger stores it) and need not build it twice.
 pub fn digest_of_canonical(canonical: &str) -> String {
-    hex::encode(Sha256::digest(canonical.as_bytes()))
+    lower_hex(&Sha256::digest(canonical.as_bytes()))
+}
+
+/// `bytes` as lowercase hex, written through a table: this runs for every Classify and
+/// Authorize, and `hex::encode`'s char-by-char collection cost more than the text it makes.
+fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// The canonical JSON text whose sha256 is the digest (exposed for debugging and docs).
@@ -124,7 +136,8 @@ fn canonical_bytes(
     }
     fields.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
 
-    let mut out = Vec::with_capacity(256);
+    // Sized once for the usual call (no escapes): a long script is not copied as it grows.
+    let mut out = Vec::with_capacity(fields.iter().map(|(k, v)| k.len() + v.text_len() + 4).sum());
     out.push(b'{');
     for (i, (k, v)) in fields.iter().enumerate() {
         if i > 0 {
@@ -134,7 +147,7 @@ fn canonical_bytes(
         out.push(b':');
         match v {
             Field::Str(s) => json_str(&mut out, s),
-            Field::Num(n) => out.extend_from_slice(n.to_string().as_bytes()),
+            Field::Num(n) => json_num(&mut out, *n),
             Field::True => out.extend_from_slice(b"true"),
             Field::List(items) => {
                 out.push(b'[');
@@ -165,10 +178,55 @@ fn canonical_bytes(
     out
 }
 
-/// Appends `s` as a JSON string with serde_json's escaping.
+impl Field<'_> {
+    /// About how many bytes the field's value takes in the canonical text (exact when no
+    /// string in it needs escaping).
+    fn text_len(&self) -> usize {
+        let quoted = |s: &String| s.len() + 3;
+        match self {
+            Field::Str(s) => s.len() + 2,
+            Field::Num(_) => 20,
+            Field::True => 4,
+            Field::List(items) => 2 + items.iter().map(quoted).sum::<usize>(),
+            Field::Map(map) => {
+                2 + map
+                    .iter()
+                    .map(|(k, v)| quoted(k) + quoted(v))
+                    .sum::<usize>()
+            }
+        }
+    }
+}
+
+/// Appends `s` as a JSON string with serde_json's escaping. Most strings need none (no `"`,
+/// `\` or control character): those are copied between quotes, which is byte for byte what
+/// serde_json writes for them; the others go through serde_json itself.
 fn json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing a `str` into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
+}
+
+/// Appends `n` in decimal, without the allocation of `to_string`.
+fn json_num(out: &mut Vec<u8>, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut rest = n;
+    loop {
+        i -= 1;
+        // `rest % 10` is below 10: the cast cannot truncate.
+        digits[i] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// Writes `v` compactly with object keys sorted bytewise, whatever map order serde_json uses.
@@ -223,6 +281,32 @@ mod tests {
             sandbox_profile: Some("workspace-write".to_owned()),
             ..ToolCall::new(ToolKind::ProcessRun)
         }
+    }
+
+    #[test]
+    fn strings_numbers_and_hex_are_written_as_serde_json_and_hex_write_them() {
+        for text in [
+            "",
+            "git status && cargo test -p foo 2>&1 | tail -n 20",
+            "caf\u{e9} \u{7f} \u{1F600}",
+            "quote \" and backslash \\",
+            "tab\tnewline\ncr\rnul\0bell\u{7}",
+        ] {
+            let mut ours = Vec::new();
+            json_str(&mut ours, text);
+            assert_eq!(
+                ours,
+                serde_json::to_vec(text).expect("a str serializes"),
+                "{text:?}"
+            );
+        }
+        for n in [0, 7, 10, 5000, u64::from(u32::MAX) + 1, u64::MAX] {
+            let mut ours = Vec::new();
+            json_num(&mut ours, n);
+            assert_eq!(ours, n.to_string().into_bytes());
+        }
+        let bytes: Vec<u8> = (0..=255).collect();
+        assert_eq!(lower_hex(&bytes), hex::encode(&bytes));
     }
 
     #[test]
