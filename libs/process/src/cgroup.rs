@@ -161,9 +161,25 @@ impl RunCgroup {
         Ok(self)
     }
 
-    /// The `cgroup.procs` files the child writes `0` to in order to join.
-    pub(crate) fn procs_files(&self) -> impl Iterator<Item = PathBuf> + '_ {
-        self.dirs.iter().map(|d| d.join("cgroup.procs"))
+    /// The files the child writes `0` to in order to join: `tasks` on v1, `cgroup.procs` on v2.
+    ///
+    /// Writing `0` to a v1 `cgroup.procs` moves the writer's whole thread group under the
+    /// kernel's global `cgroup_threadgroup_rwsem`, taken for write: that waits for an RCU grace
+    /// period and for every fork in flight on the machine (milliseconds under load). Writing
+    /// `0` to `tasks` moves only the calling thread, and the kernel skips that lock for it
+    /// (`cgroup_procs_write_start` in Linux 6.x: no pid and no thread group, no lock). The child is
+    /// the only thread of its own thread group when it joins (cloned without `CLONE_THREAD`,
+    /// before it runs anything else), so moving the thread moves the whole process and every
+    /// descendant is still born inside. v2 has no `tasks`, and its `cgroup.threads` cannot
+    /// move a thread across domains: v2 keeps `cgroup.procs`.
+    pub(crate) fn join_files(&self) -> impl Iterator<Item = PathBuf> + '_ {
+        self.dirs.iter().map(|d| {
+            if self.v2.as_ref() == Some(d) {
+                d.join("cgroup.procs")
+            } else {
+                d.join("tasks")
+            }
+        })
     }
 
     /// Sends `signal` to every process currently in the cgroup.

@@ -305,7 +305,7 @@ impl Inner {
                 }),
             join_cgroup: cgroup
                 .map(|c| {
-                    c.procs_files()
+                    c.join_files()
                         .map(|f| CString::new(f.into_os_string().into_vec()))
                         .collect::<Result<Vec<_>, _>>()
                 })

@@ -25,7 +25,7 @@ pub(crate) struct ChildSetup {
     pub pid_max: Option<Vec<u8>>,
     /// `setrlimit` values, soft = hard (clamped to the inherited hard limit).
     pub rlimits: Vec<(Resource, u64)>,
-    /// The `cgroup.procs` files of the run's cgroups (one per v1 hierarchy), joined before
+    /// The files that join the run's cgroups (v1: each hierarchy's `tasks`; v2: `cgroup.procs`), joined before
     /// anything else happens: by a sandboxed run's first child before it enters the run's
     /// user namespace (so the host's permissions apply), else by the child itself.
     pub join_cgroup: Vec<std::ffi::CString>,

@@ -142,6 +142,55 @@ async fn a_cpu_spinner_is_throttled_to_its_share() {
     assert_eq!(out.exited.limit, None);
 }
 
+/// The cgroup path of `controller` ("" for the v2 line) in a `/proc/<pid>/cgroup` text.
+fn cgroup_of<'a>(text: &'a str, controller: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_id, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = if controller.is_empty() {
+            list.is_empty()
+        } else {
+            list.split(',').any(|c| c == controller)
+        };
+        hit.then_some(path)
+    })
+}
+
+#[tokio::test]
+async fn every_process_of_a_run_is_in_its_cgroups() {
+    let runner = Runner::new(limited(small())).unwrap();
+    let (_ws, cwd) = workspace();
+    // `cat` is the shell's child: a descendant, forked after the join.
+    let out = collect(
+        runner
+            .try_run(spec(RunRequest::script("cat /proc/self/cgroup", cwd)))
+            .expect("admitted"),
+    )
+    .await;
+    assert_cgroup(&out);
+    let text = out.stdout_str();
+    let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let enforced = out.started.unwrap().isolation.limits.enforced;
+    let controllers: &[&str] = if enforced == LimitsEnforced::CgroupV1 {
+        &["memory", "pids"]
+    } else {
+        &[""]
+    };
+    for c in controllers {
+        let run = cgroup_of(&text, c).unwrap_or_else(|| panic!("no {c:?} line in {text}"));
+        let name = run.rsplit('/').next().unwrap_or_default();
+        assert!(
+            name.starts_with("toolgate-run-"),
+            "{c:?}: the run is in {run}, not in a run cgroup"
+        );
+        assert_ne!(
+            cgroup_of(&ours, c),
+            Some(run),
+            "the executor itself never joins a run's cgroup"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_million_files_in_tmp_stop_at_the_inode_limit() {
     let runner = Runner::new(Config {

@@ -145,11 +145,12 @@ fn exec_candidates(args: &ChildArgs<'_>) -> libc::c_int {
     if denied { libc::EACCES } else { err }
 }
 
-/// Moves the calling process into each cgroup whose `cgroup.procs` file is listed; from then
-/// on every descendant is born inside them.
-fn join_cgroups(procs: &[std::ffi::CString]) -> io::Result<()> {
-    for file in procs {
-        // Writing "0" moves the writer.
+/// Moves the calling process into each cgroup whose `tasks` (v1) or `cgroup.procs` (v2) file
+/// is listed; from then on every descendant is born inside them.
+fn join_cgroups(files: &[std::ffi::CString]) -> io::Result<()> {
+    for file in files {
+        // Writing "0" moves the writer: to `tasks`, this thread, which is the whole process
+        // (the clone made a thread group of one).
         // SAFETY: open/write/close on a path allocated before the clone.
         unsafe {
             let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
