@@ -25,10 +25,9 @@ pub(crate) struct ChildSetup {
     pub pid_max: Option<Vec<u8>>,
     /// `setrlimit` values, soft = hard (clamped to the inherited hard limit).
     pub rlimits: Vec<(Resource, u64)>,
-    /// The files that join the run's cgroups (v1: each hierarchy's `tasks`; v2: `cgroup.procs`), joined before
-    /// anything else happens: by a sandboxed run's first child before it enters the run's
-    /// user namespace (so the host's permissions apply), else by the child itself.
-    pub join_cgroup: Vec<std::ffi::CString>,
+    /// The run's cgroups, joined before anything else happens: by a sandboxed run's first
+    /// child before it enters the run's user namespace, else by the child itself.
+    pub cgroups: CgroupJoin,
     /// Mount a tmpfs at this path (the `HOME`) with these options, inside the private mount
     /// namespace (requires `mount_proc`).
     pub home_tmpfs: Option<(std::ffi::CString, std::ffi::CString)>,
@@ -38,6 +37,19 @@ pub(crate) struct ChildSetup {
     /// The write end of the state pipe, which the child gets as fd 3 (the only descriptor
     /// beyond 0-2 that survives its exec).
     pub state: Option<OwnedFd>,
+}
+
+/// The descriptors a child joins its run's cgroups with, opened (close-on-exec) when the
+/// cgroups were made, so the child only writes `0` to each: no path lookup on the way to the
+/// run. The kernel checks the permission of a cgroup write against the credentials that
+/// opened the file, the executor's.
+#[derive(Debug, Default)]
+pub(crate) struct CgroupJoin {
+    /// Each v1 hierarchy's `tasks` file: writing `0` moves the calling thread, which is the
+    /// whole process (see `RunCgroup`).
+    pub v1_tasks: Vec<OwnedFd>,
+    /// The v2 cgroup's `cgroup.procs` (a process is in one v2 cgroup at most).
+    pub v2_procs: Option<OwnedFd>,
 }
 
 /// What a child executes, as C strings prepared before the clone (the child allocates nothing).

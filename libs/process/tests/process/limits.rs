@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use toolgate_core::{Reason, ReasonedError};
 use toolgate_process::{
-    Config, LimitExceeded, LimitsEnforced, ResourceLimits, RunRequest, Runner, SandboxConfig,
+    Config, KillMechanism, LimitExceeded, LimitsEnforced, ResourceLimits, RunRequest, Runner,
+    SandboxConfig,
 };
 
 use crate::common::{collect, config, spec, workspace};
@@ -188,6 +189,51 @@ async fn every_process_of_a_run_is_in_its_cgroups() {
             Some(run),
             "the executor itself never joins a run's cgroup"
         );
+    }
+}
+
+#[tokio::test]
+async fn a_run_holds_no_descriptor_of_its_cgroups() {
+    // Sandboxed (the limits cgroup), and unconfined without a PID namespace, where the run also
+    // gets the v2 cgroup `cgroup.kill` ends.
+    let sandboxed = Runner::new(limited(small())).unwrap();
+    let unconfined = Runner::new(Config {
+        use_pid_namespace: false,
+        sandbox: SandboxConfig::unconfined(),
+        ..limited(small())
+    })
+    .unwrap();
+    let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    for runner in [&sandboxed, &unconfined] {
+        let (_ws, cwd) = workspace();
+        let out = collect(
+            runner
+                .try_run(spec(RunRequest::script(
+                    "ls -l /proc/$$/fd; cat /proc/self/cgroup",
+                    cwd,
+                )))
+                .expect("admitted"),
+        )
+        .await;
+        assert_cgroup(&out);
+        let text = out.stdout_str();
+        assert!(text.contains(" 0 -> "), "{text}");
+        assert!(
+            !text.contains("cgroup.procs") && !text.contains("/tasks") && !text.contains("cgroup/"),
+            "a run holds a cgroup descriptor:\n{text}"
+        );
+        let started = out.started.unwrap();
+        if started.isolation.kill_mechanism == KillMechanism::Cgroup {
+            let run = cgroup_of(&text, "").expect("a v2 line");
+            assert!(
+                run.rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .starts_with("toolgate-run-"),
+                "the run is in {run}, not in its kill cgroup"
+            );
+            assert_ne!(cgroup_of(&ours, ""), Some(run), "the executor joined it");
+        }
     }
 }
 
