@@ -188,6 +188,8 @@ impl RunCgroup {
         let mut join = CgroupJoin::default();
         for dir in &self.dirs {
             if self.v2.as_ref() == Some(dir) {
+                // A directory opened for reading: `CLONE_INTO_CGROUP` takes no O_PATH one.
+                join.v2_dir = Some(std::fs::File::open(dir).map(OwnedFd::from)?);
                 join.v2_procs = Some(open_for_write(&dir.join("cgroup.procs"))?);
             } else {
                 join.v1_tasks.push(open_for_write(&dir.join("tasks"))?);

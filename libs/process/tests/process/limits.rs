@@ -195,7 +195,7 @@ async fn every_process_of_a_run_is_in_its_cgroups() {
 #[tokio::test]
 async fn a_run_holds_no_descriptor_of_its_cgroups() {
     // Sandboxed (the limits cgroup), and unconfined without a PID namespace, where the run also
-    // gets the v2 cgroup `cgroup.kill` ends.
+    // gets the v2 cgroup `cgroup.kill` ends: it is born in that one (`CLONE_INTO_CGROUP`).
     let sandboxed = Runner::new(limited(small())).unwrap();
     let unconfined = Runner::new(Config {
         use_pid_namespace: false,
