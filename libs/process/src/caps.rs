@@ -138,7 +138,7 @@ fn seccomp_supported() -> bool {
 }
 
 /// Finds the cgroup2 mount and checks whether a child cgroup can be created under our own.
-fn probe_cgroup() -> CgroupSupport {
+pub(crate) fn probe_cgroup() -> CgroupSupport {
     let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return CgroupSupport::default();
     };

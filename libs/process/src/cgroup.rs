@@ -12,6 +12,7 @@ mod hierarchy;
 mod spares;
 
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -22,6 +23,7 @@ pub(crate) use hierarchy::{Budget, Hierarchy, own_cgroup_dir, runs_memory_budget
 pub(crate) use spares::Spares;
 
 use crate::limits::ResourceLimits;
+use crate::sys::CgroupJoin;
 
 /// Distinguishes the cgroups of one executor process.
 static NEXT_ID: AtomicU64 = AtomicU64::new(0);
@@ -46,6 +48,8 @@ pub(crate) struct RunCgroup {
     pids: Option<PathBuf>,
     cpu: Option<PathBuf>,
     removed: bool,
+    /// What the child joins with, opened when the directories were made (taken by the spawn).
+    join: CgroupJoin,
     /// The runs' parent, kept until this cgroup is gone: a runner dropped while its last run
     /// is still being removed must not try to remove the parent first (and leave it behind).
     parent: Option<std::sync::Arc<Spares>>,
@@ -77,15 +81,17 @@ impl RunCgroup {
     pub(crate) fn create(parent: &Path) -> io::Result<Self> {
         let dir = parent.join(fresh_name());
         std::fs::create_dir(&dir)?;
-        Ok(RunCgroup {
+        RunCgroup {
             dirs: vec![dir.clone()],
             v2: Some(dir),
             memory: None,
             pids: None,
             cpu: None,
             removed: false,
+            join: CgroupJoin::default(),
             parent: None,
-        })
+        }
+        .opened()
     }
 
     /// Creates the run's cgroups under `hierarchy` with `limits` written before anyone joins.
@@ -98,6 +104,7 @@ impl RunCgroup {
             pids: None,
             cpu: None,
             removed: false,
+            join: CgroupJoin::default(),
             parent: None,
         };
         match hierarchy {
@@ -146,7 +153,7 @@ impl RunCgroup {
                 }
             }
         }
-        Ok(cg)
+        cg.opened()
     }
 
     /// Adds the executor's kill cgroup (v2, no controllers) to a v1 run's cgroups, so that
@@ -157,13 +164,44 @@ impl RunCgroup {
             std::fs::create_dir(&dir)?;
             self.dirs.push(dir.clone());
             self.v2 = Some(dir);
+            return self.opened();
         }
         Ok(self)
     }
 
-    /// The `cgroup.procs` files the child writes `0` to in order to join.
-    pub(crate) fn procs_files(&self) -> impl Iterator<Item = PathBuf> + '_ {
-        self.dirs.iter().map(|d| d.join("cgroup.procs"))
+    /// Opens the files the child joins with: `tasks` on v1, `cgroup.procs` on v2.
+    ///
+    /// Writing `0` to a v1 `cgroup.procs` moves the writer's whole thread group under the
+    /// kernel's global `cgroup_threadgroup_rwsem`, taken for write: that waits for an RCU grace
+    /// period and for every fork in flight on the machine (milliseconds under load). Writing
+    /// `0` to `tasks` moves only the calling thread, and the kernel skips that lock for it
+    /// (`cgroup_procs_write_start` in Linux 6.x: no pid and no thread group, no lock). The
+    /// child is the only thread of its own thread group when it joins (cloned without
+    /// `CLONE_THREAD`, before it runs anything else), so moving the thread moves the whole
+    /// process and every descendant is still born inside. v2 has no `tasks`, and its
+    /// `cgroup.threads` cannot move a thread across domains: v2 keeps `cgroup.procs`.
+    ///
+    /// Opened here, where the cgroup is made (on a blocking thread for a spare), so the child
+    /// does no path lookup; the descriptors are close-on-exec and the child's descriptor sweep
+    /// covers them too, so a run never holds one.
+    fn opened(mut self) -> io::Result<Self> {
+        let mut join = CgroupJoin::default();
+        for dir in &self.dirs {
+            if self.v2.as_ref() == Some(dir) {
+                // A directory opened for reading: `CLONE_INTO_CGROUP` takes no O_PATH one.
+                join.v2_dir = Some(std::fs::File::open(dir).map(OwnedFd::from)?);
+                join.v2_procs = Some(open_for_write(&dir.join("cgroup.procs"))?);
+            } else {
+                join.v1_tasks.push(open_for_write(&dir.join("tasks"))?);
+            }
+        }
+        self.join = join;
+        Ok(self)
+    }
+
+    /// The descriptors the child joins with; this cgroup keeps none (a cgroup is joined once).
+    pub(crate) fn take_join(&mut self) -> CgroupJoin {
+        std::mem::take(&mut self.join)
     }
 
     /// Sends `signal` to every process currently in the cgroup.
@@ -255,6 +293,15 @@ impl Drop for RunCgroup {
 /// `cpu.max` quota in microseconds per period for `millicores`.
 fn cpu_quota(millicores: u32) -> u64 {
     (u64::from(millicores) * CPU_PERIOD_US / 1000).max(1000)
+}
+
+/// `file` opened write-only (and close-on-exec, as `std` opens every file).
+fn open_for_write(file: &Path) -> io::Result<OwnedFd> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(file)
+        .map(OwnedFd::from)
+        .map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", file.display())))
 }
 
 fn write(dir: &Path, file: &str, value: impl std::fmt::Display) -> io::Result<()> {

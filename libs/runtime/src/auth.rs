@@ -23,37 +23,9 @@ use tonic::{Request, Status};
 use toolgate_contracts::status;
 use toolgate_core::Reason;
 
-/// What a credential may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    /// An AI agent (through its orchestrator): calls executors, asks the policy for itself.
-    Agent,
-    /// An executor pod: authorizes calls on behalf of agents and reports outcomes.
-    Executor,
-    /// A human who reads and decides approvals.
-    Approver,
-    /// An operator: everything an approver may do, plus administration.
-    Admin,
-}
+pub(crate) mod role;
 
-impl Role {
-    /// The lowercase name used in configuration and messages.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Executor => "executor",
-            Role::Approver => "approver",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use role::Role;
 
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]

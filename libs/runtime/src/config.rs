@@ -43,6 +43,9 @@ pub enum Error {
 pub struct Sources<'a> {
     /// An optional TOML file.
     pub file: Option<&'a Path>,
+    /// Only this top-level table of `file` is this configuration (`toolgate up`'s one file
+    /// holds an `[executor]` and a `[policy]` table); `None`: the whole file.
+    pub section: Option<&'a str>,
     /// Environment variables (typically `std::env::vars()`); only `TOOLGATE_*` are used.
     pub env: Vec<(String, String)>,
     /// Flag overrides as dotted key and typed value.
@@ -92,6 +95,7 @@ impl ServiceFlags {
         }
         load(&Sources {
             file: self.config.as_deref(),
+            section: None,
             env: std::env::vars().collect(),
             overrides,
         })
@@ -129,11 +133,26 @@ where
             path: path.display().to_string(),
             source,
         })?;
-        let file: Table = text.parse().map_err(|e: toml::de::Error| Error::Parse {
+        let mut file: Table = text.parse().map_err(|e: toml::de::Error| Error::Parse {
             path: path.display().to_string(),
             message: e.to_string().trim_end().to_owned(),
         })?;
-        merge(&mut table, file);
+        let layer = match sources.section {
+            None => Some(file),
+            Some(name) => match file.remove(name) {
+                None => None,
+                Some(Value::Table(t)) => Some(t),
+                Some(_) => {
+                    return Err(Error::Field {
+                        field: name.to_owned(),
+                        message: format!("`{name}` in {} must be a table", path.display()),
+                    });
+                }
+            },
+        };
+        if let Some(layer) = layer {
+            merge(&mut table, layer);
+        }
     }
     // Only variables naming a top-level key of this service's config are layers; other
     // `TOOLGATE_*` variables (`TOOLGATE_CONFIG`, a CLI's endpoint) belong to someone else.
@@ -285,6 +304,7 @@ mod tests {
         std::fs::write(&f, "listen = \"file\"\n[inner]\nmax = 5\n").unwrap();
         let cfg: Cfg = load(&Sources {
             file: Some(&f),
+            section: None,
             env: vec![
                 ("TOOLGATE_INNER__MAX".into(), "7".into()),
                 ("TOOLGATE_LISTEN".into(), "env".into()),
@@ -297,6 +317,32 @@ mod tests {
         assert_eq!(cfg.listen, "flag");
         assert_eq!(cfg.inner.max, 7);
         assert_eq!(cfg.inner.name, "d");
+    }
+
+    #[test]
+    fn a_section_of_the_file_is_the_whole_layer() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("up.toml");
+        std::fs::write(
+            &f,
+            "[mine]\nlisten = \"mine\"\n[mine.inner]\nmax = 4\n[theirs]\nlisten = \"theirs\"\nbogus = 1\n",
+        )
+        .unwrap();
+        let from = |section| Sources {
+            file: Some(&f),
+            section: Some(section),
+            env: vec![("TOOLGATE_INNER__MAX".into(), "6".into())],
+            ..Sources::default()
+        };
+        let cfg: Cfg = load(&from("mine")).unwrap();
+        // The other table's fields (even unknown ones) are not this configuration's.
+        assert_eq!((cfg.listen.as_str(), cfg.inner.max), ("mine", 6));
+        // An absent table is an empty layer.
+        let cfg: Cfg = load(&from("none")).unwrap();
+        assert_eq!((cfg.listen.as_str(), cfg.inner.max), ("", 6));
+        std::fs::write(&f, "mine = 3\n").unwrap();
+        let err = load::<Cfg>(&from("mine")).unwrap_err();
+        assert!(err.to_string().contains("must be a table"), "{err}");
     }
 
     #[test]

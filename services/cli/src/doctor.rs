@@ -30,10 +30,11 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<()> {
     let mut cfg: toolgate_executor::Config = match &args.config {
         Some(file) => toolgate_runtime::config::load(&toolgate_runtime::config::Sources {
             file: Some(file),
+            section: None,
             env: std::env::vars().collect(),
             overrides: Vec::new(),
         })?,
-        None => crate::up::executor_config(std::env::vars().collect())?,
+        None => crate::up::executor_config(None, std::env::vars().collect())?,
     };
     cfg.workspace.root = std::fs::canonicalize(&args.workspace)
         .with_context(|| format!("workspace {}", args.workspace.display()))?;

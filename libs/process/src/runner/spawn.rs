@@ -172,7 +172,7 @@ impl Inner {
             (None, None, None) => std::env::temp_dir(),
         };
         let (program, args) = self.program(command);
-        let cgroup = self.run_cgroup(Some(&resources), sandbox.is_some())?;
+        let mut cgroup = self.run_cgroup(Some(&resources), sandbox.is_some())?;
         let enforced = self.enforced(&resources, built, timeout, cgroup.is_some());
         let mut isolation = self.isolation(built, &profile, built.is_some() && session);
         isolation.limits = enforced;
@@ -182,7 +182,7 @@ impl Inner {
             env,
             &home_path,
             cwd,
-            cgroup.as_ref(),
+            cgroup.as_mut(),
             enforced.cpu_seconds,
             sandbox.map(|(setup, _)| setup),
         );
@@ -219,7 +219,7 @@ impl Inner {
         env: &[(String, String)],
         home: &Path,
         cwd: OwnedFd,
-        cgroup: Option<&RunCgroup>,
+        cgroup: Option<&mut RunCgroup>,
         cpu_seconds: Option<u64>,
         sandbox: Option<SandboxSetup>,
     ) -> io::Result<Prepared> {
@@ -303,15 +303,7 @@ impl Inner {
                     .ok()?;
                     Some((target, options))
                 }),
-            join_cgroup: cgroup
-                .map(|c| {
-                    c.procs_files()
-                        .map(|f| CString::new(f.into_os_string().into_vec()))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .transpose()
-                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL in a cgroup path"))?
-                .unwrap_or_default(),
+            cgroups: cgroup.map(RunCgroup::take_join).unwrap_or_default(),
             sandbox,
             state: None,
         };
@@ -418,7 +410,7 @@ impl Inner {
         };
         let program = program.to_string_lossy().into_owned();
         let home = self.home_mount.clone().unwrap_or_else(std::env::temp_dir);
-        let Ok(cgroup) = self.run_cgroup(None, false) else {
+        let Ok(mut cgroup) = self.run_cgroup(None, false) else {
             return false;
         };
         self.prepare(
@@ -427,7 +419,7 @@ impl Inner {
             &[],
             &home,
             cwd.into(),
-            cgroup.as_ref(),
+            cgroup.as_mut(),
             None,
             None,
         )

@@ -8,15 +8,7 @@
 //! argument is none of these values", so the compiler stays small; a test checks it against
 //! `seccompiler`'s output for every syscall number and a spread of arguments.
 
-/// `struct sock_filter`.
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct SockFilter {
-    pub code: u16,
-    pub jt: u8,
-    pub jf: u8,
-    pub k: u32,
-}
+pub(crate) use crate::sys::sandbox::SockFilter;
 
 /// `SECCOMP_RET_ALLOW`.
 pub(crate) const RET_ALLOW: u32 = 0x7fff_0000;

@@ -24,8 +24,6 @@ use landlock::{Access, AccessFs};
 use crate::egress::GateSockets;
 use crate::session::{Confined, SessionDir, SessionNamespaces, Shared};
 
-pub(crate) use bpf::SockFilter;
-
 mod bpf;
 mod landlock_rules;
 pub(crate) mod netlink;

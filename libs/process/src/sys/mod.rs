@@ -6,8 +6,9 @@
 //!
 //! The submodules inherit this module's `allow(unsafe_code)` (a lint level set on a module covers
 //! its children), so none of them repeats it:
-//! - `spawn`: the program prepared as C strings and the clone that starts a run, and
-//!   (`spawn::child`) what the cloned child does to itself before exec;
+//! - `spawn`: the program prepared as C strings and the clone that starts a run (`spawn::clone3`:
+//!   the `clone3` into a cgroup v2, with its assembly trampoline), and (`spawn::child`) what the
+//!   cloned child does to itself before exec;
 //! - `sandbox`: the child's half of the run sandbox (mounts, capabilities, Landlock, seccomp);
 //! - `namespaces`: the runner's user namespace, the per-run network namespaces and a session's
 //!   mount and IPC namespaces;
@@ -35,7 +36,7 @@ pub(crate) use namespaces::{
 };
 pub(crate) use pidfd::{has_exited, open_pidfd, own_pidfd, watch_exit, watch_readable};
 pub(crate) use probe::{landlock_abi, probe_namespaces};
-pub(crate) use spawn::{ChildSetup, Exec, spawn};
+pub(crate) use spawn::{CgroupJoin, ChildSetup, Exec, spawn};
 pub(crate) use wait::{Reaped, wait4};
 
 /// The calling thread's last OS error (`errno`).

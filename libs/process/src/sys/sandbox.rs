@@ -100,9 +100,24 @@ pub(crate) struct LandlockRules {
     pub ports: Vec<(u64, u64)>,
 }
 
+/// `struct sock_filter`: one instruction of a seccomp-bpf program (`sandbox::bpf` compiles
+/// them; the kernel's layout, so it is defined where the program is installed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SockFilter {
+    /// The opcode.
+    pub code: u16,
+    /// Jump offset when the condition holds.
+    pub jt: u8,
+    /// Jump offset when it does not.
+    pub jf: u8,
+    /// The operand.
+    pub k: u32,
+}
+
 /// A compiled seccomp-bpf program.
 #[derive(Clone)]
-pub(crate) struct Bpf(pub std::sync::Arc<[crate::sandbox::SockFilter]>);
+pub(crate) struct Bpf(pub std::sync::Arc<[SockFilter]>);
 
 impl std::fmt::Debug for Bpf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -564,7 +579,7 @@ pub(crate) fn lock(sb: &SandboxSetup) -> io::Result<()> {
         #[repr(C)]
         struct Fprog {
             len: libc::c_ushort,
-            filter: *const crate::sandbox::SockFilter,
+            filter: *const SockFilter,
         }
         let prog = Fprog {
             len: bpf.0.len() as libc::c_ushort,

@@ -1,8 +1,10 @@
 //! Starting a run: the program, arguments and environment prepared as C strings, and the
-//! `CLONE_VM | CLONE_VFORK` clone (two of them for a sandboxed run) that starts it. What the
-//! cloned child runs is in `child`.
+//! `CLONE_VM | CLONE_VFORK` clone (two of them for a sandboxed run) that starts it, the first
+//! one a `clone3` into the run's cgroup v2 when it has one (submodule `clone3`). What the cloned child
+//! runs is in `child`.
 
 mod child;
+mod clone3;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -25,10 +27,9 @@ pub(crate) struct ChildSetup {
     pub pid_max: Option<Vec<u8>>,
     /// `setrlimit` values, soft = hard (clamped to the inherited hard limit).
     pub rlimits: Vec<(Resource, u64)>,
-    /// The `cgroup.procs` files of the run's cgroups (one per v1 hierarchy), joined before
-    /// anything else happens: by a sandboxed run's first child before it enters the run's
-    /// user namespace (so the host's permissions apply), else by the child itself.
-    pub join_cgroup: Vec<std::ffi::CString>,
+    /// The run's cgroups, joined before anything else happens: by a sandboxed run's first
+    /// child before it enters the run's user namespace, else by the child itself.
+    pub cgroups: CgroupJoin,
     /// Mount a tmpfs at this path (the `HOME`) with these options, inside the private mount
     /// namespace (requires `mount_proc`).
     pub home_tmpfs: Option<(std::ffi::CString, std::ffi::CString)>,
@@ -38,6 +39,22 @@ pub(crate) struct ChildSetup {
     /// The write end of the state pipe, which the child gets as fd 3 (the only descriptor
     /// beyond 0-2 that survives its exec).
     pub state: Option<OwnedFd>,
+}
+
+/// The descriptors a child joins its run's cgroups with, opened (close-on-exec) when the
+/// cgroups were made, so the child only writes `0` to each: no path lookup on the way to the
+/// run. The kernel checks the permission of a cgroup write against the credentials that
+/// opened the file, the executor's.
+#[derive(Debug, Default)]
+pub(crate) struct CgroupJoin {
+    /// Each v1 hierarchy's `tasks` file: writing `0` moves the calling thread, which is the
+    /// whole process (see `RunCgroup`).
+    pub v1_tasks: Vec<OwnedFd>,
+    /// The v2 cgroup's directory: the child is cloned into it (`CLONE_INTO_CGROUP`) where
+    /// the kernel allows; a process is in one v2 cgroup at most.
+    pub v2_dir: Option<OwnedFd>,
+    /// The v2 cgroup's `cgroup.procs`, written instead where `clone3` is refused.
+    pub v2_procs: Option<OwnedFd>,
 }
 
 /// What a child executes, as C strings prepared before the clone (the child allocates nothing).
@@ -123,6 +140,9 @@ struct ChildArgs<'a> {
     /// Sandboxed runs from the template: the detached copy of the workspace, written by the
     /// first child for the run (-1: none).
     tree: RawFd,
+    /// Whether the first child was cloned into the run's cgroup v2 (it then joins only the
+    /// v1 hierarchies itself).
+    v2_joined: bool,
 }
 
 /// Spawns `exec` with `fds` as its standard streams (0, 1, 2) after applying `setup`, as PID 1
@@ -136,6 +156,9 @@ struct ChildArgs<'a> {
 /// thread's next write to each of its pages would fault (measured: a gRPC echo right after a
 /// fork took ~100 µs longer than one right after another echo). The price is that the child may
 /// only run raw syscalls on data prepared here, which is all `child_main` does.
+///
+/// A run with a cgroup v2 is cloned into it (`clone3` with `CLONE_INTO_CGROUP`); where the
+/// kernel refuses that, the child writes the cgroup's `cgroup.procs` first thing instead.
 pub(crate) fn spawn(
     exec: &Exec,
     fds: [BorrowedFd<'_>; 3],
@@ -168,6 +191,7 @@ pub(crate) fn spawn(
         inner_stack: (base + 2 * CHILD_STACK) & !15,
         inner_pid: 0,
         tree: -1,
+        v2_joined: false,
     };
     let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD;
     if new_pid_namespace && !sandboxed {
@@ -183,27 +207,46 @@ pub(crate) fn spawn(
     } else {
         child_main
     };
+    // A run with a cgroup v2 is born in it (`clone3` with `CLONE_INTO_CGROUP`): no write to
+    // `cgroup.procs`, whose global lock waits for every fork in flight on the machine.
+    let into_cgroup = setup
+        .cgroups
+        .v2_dir
+        .as_ref()
+        .filter(|_| clone3::usable())
+        .map(|dir| clone3::CloneArgs::into_cgroup(flags, dir.as_raw_fd(), base, top - base));
     // SAFETY: the signal sets are plain data filled by sigfillset and pthread_sigmask. Every
     // signal stays blocked across the clone, so no handler of the executor ever runs in the
     // child, which shares its memory; the child resets the handlers before it unblocks. The child
     // gets a stack of its own, and `args` outlives its use: with CLONE_VFORK this thread resumes
     // only once the child has exec'd or exited.
-    let (pid, clone_err) = unsafe {
+    let cloned = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         let mut old: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            entry,
-            top as *mut libc::c_void,
-            flags,
-            (&raw mut args).cast(),
-        );
-        let clone_err = os_err();
+        let mut cloned = None;
+        if let Some(clone_args) = &into_cgroup {
+            // Read by the child: set before it exists.
+            args.v2_joined = true;
+            match clone3::clone3(clone_args, entry, (&raw mut args).cast()) {
+                Err(e) if clone3::refused(&e) => args.v2_joined = false,
+                other => cloned = Some(other),
+            }
+        }
+        let cloned = cloned.unwrap_or_else(|| {
+            let pid = libc::clone(
+                entry,
+                top as *mut libc::c_void,
+                flags,
+                (&raw mut args).cast(),
+            );
+            if pid < 0 { Err(os_err()) } else { Ok(pid) }
+        });
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        (pid, clone_err)
+        cloned
     };
-    if cfg!(debug_assertions) && pid >= 0 {
+    if cfg!(debug_assertions) && cloned.is_ok() {
         for (i, chunk) in stack.chunks(CHILD_STACK).enumerate() {
             let untouched = chunk.iter().take_while(|b| **b == STACK_FILL).count();
             assert!(
@@ -214,9 +257,7 @@ pub(crate) fn spawn(
         }
     }
     drop(stack);
-    if pid < 0 {
-        return Err(clone_err);
-    }
+    let pid = cloned?;
     // SAFETY: the child has exec'd or exited (and with a sandbox, so has the run it cloned,
     // or it failed to), so nothing writes `err` or `inner_pid` any more.
     let (err, inner) = unsafe {
@@ -247,4 +288,114 @@ pub(crate) fn spawn(
         return Err(io::Error::from_raw_os_error(err));
     }
     Ok(inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::File;
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::cgroup::RunCgroup;
+
+    /// A fresh cgroup v2 under this process's own and the cgroup2 mount point, where the host
+    /// lets this process make one (root, a writable cgroup2 mount).
+    fn v2_cgroup() -> Option<(RunCgroup, PathBuf)> {
+        let support = crate::caps::probe_cgroup();
+        let mount = support.mount_point.filter(|_| support.writable)?;
+        let own = crate::cgroup::own_cgroup_dir(&mount)?;
+        Some((RunCgroup::create(&own).ok()?, mount))
+    }
+
+    /// The `0::` line of a `/proc/<pid>/cgroup` text.
+    fn v2_line(text: &str) -> Option<&str> {
+        text.lines().find_map(|l| l.strip_prefix("0::"))
+    }
+
+    /// Spawns `cat /proc/self/cgroup` with `cgroups` and returns what it printed.
+    fn cat_own_cgroup(cgroups: CgroupJoin) -> io::Result<String> {
+        let exec = Exec::new("/bin/cat", &["/proc/self/cgroup"], [])?;
+        let setup = ChildSetup {
+            cwd: File::open("/")?.into(),
+            mount_proc: false,
+            pid_max: None,
+            rlimits: Vec::new(),
+            cgroups,
+            home_tmpfs: None,
+            sandbox: None,
+            state: None,
+        };
+        let null = File::open("/dev/null")?;
+        let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let pid = spawn(
+            &exec,
+            [null.as_fd(), write.as_fd(), null.as_fd()],
+            &setup,
+            false,
+        );
+        drop(write);
+        let pid = pid?;
+        let mut out = String::new();
+        File::from(read).read_to_string(&mut out)?;
+        let reaped = wait4(pid, true)?;
+        assert_eq!(reaped.and_then(|r| r.exit_code()), Some(0), "{out}");
+        Ok(out)
+    }
+
+    #[test]
+    fn a_child_is_born_in_its_cgroup_v2() {
+        let Some((mut cgroup, mount)) = v2_cgroup() else {
+            eprintln!("no writable cgroup v2 here; nothing to test");
+            return;
+        };
+        let mut join = cgroup.take_join();
+        let dir = join.v2_dir.as_ref().expect("a v2 directory").as_raw_fd();
+        let dir = std::fs::read_link(format!("/proc/self/fd/{dir}")).expect("its path");
+        let expected = Path::new("/").join(dir.strip_prefix(&mount).expect("under the mount"));
+        let ours = std::fs::read_to_string("/proc/self/cgroup").expect("our cgroups");
+        // The write that would join it is made to fail (a read-only descriptor): the child can
+        // only be in the cgroup if the clone put it there, before its first instruction.
+        join.v2_procs = Some(
+            File::open(dir.join("cgroup.procs"))
+                .expect("cgroup.procs")
+                .into(),
+        );
+        let born = match cat_own_cgroup(join) {
+            Err(e) if !clone3::usable() => {
+                eprintln!("clone3 into a cgroup is refused here ({e}); nothing to test");
+                return;
+            }
+            other => other.expect("spawned into the cgroup"),
+        };
+        assert_eq!(
+            v2_line(&born).map(Path::new),
+            Some(expected.as_path()),
+            "{born}"
+        );
+        let after = std::fs::read_to_string("/proc/self/cgroup").expect("our cgroups");
+        assert_eq!(v2_line(&after), v2_line(&ours), "the parent never joined");
+        assert_ne!(v2_line(&ours).map(Path::new), Some(expected.as_path()));
+
+        // The way a kernel that refuses clone3 joins: the child writes `cgroup.procs`.
+        let fallback = CgroupJoin {
+            v2_procs: Some(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))
+                    .expect("cgroup.procs")
+                    .into(),
+            ),
+            ..CgroupJoin::default()
+        };
+        let joined = cat_own_cgroup(fallback).expect("spawned");
+        assert_eq!(
+            v2_line(&joined).map(Path::new),
+            Some(expected.as_path()),
+            "{joined}"
+        );
+        drop(cgroup);
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
 }

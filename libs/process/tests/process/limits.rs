@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use toolgate_core::{Reason, ReasonedError};
 use toolgate_process::{
-    Config, LimitExceeded, LimitsEnforced, ResourceLimits, RunRequest, Runner, SandboxConfig,
+    Config, KillMechanism, LimitExceeded, LimitsEnforced, ResourceLimits, RunRequest, Runner,
+    SandboxConfig,
 };
 
 use crate::common::{collect, config, spec, workspace};
@@ -140,6 +141,100 @@ async fn a_cpu_spinner_is_throttled_to_its_share() {
         "0.4 s of CPU in {wall:.2} s: the 0.2 core limit did not hold"
     );
     assert_eq!(out.exited.limit, None);
+}
+
+/// The cgroup path of `controller` ("" for the v2 line) in a `/proc/<pid>/cgroup` text.
+fn cgroup_of<'a>(text: &'a str, controller: &str) -> Option<&'a str> {
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_id, list, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let hit = if controller.is_empty() {
+            list.is_empty()
+        } else {
+            list.split(',').any(|c| c == controller)
+        };
+        hit.then_some(path)
+    })
+}
+
+#[tokio::test]
+async fn every_process_of_a_run_is_in_its_cgroups() {
+    let runner = Runner::new(limited(small())).unwrap();
+    let (_ws, cwd) = workspace();
+    // `cat` is the shell's child: a descendant, forked after the join.
+    let out = collect(
+        runner
+            .try_run(spec(RunRequest::script("cat /proc/self/cgroup", cwd)))
+            .expect("admitted"),
+    )
+    .await;
+    assert_cgroup(&out);
+    let text = out.stdout_str();
+    let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let enforced = out.started.unwrap().isolation.limits.enforced;
+    let controllers: &[&str] = if enforced == LimitsEnforced::CgroupV1 {
+        &["memory", "pids"]
+    } else {
+        &[""]
+    };
+    for c in controllers {
+        let run = cgroup_of(&text, c).unwrap_or_else(|| panic!("no {c:?} line in {text}"));
+        let name = run.rsplit('/').next().unwrap_or_default();
+        assert!(
+            name.starts_with("toolgate-run-"),
+            "{c:?}: the run is in {run}, not in a run cgroup"
+        );
+        assert_ne!(
+            cgroup_of(&ours, c),
+            Some(run),
+            "the executor itself never joins a run's cgroup"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_run_holds_no_descriptor_of_its_cgroups() {
+    // Sandboxed (the limits cgroup), and unconfined without a PID namespace, where the run also
+    // gets the v2 cgroup `cgroup.kill` ends: it is born in that one (`CLONE_INTO_CGROUP`).
+    let sandboxed = Runner::new(limited(small())).unwrap();
+    let unconfined = Runner::new(Config {
+        use_pid_namespace: false,
+        sandbox: SandboxConfig::unconfined(),
+        ..limited(small())
+    })
+    .unwrap();
+    let ours = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    for runner in [&sandboxed, &unconfined] {
+        let (_ws, cwd) = workspace();
+        let out = collect(
+            runner
+                .try_run(spec(RunRequest::script(
+                    "ls -l /proc/$$/fd; cat /proc/self/cgroup",
+                    cwd,
+                )))
+                .expect("admitted"),
+        )
+        .await;
+        assert_cgroup(&out);
+        let text = out.stdout_str();
+        assert!(text.contains(" 0 -> "), "{text}");
+        assert!(
+            !text.contains("cgroup.procs") && !text.contains("/tasks") && !text.contains("cgroup/"),
+            "a run holds a cgroup descriptor:\n{text}"
+        );
+        let started = out.started.unwrap();
+        if started.isolation.kill_mechanism == KillMechanism::Cgroup {
+            let run = cgroup_of(&text, "").expect("a v2 line");
+            assert!(
+                run.rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .starts_with("toolgate-run-"),
+                "the run is in {run}, not in its kill cgroup"
+            );
+            assert_ne!(cgroup_of(&ours, ""), Some(run), "the executor joined it");
+        }
+    }
 }
 
 #[tokio::test]

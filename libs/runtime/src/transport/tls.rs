@@ -27,7 +27,7 @@ use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint};
 
 use super::TransportError;
-use crate::auth::Role;
+use crate::auth::role::Role;
 
 /// The `[transport.tls]` section of a server.
 #[derive(Debug, Clone, Serialize, Deserialize)]

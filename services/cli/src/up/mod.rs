@@ -10,6 +10,7 @@
 //! could hide it reliably. The default is a per-workspace directory under
 //! `$XDG_STATE_HOME/toolgate` (`~/.local/state/toolgate`).
 
+pub(crate) mod file;
 pub(crate) mod tokens;
 pub(crate) mod toolchains;
 
@@ -58,6 +59,12 @@ pub(crate) struct Args {
     /// Serve both services' Prometheus metrics on this address (`/metrics`); off when unset.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// A TOML file configuring both services: its `[executor]` table as `toolgate-executor
+    /// --config` reads one, its `[policy]` table as `toolgate-policy --config` does. The
+    /// `TOOLGATE_` environment and these flags still win; settings `up` makes itself (listen
+    /// addresses, the ledger, tokens, TLS) are refused there.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// A policy document (reloaded on change); default: the shipped default policy.
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
@@ -122,12 +129,16 @@ impl SandboxArgs {
 /// kernel's fallbacks and a note says so, rather than every command being refused. The probe
 /// tries the limits the environment asks for; `TOOLGATE_PROCESS__REQUIRE_LIMITS=true` still
 /// refuses runs where it fails.
+///
+/// `file`: `up`'s `--config`, whose `[executor]` table is layered over the defaults.
 pub(crate) fn executor_config(
+    file: Option<&Path>,
     env: Vec<(String, String)>,
 ) -> anyhow::Result<toolgate_executor::Config> {
     use toolgate_runtime::config::{Sources, load, load_over};
     let sources = Sources {
-        file: None,
+        file,
+        section: Some(file::EXECUTOR),
         env,
         overrides: Vec::new(),
     };
@@ -334,11 +345,17 @@ impl Services {
         listeners: &Listeners,
     ) -> anyhow::Result<Services> {
         // Both services' configurations are layered as their own binaries layer them:
-        // defaults, the `TOOLGATE_` environment, then `up`'s flags.
+        // defaults, the `--config` file's table, the `TOOLGATE_` environment, then `up`'s
+        // flags.
         let env: Vec<(String, String)> = std::env::vars().collect();
+        let file = args.config.as_deref();
+        if let Some(path) = file {
+            file::check(path)?;
+        }
         let mut policy_cfg: toolgate_policy::Config =
             toolgate_runtime::config::load(&toolgate_runtime::config::Sources {
-                file: None,
+                file,
+                section: Some(file::POLICY),
                 env: env.clone(),
                 overrides: Vec::new(),
             })
@@ -363,7 +380,7 @@ impl Services {
             .tokens
             .get(Role::Executor)
             .context("tokens.toml has no executor credential")?;
-        let mut exec_cfg = executor_config(env)?;
+        let mut exec_cfg = executor_config(file, env)?;
         exec_cfg.listen.clone_from(&listeners.executor_addr);
         exec_cfg.workspace.root.clone_from(&dirs.workspace);
         exec_cfg.policy.endpoint = format!("http://{}", listeners.policy_addr);

@@ -877,6 +877,106 @@ fn up_takes_executor_settings_from_the_environment() {
     );
 }
 
+/// `up --config FILE` configures both services from one file: its `[executor]` table holds a
+/// run to a memory limit the kernel enforces, its `[policy]` table adds a redaction pattern the
+/// ledger applies. The environment still wins over the file. Settings `up` makes itself, keys
+/// outside the two tables and unknown fields stop `up` with the key named.
+#[test]
+fn up_takes_both_services_settings_from_one_config_file() {
+    let ws = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let data = state.path().join("d");
+    std::fs::write(
+        ws.path().join("hog.py"),
+        "s = b'x' * (400 << 20)\nprint('survived', len(s))\n",
+    )
+    .unwrap();
+    let file = state.path().join("up.toml");
+    // The file's 128 MiB is overridden by the environment's 256 MiB; the pids limit has no
+    // variable, so the file's stands.
+    std::fs::write(
+        &file,
+        "[executor.process.limits]\nmemory_bytes = 134217728\npids = 300\n\n\
+         [policy.ledger]\nredact_patterns = [\"zebra-[0-9]+\"]\n",
+    )
+    .unwrap();
+    let up = Up::start_env(
+        ws.path(),
+        &data,
+        &["--config", file.to_str().unwrap()],
+        &[("TOOLGATE_PROCESS__LIMITS__MEMORY_BYTES", "268435456")],
+    );
+    let (mut mcp, _) = McpStdio::spawn(
+        &up,
+        &up.token("agent"),
+        &["--task-dir", "off"],
+        &[],
+        &serde_json::json!({}),
+    );
+    let hog = mcp.request(
+        "tools/call",
+        &serde_json::json!({"name": "run_command", "arguments": {"script": "python3 -m hog # zebra-4711"}}),
+    );
+    let sc = &hog["result"]["structuredContent"];
+    assert_eq!(sc["limits"]["memory_bytes"], 256u64 << 20, "{sc}");
+    assert_eq!(sc["limits"]["pids"], 300, "{sc}");
+    assert_eq!(sc["oom_killed"], true, "{hog}");
+    mcp.stop();
+    assert!(up.stop().success());
+    let url = format!("sqlite:{}", data.join("ledger.db").display());
+    let stored: Vec<String> = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use sqlx::Connection;
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query_scalar("SELECT request_json FROM tg_decisions")
+            .fetch_all(&mut db)
+            .await
+            .unwrap()
+    });
+    let hog_row = stored
+        .iter()
+        .find(|r| r.contains("python3 -m hog"))
+        .unwrap_or_else(|| panic!("no decision for the run in {stored:?}"));
+    assert!(!hog_row.contains("zebra-4711"), "{hog_row}");
+
+    let refused = |text: &str| {
+        std::fs::write(&file, text).unwrap();
+        let out = support::toolgate(
+            &[
+                "up",
+                "--json",
+                "--executor-listen",
+                "127.0.0.1:0",
+                "--policy-listen",
+                "127.0.0.1:0",
+                "--mcp-listen",
+                "off",
+                "--workspace",
+                ws.path().to_str().unwrap(),
+                "--data-dir",
+                data.to_str().unwrap(),
+                "--config",
+                file.to_str().unwrap(),
+            ],
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", support::text(&out));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = refused("[policy.ledger]\nurl = \"postgres://elsewhere/db\"\n");
+    assert!(
+        err.contains("`policy.ledger.url` is set by toolgate up itself")
+            && err.contains("--data-dir"),
+        "{err}"
+    );
+    let err = refused("[process.limits]\npids = 10\n");
+    assert!(err.contains("unknown top-level key `process`"), "{err}");
+    let err = refused("[executor.process.limits]\nmemory_bites = 1\n");
+    assert!(
+        err.contains("executor configuration") && err.contains("memory_bites"),
+        "{err}"
+    );
+}
+
 /// `toolgate mcp` over stdio, spoken to as JSON-RPC lines.
 struct McpStdio {
     child: std::process::Child,

@@ -15,6 +15,7 @@ pub(crate) mod dns;
 mod relay;
 mod resolve;
 mod run;
+mod serve;
 pub(crate) mod sniff;
 
 use std::net::SocketAddr;

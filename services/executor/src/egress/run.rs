@@ -15,7 +15,7 @@ use toolgate_runtime::metrics::ExecutorMetrics;
 use crate::authz::Finished;
 use crate::authz::{Authorized, Gate, Ran};
 use crate::egress::dns::{self, Placeholders};
-use crate::egress::{Destination, HostGlobs, Settings, conn};
+use crate::egress::{Destination, HostGlobs, Settings};
 
 /// Names one run may have placeholders for.
 const MAX_NAMES: usize = 4096;
@@ -23,7 +23,7 @@ const MAX_NAMES: usize = 4096;
 const MAX_DNS_REFUSALS: usize = 64;
 /// How long the end of a run waits for its connections to wind down (their last bytes
 /// counted) before they are dropped.
-const DRAIN: Duration = Duration::from_millis(250);
+pub(super) const DRAIN: Duration = Duration::from_millis(250);
 
 /// The listening sockets of a run's gated namespace, made by the process runner.
 #[derive(Debug)]
@@ -198,76 +198,6 @@ impl RunGate {
         }
     }
 
-    /// Serves `sockets` on `runtime` until [`RunGate::finish`].
-    pub(crate) fn serve(&self, sockets: Sockets, runtime: &tokio::runtime::Handle) {
-        let _enter = runtime.enter();
-        for listener in sockets.tcp {
-            let inner = self.inner.clone();
-            let live = inner.live_guard();
-            let task = async move {
-                let _live = live;
-                let listener = match listener
-                    .set_nonblocking(true)
-                    .and_then(|()| tokio::net::TcpListener::from_std(listener))
-                {
-                    Ok(l) => l,
-                    Err(e) => {
-                        tracing::error!(error = %e, "the egress gate cannot serve its listener");
-                        return;
-                    }
-                };
-                loop {
-                    match listener.accept().await {
-                        Ok((stream, _)) => {
-                            // The run's side as well as the outbound one: with Nagle on,
-                            // a request written in two parts waits out the run's delayed
-                            // ACK (~40 ms) before it reaches the destination.
-                            let _ = stream.set_nodelay(true);
-                            let inner = inner.clone();
-                            // A connection may go on for a moment after the run ends, so
-                            // the bytes the run sent before it ended are counted.
-                            tokio::spawn(inner.clone().until_stopped(DRAIN, async move {
-                                conn::handle(inner, stream).await;
-                            }));
-                        }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "egress accept failed");
-                            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-            };
-            tokio::spawn(self.inner.clone().until_stopped(Duration::ZERO, task));
-        }
-        for socket in sockets.dns {
-            let inner = self.inner.clone();
-            let live = inner.live_guard();
-            let task = async move {
-                let _live = live;
-                let socket = match socket
-                    .set_nonblocking(true)
-                    .and_then(|()| tokio::net::UdpSocket::from_std(socket))
-                {
-                    Ok(s) => s,
-                    Err(e) => {
-                        tracing::error!(error = %e, "the egress gate cannot serve its DNS socket");
-                        return;
-                    }
-                };
-                let mut buf = vec![0u8; 4096];
-                loop {
-                    let Ok((n, from)) = socket.recv_from(&mut buf).await else {
-                        continue;
-                    };
-                    if let Some(reply) = inner.dns(&buf[..n]) {
-                        let _ = socket.send_to(&reply, from).await;
-                    }
-                }
-            };
-            tokio::spawn(self.inner.clone().until_stopped(Duration::ZERO, task));
-        }
-    }
-
     /// Stops serving (listeners closed, connections dropped once their last bytes are
     /// counted), records the outcome of every allowed destination, and returns the run's
     /// report. Later calls return the same report.
@@ -302,7 +232,7 @@ impl Inner {
     }
 
     /// `work`, cut short `grace` after the run ends.
-    fn until_stopped(
+    pub(super) fn until_stopped(
         self: Arc<Self>,
         grace: Duration,
         work: impl std::future::Future<Output = ()> + Send + 'static,
@@ -320,7 +250,7 @@ impl Inner {
     }
 
     /// Answers one DNS datagram.
-    fn dns(&self, msg: &[u8]) -> Option<Vec<u8>> {
+    pub(super) fn dns(&self, msg: &[u8]) -> Option<Vec<u8>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut names = state.names.take()?;
         let answer = dns::answer(msg, &mut names, |n| self.denied.matches(n));

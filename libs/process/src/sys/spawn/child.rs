@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use rustix::process::Rlimit;
 
-use super::ChildArgs;
+use super::{CgroupJoin, ChildArgs};
 use crate::sys::{os_err, sandbox};
 
 const PID_MAX_PATH: &CStr = c"/proc/sys/kernel/pid_max";
@@ -38,7 +38,7 @@ pub(super) extern "C" fn enter_and_clone(arg: *mut libc::c_void) -> libc::c_int 
             libc::_exit(0)
         };
         // Joined here, with the executor's credentials: the run, cloned below, is born inside.
-        if let Err(e) = join_cgroups(&(*args).setup.join_cgroup) {
+        if let Err(e) = join_cgroups(&(*args).setup.cgroups, (*args).v2_joined) {
             return fail(e);
         }
         if libc::setns(sb.userns, libc::CLONE_NEWUSER) != 0 {
@@ -145,23 +145,17 @@ fn exec_candidates(args: &ChildArgs<'_>) -> libc::c_int {
     if denied { libc::EACCES } else { err }
 }
 
-/// Moves the calling process into each cgroup whose `cgroup.procs` file is listed; from then
-/// on every descendant is born inside them.
-fn join_cgroups(procs: &[std::ffi::CString]) -> io::Result<()> {
-    for file in procs {
-        // Writing "0" moves the writer.
-        // SAFETY: open/write/close on a path allocated before the clone.
-        unsafe {
-            let fd = libc::open(file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(os_err());
-            }
-            let n = libc::write(fd, b"0".as_ptr().cast(), 1);
-            let err = os_err();
-            libc::close(fd);
-            if n < 0 {
-                return Err(err);
-            }
+/// Moves the calling process into each of the run's cgroups it was not born in (`v2_joined`:
+/// the clone put it in the v2 one); from then on every descendant is born inside them.
+fn join_cgroups(join: &CgroupJoin, v2_joined: bool) -> io::Result<()> {
+    let v2 = join.v2_procs.as_ref().filter(|_| !v2_joined);
+    // Writing "0" moves the writer: to `tasks`, this thread, which is the whole process (the
+    // clone made a thread group of one).
+    for fd in join.v1_tasks.iter().chain(v2) {
+        // SAFETY: a write of a static byte to a descriptor the parent keeps open until the
+        // child has exec'd.
+        if unsafe { libc::write(fd.as_raw_fd(), b"0".as_ptr().cast(), 1) } < 0 {
+            return Err(os_err());
         }
     }
     Ok(())
@@ -235,7 +229,7 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
         None => 3,
     };
     if setup.sandbox.is_none() {
-        join_cgroups(&setup.join_cgroup)?;
+        join_cgroups(&setup.cgroups, args.v2_joined)?;
     }
     // A new session: own process group, no controlling terminal (TIOCSTI has nothing to inject into).
     rustix::process::setsid()?;
