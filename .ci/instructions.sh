@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The instruction-count guard: counts the instructions (callgrind's Ir, repeatable on a busy
-# machine, unlike time) of classifying the committed corpus under 500 and 5 000 rules and of
-# in-process Authorize calls (`tests/bench/src/bin/instructions.rs`), and fails when one is
+# machine, unlike time) of classifying the committed corpus under 500 and 5 000 rules, of
+# in-process Classify handler calls (first-seen and repeated scripts) and of in-process
+# Authorize calls (`tests/bench/src/bin/instructions.rs`), and fails when one is
 # more than 10 % above the committed baseline, printing the difference and the functions that
 # cost the most. `--update` rewrites the baseline: commit it saying why the counts moved.
 #
@@ -25,6 +26,8 @@ baseline=tests/bench/instructions.baseline
 corpus=tests/bench/corpus/classify.txt
 # Authorize calls counted (the difference between a run with them and one without).
 authorize_calls=40
+# Classify handler calls counted, of each kind (first-seen scripts, a repeated one).
+handler_calls=200
 # How far above the baseline a count may be, in percent.
 tolerance=10
 
@@ -51,17 +54,27 @@ for phase in classify-500 classify-5000; do
   grep -h '^classified' "$out/$phase.log"
   count[$phase]=$(total "$out/$phase.out")
 done
+# The whole handler (wire request to wire answer), per call; the Ir of sha256 is callgrind's
+# (valgrind hides the CPU's SHA instructions, so the portable code runs).
+for kind in first-seen repeated; do
+  phase=classify-handler-$kind
+  grind "$phase" --collect-atstart=no --toggle-collect="*instructions::classify_${kind//-/_}*" \
+    "$bin" "$corpus" classify-handler "$handler_calls"
+  count[$phase]=$(( $(total "$out/$phase.out") / handler_calls ))
+done
+grep -h '^classified' "$out/classify-handler-repeated.log"
 grind authorize-0 "$bin" "$corpus" authorize 0
 grind authorize "$bin" "$corpus" authorize "$authorize_calls"
 grep -h '^authorized' "$out/authorize.log"
 count[authorize]=$(( ($(total "$out/authorize.out") - $(total "$out/authorize-0.out")) / authorize_calls ))
 
-phases=(classify-500 classify-5000 authorize)
+phases=(classify-500 classify-5000 classify-handler-first-seen classify-handler-repeated authorize)
 if $update; then
   {
     echo "# Instruction counts (callgrind Ir) that .ci/instructions.sh compares with; written by"
     echo "# \`.ci/instructions.sh --update\`. classify-*: the whole corpus (tests/bench/corpus/"
-    echo "# classify.txt) once; authorize: one Authorize call, averaged over $authorize_calls."
+    echo "# classify.txt) once; classify-handler-*: one Classify handler call, averaged over"
+    echo "# $handler_calls; authorize: one Authorize call, averaged over $authorize_calls."
     for p in "${phases[@]}"; do echo "$p ${count[$p]}"; done
   } >"$baseline"
   echo "instructions: wrote $baseline"
@@ -69,7 +82,7 @@ if $update; then
 fi
 
 failed=()
-printf '%-14s %16s %16s %8s\n' phase baseline now change
+printf '%-28s %16s %16s %8s\n' phase baseline now change
 for p in "${phases[@]}"; do
   base=$(awk -v p="$p" '$1 == p { print $2 }' "$baseline")
   if [ -z "$base" ]; then
@@ -83,7 +96,7 @@ for p in "${phases[@]}"; do
     verdict="  more than $tolerance % above the baseline"
     failed+=("$p")
   fi
-  printf '%-14s %16s %16s %8s%s\n' "$p" "$base" "$now" "$change" "$verdict"
+  printf '%-28s %16s %16s %8s%s\n' "$p" "$base" "$now" "$change" "$verdict"
 done
 
 if [ "${#failed[@]}" -gt 0 ]; then

@@ -14,6 +14,14 @@
 //! handler's work spreads over the runtime's and SQLite's threads, so the script counts the
 //! whole program twice, with `n` and with 0 calls, and takes the difference.
 //!
+//! `instructions <corpus> classify-handler <n>` sends `n` `Classify` calls to the policy
+//! service's own handler in process (wire request in, wire answer out, as `--bin
+//! classify_handler` times it), each with a script the policy has not seen before (the
+//! corpus's scripts, each with a new trailing comment, so the analysis memo misses), then `n`
+//! with one repeated script (a memo hit). The work is all inside [`classify_first_seen`] and
+//! [`classify_repeated`], which the script counts alone, on a current-thread runtime (Classify never waits for the
+//! ledger once the learned rules are cached, which an unmeasured call does first).
+//!
 //! Each mode prints what it did, so a run that silently did nothing is seen.
 
 use std::hint::black_box;
@@ -21,7 +29,9 @@ use std::path::Path;
 
 use tonic::Request;
 use toolgate_bench::classify_mix::generated_policy;
-use toolgate_contracts::common::v1::{CallContext as WireContext, ExecutorIdentity, ToolKind};
+use toolgate_contracts::common::v1::{
+    CallContext as WireContext, ExecutorIdentity, Tier as WireTier, ToolKind,
+};
 use toolgate_contracts::policy::v1 as pb;
 use toolgate_contracts::policy::v1::policy_service_server::PolicyService;
 use toolgate_core::Tier;
@@ -33,7 +43,7 @@ const WARMUP: usize = 4;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: instructions <corpus> classify-500|classify-5000|authorize <n>";
+    let usage = "usage: instructions <corpus> classify-500|classify-5000|classify-handler <n>|authorize <n>";
     let (Some(corpus), Some(mode)) = (args.get(1), args.get(2)) else {
         panic!("{usage}");
     };
@@ -42,6 +52,13 @@ fn main() {
     match mode.as_str() {
         "classify-500" => classify(&scripts, 500),
         "classify-5000" => classify(&scripts, 5_000),
+        "classify-handler" => {
+            let n = args
+                .get(3)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{usage}"));
+            classify_handler(&scripts, n);
+        }
         "authorize" => {
             let n = args
                 .get(3)
@@ -95,6 +112,98 @@ fn classify_corpus(policy: &Policy, calls: &[ToolCall], ctx: &CallContext) -> [u
         }] += 1;
     }
     tiers
+}
+
+fn classify_handler(scripts: &[String], n: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let adapter = rt.block_on(async {
+        let core = toolgate_bench::sqlite_policy_core(dir.path()).await;
+        let adapter = toolgate_policy::PolicyAdapter::new(core);
+        // Unmeasured: fills the learned-rules cache (one ledger read), as a running service has.
+        classify_once(&adapter, "cargo test -p warmup".to_owned()).await;
+        adapter
+    });
+    let fresh: Vec<String> = (0..n)
+        .map(|i| format!("{} # {i}", scripts[i % scripts.len()]))
+        .collect();
+    let mut tiers = [0usize; 3];
+    classify_first_seen(&rt, &adapter, fresh, &mut tiers);
+    classify_repeated(&rt, &adapter, &scripts[0], n, &mut tiers);
+    let [auto, ask, deny] = tiers;
+    println!(
+        "classified {n} first-seen and {n} repeated scripts through the Classify handler: {auto} auto, {ask} ask, {deny} deny"
+    );
+}
+
+/// What the classify-handler mode counts for first-seen scripts: one call per script.
+#[inline(never)]
+fn classify_first_seen(
+    rt: &tokio::runtime::Runtime,
+    adapter: &toolgate_policy::PolicyAdapter,
+    scripts: Vec<String>,
+    tiers: &mut [usize; 3],
+) {
+    rt.block_on(async {
+        for script in scripts {
+            count(tiers, classify_once(adapter, script).await);
+        }
+    });
+}
+
+/// What the classify-handler mode counts for a repeated script: `n` calls with `script`.
+#[inline(never)]
+fn classify_repeated(
+    rt: &tokio::runtime::Runtime,
+    adapter: &toolgate_policy::PolicyAdapter,
+    script: &str,
+    n: usize,
+    tiers: &mut [usize; 3],
+) {
+    rt.block_on(async {
+        for _ in 0..n {
+            count(tiers, classify_once(adapter, script.to_owned()).await);
+        }
+    });
+}
+
+/// Counts an answer's tier in `tiers` (auto, ask, deny or anything else).
+fn count(tiers: &mut [usize; 3], tier: WireTier) {
+    tiers[match tier {
+        WireTier::Auto => 0,
+        WireTier::Ask => 1,
+        _ => 2,
+    }] += 1;
+}
+
+/// One Classify through the handler, as an agent; the answer's tier.
+async fn classify_once(adapter: &toolgate_policy::PolicyAdapter, script: String) -> WireTier {
+    let mut request = Request::new(pb::ClassifyRequest {
+        call: Some(pb::ToolCall {
+            tool: ToolKind::ProcessRun as i32,
+            script: Some(script),
+            ..Default::default()
+        }),
+        session_id: "instructions".into(),
+        ..Default::default()
+    });
+    request.extensions_mut().insert(Principal {
+        name: "agent".into(),
+        role: Role::Agent,
+    });
+    let answer = black_box(
+        adapter
+            .classify(request)
+            .await
+            .expect("classify")
+            .into_inner(),
+    );
+    answer
+        .explanation
+        .map_or(WireTier::Unspecified, |e| e.tier())
 }
 
 fn authorize(scripts: &[String], n: usize) {
