@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::bpf::ret_errno;
-use super::seccomp::{CREATING, DENIED, IPPROTO_MPTCP, NS_FLAGS, SET_ID};
+use super::seccomp::{CREATING, DENIED, IPPROTO_MPTCP, NS_FLAGS, SET_ID, SYS_FCHMODAT2};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -119,7 +119,7 @@ fn seccompiler_reference() -> Vec<Vec<bpf::SockFilter>> {
     deny.insert(libc::SYS_clone, any(0, NS_FLAGS));
     deny.insert(libc::SYS_fchmod, any(1, SET_ID));
     deny.insert(libc::SYS_fchmodat, any(2, SET_ID));
-    deny.insert(libc::SYS_fchmodat2, any(2, SET_ID));
+    deny.insert(SYS_FCHMODAT2, any(2, SET_ID));
     deny.insert(libc::SYS_mknodat, any(2, SET_ID));
     deny.insert(libc::SYS_openat, both(2, 3));
     #[cfg(target_arch = "x86_64")]
@@ -310,4 +310,11 @@ fn the_seccomp_program_denies_what_the_escape_suite_tries() {
         run(libc::SYS_personality, [0x0040_0000, 0, 0, 0, 0, 0]),
         eperm
     );
+}
+
+/// The number spelled out for targets whose libc lacks it is the one libc gives where it has it.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn fchmodat2_is_numbered_as_libc_numbers_it() {
+    assert_eq!(SYS_FCHMODAT2, libc::SYS_fchmodat2);
 }
