@@ -53,6 +53,8 @@ pub(crate) struct RunCgroup {
     /// The runs' parent, kept until this cgroup is gone: a runner dropped while its last run
     /// is still being removed must not try to remove the parent first (and leave it behind).
     parent: Option<std::sync::Arc<Spares>>,
+    /// The limits it was taken with from the parent's spares, for [`RunCgroup::replenish`].
+    taken_with: Option<ResourceLimits>,
 }
 
 /// What the kernel counted for a run's cgroups when it ended.
@@ -90,6 +92,7 @@ impl RunCgroup {
             removed: false,
             join: CgroupJoin::default(),
             parent: None,
+            taken_with: None,
         }
         .opened()
     }
@@ -106,6 +109,7 @@ impl RunCgroup {
             removed: false,
             join: CgroupJoin::default(),
             parent: None,
+            taken_with: None,
         };
         match hierarchy {
             Hierarchy::V2 { runs, cpu } => {
@@ -202,6 +206,15 @@ impl RunCgroup {
     /// The descriptors the child joins with; this cgroup keeps none (a cgroup is joined once).
     pub(crate) fn take_join(&mut self) -> CgroupJoin {
         std::mem::take(&mut self.join)
+    }
+
+    /// Has the next run's spare made in the background. Called once the child has joined (the
+    /// clone returned): making a cgroup holds the kernel's cgroup lock, which the child's join
+    /// would otherwise wait for when the two meet.
+    pub(crate) fn replenish(&self) {
+        if let (Some(spares), Some(limits)) = (&self.parent, self.taken_with) {
+            spares.make_one(limits);
+        }
     }
 
     /// Sends `signal` to every process currently in the cgroup.

@@ -784,6 +784,10 @@ impl Runner {
         let spawned = child
             .prepared
             .and_then(|p| inner.spawn(p, [child.stdin, Io::Pipe, Io::Pipe]));
+        if let Some(cgroup) = &child.cgroup {
+            let _enter = handle.enter();
+            cgroup.replenish();
+        }
         let mut spawned = match spawned {
             Ok(spawned) => spawned,
             Err(err) => {

@@ -46,7 +46,7 @@ impl Spares {
 
     /// A fresh cgroup with `limits`: a spare when one is ready, else made now. Either way
     /// one more is made in the background (on the current runtime's blocking threads) for
-    /// the next run.
+    /// the next run when the taker calls [`RunCgroup::replenish`], once its child is cloned.
     pub(crate) fn take(self: &Arc<Self>, limits: &ResourceLimits) -> io::Result<RunCgroup> {
         let spare = {
             let mut ready = self.lock();
@@ -58,7 +58,7 @@ impl Spares {
             None => RunCgroup::limited(&self.hierarchy, limits)?,
         };
         cgroup.parent = Some(Arc::clone(self));
-        self.make_one(*limits);
+        cgroup.taken_with = Some(*limits);
         Ok(cgroup)
     }
 
@@ -72,7 +72,7 @@ impl Spares {
             .count()
     }
 
-    fn make_one(self: &Arc<Self>, limits: ResourceLimits) {
+    pub(super) fn make_one(self: &Arc<Self>, limits: ResourceLimits) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -130,6 +130,7 @@ mod tests {
         };
         let spares = Spares::new(hierarchy);
         let first = spares.take(&limits).expect("made on demand");
+        first.replenish();
         let wait_for_spare = || async {
             for _ in 0..400 {
                 if spares.ready_for(&limits) == 1 {
@@ -141,6 +142,7 @@ mod tests {
         };
         wait_for_spare().await;
         let second = spares.take(&limits).expect("a spare");
+        second.replenish();
         assert_ne!(
             first.dirs, second.dirs,
             "a cgroup is never handed out twice"
@@ -150,6 +152,7 @@ mod tests {
         let other = ResourceLimits { pids: 65, ..limits };
         assert_eq!(spares.ready_for(&other), 0);
         let third = spares.take(&other).expect("made on demand");
+        third.replenish();
         let pids_max = std::fs::read_to_string(third.pids.as_ref().expect("pids").join("pids.max"))
             .expect("pids.max");
         assert_eq!(pids_max.trim(), "65", "made with the limits asked for");
