@@ -722,16 +722,8 @@ fn an_mcp_run_says_which_limit_ended_it() {
     )
     .unwrap();
     let up = Up::start(ws.path(), &state.path().join("d"));
-    let (mut mcp, _) = McpStdio::spawn(
-        &up,
-        &up.token("agent"),
-        &["--task-dir", "off"],
-        &[],
-        &serde_json::json!({}),
-    );
-    let call =
-        |script: &str| serde_json::json!({"name": "run_command", "arguments": {"script": script}});
-    let ok = mcp.request("tools/call", &call("true"));
+    let mut mcp = McpStdio::agent(&up);
+    let ok = mcp.run_script("true");
     let sc = &ok["result"]["structuredContent"];
     assert_eq!(sc["status"], "exited", "{ok}");
     assert!(
@@ -744,7 +736,7 @@ fn an_mcp_run_says_which_limit_ended_it() {
     assert_eq!(sc["oom_killed"], false);
     assert!(sc.get("limit_exceeded").is_none(), "{sc}");
 
-    let hog = mcp.request("tools/call", &call("python3 -m hog"));
+    let hog = mcp.run_script("python3 -m hog");
     let sc = &hog["result"]["structuredContent"];
     assert_eq!(sc["oom_killed"], true, "{hog}");
     assert_eq!(sc["limit_exceeded"]["resource"], "memory", "{sc}");
@@ -796,17 +788,8 @@ fn up_takes_executor_settings_from_the_environment() {
             ("TOOLGATE_PROCESS__DISK__MAX_WRITTEN_BYTES", "1048576"),
         ],
     );
-    let (mut mcp, _) = McpStdio::spawn(
-        &up,
-        &up.token("agent"),
-        &["--task-dir", "off"],
-        &[],
-        &serde_json::json!({}),
-    );
-    let hog = mcp.request(
-        "tools/call",
-        &serde_json::json!({"name": "run_command", "arguments": {"script": "python3 -m hog"}}),
-    );
+    let mut mcp = McpStdio::agent(&up);
+    let hog = mcp.run_script("python3 -m hog");
     let sc = &hog["result"]["structuredContent"];
     assert_eq!(sc["limits"]["memory_bytes"], 256u64 << 20, "{sc}");
     assert_eq!(sc["oom_killed"], true, "{hog}");
@@ -819,10 +802,7 @@ fn up_takes_executor_settings_from_the_environment() {
     assert!(!text.contains("survived"), "{text}");
 
     // A file grown past the file-size limit: said in words and fields, and kept in the ledger.
-    let writer = mcp.request(
-        "tools/call",
-        &serde_json::json!({"name": "run_command", "arguments": {"script": "python3 -m writer && echo never"}}),
-    );
+    let writer = mcp.run_script("python3 -m writer && echo never");
     let sc = &writer["result"]["structuredContent"];
     assert_eq!(sc["limit_exceeded"]["resource"], "file_size", "{writer}");
     assert_eq!(sc["limit_exceeded"]["limit"], 1u64 << 20, "{sc}");
@@ -906,17 +886,8 @@ fn up_takes_both_services_settings_from_one_config_file() {
         &["--config", file.to_str().unwrap()],
         &[("TOOLGATE_PROCESS__LIMITS__MEMORY_BYTES", "268435456")],
     );
-    let (mut mcp, _) = McpStdio::spawn(
-        &up,
-        &up.token("agent"),
-        &["--task-dir", "off"],
-        &[],
-        &serde_json::json!({}),
-    );
-    let hog = mcp.request(
-        "tools/call",
-        &serde_json::json!({"name": "run_command", "arguments": {"script": "python3 -m hog # zebra-4711"}}),
-    );
+    let mut mcp = McpStdio::agent(&up);
+    let hog = mcp.run_script("python3 -m hog # zebra-4711");
     let sc = &hog["result"]["structuredContent"];
     assert_eq!(sc["limits"]["memory_bytes"], 256u64 << 20, "{sc}");
     assert_eq!(sc["limits"]["pids"], 300, "{sc}");
@@ -1003,6 +974,26 @@ impl McpStdio {
             "the server offers tasks: {init}"
         );
         s
+    }
+
+    /// Starts it for `up` as its agent, without task records, and initializes a plain session.
+    fn agent(up: &Up) -> McpStdio {
+        McpStdio::spawn(
+            up,
+            &up.token("agent"),
+            &["--task-dir", "off"],
+            &[],
+            &serde_json::json!({}),
+        )
+        .0
+    }
+
+    /// `run_command` of `script`; the whole JSON-RPC answer.
+    fn run_script(&mut self, script: &str) -> serde_json::Value {
+        self.request(
+            "tools/call",
+            &serde_json::json!({"name": "run_command", "arguments": {"script": script}}),
+        )
     }
 
     /// Starts `toolgate mcp` for `up` with `token`, more `args` and `env`, and initializes a
