@@ -166,9 +166,11 @@ impl RunCgroup {
         if self.v2.is_none() {
             let dir = parent.join(fresh_name());
             std::fs::create_dir(&dir)?;
+            // The v1 files were opened with the cgroup (a spare's, in the background): only
+            // the new directory's are opened here.
+            open_v2(&mut self.join, &dir)?;
             self.dirs.push(dir.clone());
             self.v2 = Some(dir);
-            return self.opened();
         }
         Ok(self)
     }
@@ -192,9 +194,7 @@ impl RunCgroup {
         let mut join = CgroupJoin::default();
         for dir in &self.dirs {
             if self.v2.as_ref() == Some(dir) {
-                // A directory opened for reading: `CLONE_INTO_CGROUP` takes no O_PATH one.
-                join.v2_dir = Some(std::fs::File::open(dir).map(OwnedFd::from)?);
-                join.v2_procs = Some(open_for_write(&dir.join("cgroup.procs"))?);
+                open_v2(&mut join, dir)?;
             } else {
                 join.v1_tasks.push(open_for_write(&dir.join("tasks"))?);
             }
@@ -306,6 +306,14 @@ impl Drop for RunCgroup {
 /// `cpu.max` quota in microseconds per period for `millicores`.
 fn cpu_quota(millicores: u32) -> u64 {
     (u64::from(millicores) * CPU_PERIOD_US / 1000).max(1000)
+}
+
+/// Opens what a child joins the v2 cgroup `dir` with: the directory (read-only, since
+/// `CLONE_INTO_CGROUP` takes no O_PATH descriptor) and its `cgroup.procs` for the fallback.
+fn open_v2(join: &mut CgroupJoin, dir: &Path) -> io::Result<()> {
+    join.v2_dir = Some(std::fs::File::open(dir).map(OwnedFd::from)?);
+    join.v2_procs = Some(open_for_write(&dir.join("cgroup.procs"))?);
+    Ok(())
 }
 
 /// `file` opened write-only (and close-on-exec, as `std` opens every file).
