@@ -11,8 +11,11 @@
 mod hierarchy;
 mod spares;
 
+use std::fs::File;
 use std::io;
+use std::io::Write;
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -32,6 +35,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 const REMOVE_ATTEMPTS: u32 = 200;
 const REMOVE_BACKOFF: Duration = Duration::from_millis(5);
 
+/// Largest charge a released cgroup may still hold and be used again (see
+/// [`RunCgroup::rearm`]).
+const REUSE_MAX_CHARGE: u64 = 8 << 20;
+
 /// `cpu.max` / `cpu.cfs_period_us`: the bandwidth period.
 const CPU_PERIOD_US: u64 = 100_000;
 
@@ -50,6 +57,13 @@ pub(crate) struct RunCgroup {
     removed: bool,
     /// What the child joins with, opened when the directories were made (taken by the spawn).
     join: CgroupJoin,
+    /// The files [`RunCgroup::stats`] reads, opened with the directories.
+    counters: Counters,
+    /// The counters as they stood when this run took the cgroup (zero for a new one): a
+    /// cgroup used again reports only what its current run added.
+    base: Base,
+    /// The v2 kill directory [`RunCgroup::with_kill_dir`] added for this run only.
+    kill_only: Option<PathBuf>,
     /// The runs' parent, kept until this cgroup is gone: a runner dropped while its last run
     /// is still being removed must not try to remove the parent first (and leave it behind).
     parent: Option<std::sync::Arc<Spares>>,
@@ -72,6 +86,20 @@ pub(crate) struct CgroupStats {
     pub throttled: Option<Duration>,
 }
 
+/// The counters of a cgroup when its current run took it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Base {
+    counts: CgroupStats,
+    /// The memory charged to it then; its peak watermark starts from here.
+    memory_bytes: u64,
+}
+
+/// Why a released cgroup is removed rather than used again (never reported: the next run
+/// makes a fresh one).
+fn no_reuse() -> io::Error {
+    io::Error::other("the cgroup cannot be used again")
+}
+
 fn fresh_name() -> String {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     format!("toolgate-run-{}-{id}", std::process::id())
@@ -91,6 +119,9 @@ impl RunCgroup {
             cpu: None,
             removed: false,
             join: CgroupJoin::default(),
+            counters: Counters::default(),
+            base: Base::default(),
+            kill_only: None,
             parent: None,
             taken_with: None,
         }
@@ -108,6 +139,9 @@ impl RunCgroup {
             cpu: None,
             removed: false,
             join: CgroupJoin::default(),
+            counters: Counters::default(),
+            base: Base::default(),
+            kill_only: None,
             parent: None,
             taken_with: None,
         };
@@ -170,7 +204,8 @@ impl RunCgroup {
             // the new directory's are opened here.
             open_v2(&mut self.join, &dir)?;
             self.dirs.push(dir.clone());
-            self.v2 = Some(dir);
+            self.v2 = Some(dir.clone());
+            self.kill_only = Some(dir);
         }
         Ok(self)
     }
@@ -191,6 +226,12 @@ impl RunCgroup {
     /// does no path lookup; the descriptors are close-on-exec and the child's descriptor sweep
     /// covers them too, so a run never holds one.
     fn opened(mut self) -> io::Result<Self> {
+        self.open_join()?;
+        self.counters = Counters::open(&self)?;
+        Ok(self)
+    }
+
+    fn open_join(&mut self) -> io::Result<()> {
         let mut join = CgroupJoin::default();
         for dir in &self.dirs {
             if self.v2.as_ref() == Some(dir) {
@@ -200,7 +241,7 @@ impl RunCgroup {
             }
         }
         self.join = join;
-        Ok(self)
+        Ok(())
     }
 
     /// The descriptors the child joins with; this cgroup keeps none (a cgroup is joined once).
@@ -245,30 +286,142 @@ impl RunCgroup {
         }
     }
 
-    /// What the kernel counted; read before the cgroups are removed.
+    /// What the kernel counted for the current run; read before the cgroups are released.
     pub(crate) fn stats(&self) -> CgroupStats {
-        let mut s = CgroupStats::default();
-        if let Some(m) = &self.memory {
-            if self.v2.as_ref() == Some(m) {
-                s.oom_kills = keyed(m, "memory.events", "oom_kill").unwrap_or(0);
-                s.peak_memory_bytes = read_u64(&m.join("memory.peak"));
+        let now = self.counts();
+        let b = &self.base;
+        let since = |now: Option<Duration>, then: Duration| now.map(|n| n.saturating_sub(then));
+        CgroupStats {
+            oom_kills: now.oom_kills.saturating_sub(b.counts.oom_kills),
+            // The watermark was reset to the charge the cgroup held when the run took it.
+            peak_memory_bytes: now
+                .peak_memory_bytes
+                .map(|p| p.saturating_sub(b.memory_bytes)),
+            pids_refused: now.pids_refused.saturating_sub(b.counts.pids_refused),
+            cpu_time: since(now.cpu_time, b.counts.cpu_time.unwrap_or_default()),
+            throttled: since(now.throttled, b.counts.throttled.unwrap_or_default()),
+        }
+    }
+
+    /// The cumulative counters as the kernel has them now.
+    fn counts(&self) -> CgroupStats {
+        let c = &self.counters;
+        let mut buf = [0u8; 2048];
+        let mut read =
+            |file: &Option<File>, key: &str| file.as_ref().and_then(|f| keyed(f, &mut buf, key));
+        // `oom_kill` in v2's memory.events and in v1's memory.oom_control alike.
+        let oom_kills = read(&c.oom, "oom_kill").unwrap_or(0);
+        let pids_refused = read(&c.pids, "max").unwrap_or(0);
+        let (cpu_time, throttled) = if self.v2.is_some() && self.v2 == self.cpu {
+            (
+                read(&c.cpu, "usage_usec").map(Duration::from_micros),
+                read(&c.cpu, "throttled_usec").map(Duration::from_micros),
+            )
+        } else {
+            (
+                None,
+                read(&c.cpu, "throttled_time").map(Duration::from_nanos),
+            )
+        };
+        CgroupStats {
+            oom_kills,
+            peak_memory_bytes: c.peak.as_ref().and_then(|f| number(f, &mut buf)),
+            pids_refused,
+            cpu_time,
+            throttled,
+        }
+    }
+
+    /// Ends the run's hold on its cgroups: kills what is left and, once the kernel has
+    /// emptied them, gives them back to the runs' spares for a later run with the same
+    /// limits (see [`RunCgroup::rearm`]), or removes them when they cannot be used again.
+    pub(crate) async fn release(mut self) {
+        let Some((spares, limits)) = self.parent.clone().zip(self.taken_with) else {
+            return self.remove().await;
+        };
+        let mut empty = false;
+        for _ in 0..REMOVE_ATTEMPTS {
+            self.kill();
+            if self.is_empty() {
+                empty = true;
+                break;
+            }
+            // Killed processes are still exiting.
+            tokio::time::sleep(REMOVE_BACKOFF).await;
+        }
+        if let Some(kill) = self.kill_only.take() {
+            // This run's own: the next run that needs one gets its own.
+            if std::fs::remove_dir(&kill).is_ok() {
+                self.dirs.retain(|d| *d != kill);
+                self.v2 = None;
             } else {
-                s.oom_kills = keyed(m, "memory.oom_control", "oom_kill").unwrap_or(0);
-                s.peak_memory_bytes = read_u64(&m.join("memory.max_usage_in_bytes"));
+                empty = false;
             }
         }
-        if let Some(p) = &self.pids {
-            s.pids_refused = keyed(p, "pids.events", "max").unwrap_or(0);
+        if empty && self.rearm(&limits).is_ok() {
+            spares.put_back(limits, self);
+        } else {
+            self.remove().await;
         }
-        if let Some(c) = &self.cpu {
-            if self.v2.as_ref() == Some(c) {
-                s.cpu_time = keyed(c, "cpu.stat", "usage_usec").map(Duration::from_micros);
-                s.throttled = keyed(c, "cpu.stat", "throttled_usec").map(Duration::from_micros);
+    }
+
+    /// Whether no process is left in any of the cgroups, exited or not: every `cgroup.procs`
+    /// is empty and `pids.current` (which still counts a process not yet reaped) is 0.
+    fn is_empty(&self) -> bool {
+        let procs_empty = self.dirs.iter().all(|d| {
+            std::fs::read_to_string(d.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
+        });
+        procs_empty
+            && self
+                .pids
+                .as_ref()
+                .is_some_and(|p| read_u64(&p.join("pids.current")) == Some(0))
+    }
+
+    /// Makes an emptied cgroup ready for the next run, as if new:
+    /// - only when it holds at most [`REUSE_MAX_CHARGE`] (page cache the run read in stays
+    ///   charged to it), so a later run's memory is its own and not a predecessor's cache;
+    /// - the peak-memory watermark is reset (v1: `memory.max_usage_in_bytes`; v2: through the
+    ///   `memory.peak` descriptor the stats are read with, Linux 6.12 and later; an older
+    ///   kernel cannot, and its cgroups are not used again);
+    /// - the CPU quota is written again, which refills the period's bandwidth a busy run used
+    ///   up (the next run would otherwise start throttled);
+    /// - the cumulative counters (OOM kills, refused forks, CPU time, throttling) are noted as
+    ///   the next run's base, and the join files are opened again.
+    fn rearm(&mut self, limits: &ResourceLimits) -> io::Result<()> {
+        let memory = self.memory.clone().ok_or_else(no_reuse)?;
+        let v2 = self.v2.as_ref() == Some(&memory);
+        let usage_file = if v2 {
+            "memory.current"
+        } else {
+            "memory.usage_in_bytes"
+        };
+        let charge = read_u64(&memory.join(usage_file)).ok_or_else(no_reuse)?;
+        if charge > REUSE_MAX_CHARGE {
+            return Err(no_reuse());
+        }
+        if v2 {
+            let mut peak: &File = self.counters.peak.as_ref().ok_or_else(no_reuse)?;
+            if !self.counters.peak_resettable {
+                return Err(no_reuse());
+            }
+            peak.write_all(b"reset")?;
+        } else {
+            write(&memory, "memory.max_usage_in_bytes", 0)?;
+        }
+        if let Some(cpu) = &self.cpu {
+            let quota = cpu_quota(limits.cpu_millicores);
+            if self.v2.as_ref() == Some(cpu) {
+                std::fs::write(cpu.join("cpu.max"), format!("{quota} {CPU_PERIOD_US}"))?;
             } else {
-                s.throttled = keyed(c, "cpu.stat", "throttled_time").map(Duration::from_nanos);
+                write(cpu, "cpu.cfs_quota_us", quota)?;
             }
         }
-        s
+        self.base = Base {
+            counts: self.counts(),
+            memory_bytes: read_u64(&memory.join(usage_file)).unwrap_or(charge),
+        };
+        self.open_join()
     }
 
     /// Kills what is left and removes the directories once the kernel has emptied them.
@@ -337,13 +490,105 @@ fn write_if_present(dir: &Path, file: &str, value: impl std::fmt::Display) -> io
     }
 }
 
+/// The counter files of a run's cgroups, opened read-only when the directories are made (on
+/// the spares' background thread), so the end of a run reads them with one `pread` each
+/// instead of a path lookup, an open and a close per file. `None`: the file does not exist on
+/// this kernel (v2's `memory.peak` before 5.19) or the controller is not limited.
+#[derive(Debug, Default)]
+struct Counters {
+    /// v2 `memory.events`, v1 `memory.oom_control`.
+    oom: Option<File>,
+    /// v2 `memory.peak`, v1 `memory.max_usage_in_bytes`.
+    peak: Option<File>,
+    /// `pids.events`.
+    pids: Option<File>,
+    /// `cpu.stat`.
+    cpu: Option<File>,
+    /// `peak` is open for writing too, which resets the watermark seen through it (v2 on
+    /// Linux 6.12 and later; v1 resets through its own file).
+    peak_resettable: bool,
+}
+
+impl Counters {
+    fn open(cg: &RunCgroup) -> io::Result<Self> {
+        let mut c = Counters::default();
+        if let Some(m) = &cg.memory {
+            let (oom, peak) = if cg.v2.as_ref() == Some(m) {
+                ("memory.events", "memory.peak")
+            } else {
+                ("memory.oom_control", "memory.max_usage_in_bytes")
+            };
+            c.oom = open_if_present(&m.join(oom))?;
+            let peak = m.join(peak);
+            // v2's watermark resets per descriptor: the one it is read through must be the
+            // one written. Before 6.12 the file is read-only.
+            let rw = cg.v2.as_ref() == Some(m);
+            match rw.then(|| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&peak)
+            }) {
+                Some(Ok(f)) => {
+                    c.peak = Some(f);
+                    c.peak_resettable = true;
+                }
+                _ => c.peak = open_if_present(&peak)?,
+            }
+        }
+        if let Some(p) = &cg.pids {
+            c.pids = open_if_present(&p.join("pids.events"))?;
+        }
+        if let Some(d) = &cg.cpu {
+            c.cpu = open_if_present(&d.join("cpu.stat"))?;
+        }
+        Ok(c)
+    }
+}
+
+fn open_if_present(file: &Path) -> io::Result<Option<File>> {
+    match File::open(file) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("open {}: {e}", file.display()),
+        )),
+    }
+}
+
+/// The whole of a counter file, read from its start: a cgroup file regenerates its text at
+/// offset 0, so the same descriptor serves every read. Its reads fill the buffer as far as
+/// the text goes, so a short read is the end and one `pread` is the usual cost.
+fn contents<'b>(file: &File, buf: &'b mut [u8]) -> Option<&'b str> {
+    let mut len = 0;
+    while len < buf.len() {
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if len < buf.len() {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    std::str::from_utf8(&buf[..len]).ok()
+}
+
 fn read_u64(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// The value of `key` in a flat-keyed file (`oom_kill 3`).
-fn keyed(dir: &Path, file: &str, key: &str) -> Option<u64> {
-    parse_keyed(&std::fs::read_to_string(dir.join(file)).ok()?, key)
+fn number(file: &File, buf: &mut [u8]) -> Option<u64> {
+    contents(file, buf)?.trim().parse().ok()
+}
+
+/// The value of `key` in a flat-keyed counter file (`oom_kill 3`).
+fn keyed(file: &File, buf: &mut [u8], key: &str) -> Option<u64> {
+    parse_keyed(contents(file, buf)?, key)
 }
 
 fn parse_keyed(text: &str, key: &str) -> Option<u64> {

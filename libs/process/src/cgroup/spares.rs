@@ -2,9 +2,12 @@
 //!
 //! Making a cgroup is the expensive part of a run's limits: the kernel allocates and
 //! initialises each controller's state at `mkdir` (on v1 once per hierarchy), several hundred
-//! microseconds on the path from request to `Started`. So a run takes a cgroup made in the
-//! background, and taking one schedules the next. A spare is never reused: every run gets a
-//! cgroup no process has been in, so its peak memory, OOM kills and throttling are its own.
+//! microseconds on the path from request to `Started`, and takes as long again to tear it down
+//! at `rmdir`. So a run takes a cgroup that is ready: one an earlier run with the same limits
+//! released, emptied and rearmed ([`RunCgroup::release`]: no process left, little memory still
+//! charged, counters rebased so the run's peak memory, OOM kills and throttling are its own),
+//! else one made in the background; only when neither is ready does the next run's spare get
+//! made.
 
 use std::collections::VecDeque;
 use std::io;
@@ -44,13 +47,16 @@ impl Spares {
         &self.hierarchy
     }
 
-    /// A fresh cgroup with `limits`: a spare when one is ready, else made now. Either way
-    /// one more is made in the background (on the current runtime's blocking threads) for
-    /// the next run when the taker calls [`RunCgroup::replenish`], once its child is cloned.
+    /// A cgroup with `limits` and no process in it: a spare when one is ready, else made now.
+    /// When that was the last spare with these limits, one more is made in the background
+    /// (on the current runtime's blocking threads) for the next run when the taker calls
+    /// [`RunCgroup::replenish`], once its child is cloned.
     pub(crate) fn take(self: &Arc<Self>, limits: &ResourceLimits) -> io::Result<RunCgroup> {
         let spare = {
             let mut ready = self.lock();
-            let at = ready.cgroups.iter().position(|(l, _)| l == limits);
+            // The newest: one a run just released (its kernel state still in cache) before
+            // one made ahead.
+            let at = ready.cgroups.iter().rposition(|(l, _)| l == limits);
             at.and_then(|i| ready.cgroups.remove(i)).map(|(_, cg)| cg)
         };
         let mut cgroup = match spare {
@@ -72,13 +78,30 @@ impl Spares {
             .count()
     }
 
+    /// Gives a released, rearmed cgroup back for the next run with `limits`; beyond the
+    /// capacity the oldest spare is removed.
+    pub(super) fn put_back(&self, limits: ResourceLimits, mut cgroup: RunCgroup) {
+        // A spare holds no handle on its parent (that would keep both alive for good); taking
+        // it sets one again.
+        cgroup.parent = None;
+        cgroup.taken_with = None;
+        let evicted = {
+            let mut ready = self.lock();
+            ready.cgroups.push_back((limits, cgroup));
+            let excess = ready.cgroups.len().saturating_sub(CAPACITY);
+            ready.cgroups.drain(..excess).collect::<Vec<_>>()
+        };
+        // Removed outside the lock.
+        drop(evicted);
+    }
+
     pub(super) fn make_one(self: &Arc<Self>, limits: ResourceLimits) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
         {
             let mut ready = self.lock();
-            if ready.making >= CAPACITY {
+            if ready.making >= CAPACITY || ready.cgroups.iter().any(|(l, _)| *l == limits) {
                 return;
             }
             ready.making += 1;
@@ -109,55 +132,146 @@ impl Spares {
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
     use super::*;
     use crate::cgroup::Budget;
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_taken_spare_is_replaced_and_never_reused() {
-        let limits = ResourceLimits {
-            memory_bytes: 64 << 20,
-            pids: 64,
+    /// Runs `script` (sh) inside `cg`'s cgroups: the shell is moved in before it reads the
+    /// line that lets it go on, so everything it does is counted there.
+    fn run_inside(cg: &RunCgroup, script: &str) {
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", &format!("read go; {script}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn sh");
+        for dir in &cg.dirs {
+            std::fs::write(dir.join("cgroup.procs"), child.id().to_string())
+                .unwrap_or_else(|e| panic!("join {}: {e}", dir.display()));
+        }
+        child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        child.wait().expect("wait sh");
+    }
+
+    /// Forks more children than `pids.max` allows, waits for those it got, touches 64 MiB.
+    const FORKS: &str = "
+import os, time
+kids = []
+for _ in range(12):
+    try:
+        pid = os.fork()
+    except BlockingIOError:
+        continue
+    if pid == 0:
+        time.sleep(0.2)
+        os._exit(0)
+    kids.append(pid)
+for k in kids:
+    os.waitpid(k, 0)
+b = bytearray(64 << 20)
+";
+
+    fn limits() -> ResourceLimits {
+        ResourceLimits {
+            memory_bytes: 256 << 20,
+            pids: 8,
             cpu_millicores: 500,
-        };
+        }
+    }
+
+    fn spares() -> Option<Arc<Spares>> {
         let budget = Budget {
             memory_bytes: Some(1 << 30),
             reserve_bytes: 0,
             pids: 4096,
         };
-        let Ok(hierarchy) = Hierarchy::delegate(&budget, &limits) else {
-            eprintln!("no delegated cgroup on this host; nothing to test");
-            return;
-        };
-        let spares = Spares::new(hierarchy);
-        let first = spares.take(&limits).expect("made on demand");
-        first.replenish();
-        let wait_for_spare = || async {
-            for _ in 0..400 {
-                if spares.ready_for(&limits) == 1 {
-                    return;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        match Hierarchy::delegate(&budget, &limits()) {
+            Ok(h) => Some(Spares::new(h)),
+            Err(e) => {
+                eprintln!("no delegated cgroup on this host ({e}); nothing to test");
+                None
             }
-            panic!("no spare was made");
-        };
-        wait_for_spare().await;
-        let second = spares.take(&limits).expect("a spare");
-        second.replenish();
-        assert_ne!(
-            first.dirs, second.dirs,
-            "a cgroup is never handed out twice"
+        }
+    }
+
+    async fn wait_for_spare(spares: &Spares, limits: &ResourceLimits) {
+        for _ in 0..400 {
+            if spares.ready_for(limits) >= 1 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("no spare was made");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_released_cgroup_is_used_again_with_its_counters_rebased() {
+        let Some(spares) = spares() else { return };
+        let limits = limits();
+        // The interpreter's files in the page cache already, charged to the test's own
+        // cgroup: what the runs below leave charged is only what they made.
+        Command::new("python3")
+            .args(["-c", "pass"])
+            .status()
+            .expect("python3");
+        let first = spares.take(&limits).expect("made on demand");
+        let dirs = first.dirs.clone();
+        // 64 MiB touched, and more forks than pids.max allows (every child it got is reaped
+        // before it exits).
+        run_inside(&first, &format!("python3 -c '{FORKS}'"));
+        let used = first.stats();
+        assert!(
+            used.peak_memory_bytes.unwrap_or(0) >= 64 << 20,
+            "peak of the first run: {used:?}"
         );
-        wait_for_spare().await;
-        // Other limits are not served from these spares.
-        let other = ResourceLimits { pids: 65, ..limits };
-        assert_eq!(spares.ready_for(&other), 0);
+        assert!(used.pids_refused > 0, "forks refused at pids.max: {used:?}");
+        first.release().await;
+        assert_eq!(spares.ready_for(&limits), 1, "given back, emptied");
+        // Other limits are not served from it.
+        let other = ResourceLimits { pids: 9, ..limits };
         let third = spares.take(&other).expect("made on demand");
-        third.replenish();
+        assert_ne!(third.dirs, dirs);
         let pids_max = std::fs::read_to_string(third.pids.as_ref().expect("pids").join("pids.max"))
             .expect("pids.max");
-        assert_eq!(pids_max.trim(), "65", "made with the limits asked for");
-        first.remove().await;
-        second.remove().await;
+        assert_eq!(pids_max.trim(), "9", "made with the limits asked for");
+
+        let again = spares.take(&limits).expect("the released one");
+        assert_eq!(again.dirs, dirs, "the same cgroup, used again");
+        let fresh = again.stats();
+        assert_eq!(fresh.oom_kills, 0, "{fresh:?}");
+        assert_eq!(fresh.pids_refused, 0, "{fresh:?}");
+        assert!(
+            fresh.peak_memory_bytes.unwrap_or(0) < 8 << 20,
+            "the first run's peak is not the second's: {fresh:?}"
+        );
+        // It is joined again, and counts again.
+        run_inside(&again, "python3 -c 'b = bytearray(32 << 20)'");
+        let second = again.stats();
+        let peak = second.peak_memory_bytes.unwrap_or(0);
+        assert!((32 << 20..64 << 20).contains(&peak), "{second:?}");
+
+        // A run that leaves much memory charged (page cache of a file it wrote) does not
+        // hand its cgroup on: the next run gets a fresh one.
+        let scratch = tempfile::tempdir().expect("tempdir");
+        let file = scratch.path().join("cache");
+        run_inside(
+            &again,
+            &format!("head -c 33554432 /dev/zero > {}", file.display()),
+        );
+        again.release().await;
+        assert_eq!(spares.ready_for(&limits), 0, "not given back");
+        assert!(!dirs[0].exists(), "{} removed", dirs[0].display());
+
+        // With no spare left, taking one has the next made in the background.
+        let next = spares.take(&limits).expect("made on demand");
+        assert_ne!(next.dirs, dirs);
+        next.replenish();
+        wait_for_spare(&spares, &limits).await;
+        next.remove().await;
         third.remove().await;
         // Dropping the last handle removes the spares, then their parent.
         let parent = match spares.hierarchy() {
@@ -168,7 +282,7 @@ mod tests {
             if spares.lock().making == 0 {
                 break;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         drop(spares);
         assert!(!parent.exists(), "{} left behind", parent.display());

@@ -408,7 +408,7 @@ impl Supervisor {
         }
         drop(self);
         if let Some(cgroup) = cgroup {
-            cgroup.remove().await;
+            cgroup.release().await;
         }
     }
 

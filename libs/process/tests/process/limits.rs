@@ -71,6 +71,15 @@ async fn a_run_allocating_2_gib_under_256_mib_is_oom_killed() {
         e.limit.unwrap().message(),
         "the run exceeded its 256 MiB memory limit and was killed by the kernel"
     );
+    // The next run may get the same cgroup back once it is emptied: the OOM kill and the
+    // peak are not its own.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let next = python(&runner, "print('fine')").await;
+    assert_eq!(next.stdout_str().trim(), "fine");
+    let e = &next.exited;
+    assert!(!e.usage.oom_killed, "{e:?}");
+    assert_eq!(e.limit, None);
+    assert!(e.usage.peak_memory_bytes < 64 << 20, "{e:?}");
 }
 
 #[tokio::test]
