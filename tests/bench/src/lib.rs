@@ -205,6 +205,30 @@ pub fn tokens(
     }
 }
 
+/// Whether the command line selects `section`: no argument runs every section.
+pub fn wanted(section: &str) -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    args.is_empty() || args.iter().any(|a| a == section)
+}
+
+/// CPU time this process and the children it has waited for have used so far, in clock
+/// ticks (`utime + stime + cutime + cstime` of `/proc/self/stat`; the kernel's work in every
+/// thread, exited or not, counts).
+pub fn cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+    // Fields 14 to 17, counted after the command name's closing parenthesis (field 2).
+    let after = &stat[stat.rfind(')').expect("a stat line") + 2..];
+    after
+        .split(' ')
+        .skip(11)
+        .take(4)
+        .map(|f| f.parse::<u64>().expect("a tick count"))
+        .sum()
+}
+
+/// The length of a clock tick (`USER_HZ`, 100 on every Linux ABI).
+pub const TICK: Duration = Duration::from_millis(10);
+
 /// Reads a sample count from `TOOLGATE_BENCH_SAMPLES`, else `default`.
 ///
 /// The environment is read, never written.

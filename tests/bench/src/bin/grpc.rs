@@ -33,7 +33,7 @@ use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use toolgate_bench::{
-    Goal, heading, interleave_async, print_side, report_ratio, runtime, sample_count,
+    Goal, heading, interleave_async, print_side, report_ratio, runtime, sample_count, wanted,
 };
 use toolgate_contracts::common::v1::{CallContext, ToolKind};
 use toolgate_contracts::executor::v1 as ex;
@@ -114,11 +114,6 @@ fn main() {
 }
 
 /// Whether the command line selects `section` (no arguments: every section).
-fn wanted(section: &str) -> bool {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    args.is_empty() || args.iter().any(|a| a == section)
-}
-
 fn agent_auth() -> AuthConfig {
     AuthConfig {
         tokens: vec![TokenEntry {

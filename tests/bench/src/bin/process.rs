@@ -10,17 +10,24 @@
 //!    and ≤ 2 × the bare spawn's p50.
 //!
 //!    1c. The sandboxed run with its per-run cgroup (memory, pids and cpu limits) vs the same
-//!    runner without one, interleaved. Goal: ≤ 150 µs added at p50.
+//!    runner without one, interleaved. Goal: ≤ 150 µs added at p50. Also the CPU time a run
+//!    costs with and without (blocks of runs per side), which a loaded machine moves less.
 //! 2. Throughput of `head -c 1G /dev/zero`: a raw 64 KiB pipe reader vs the event stream with a
 //!    cap above 1 GiB (every byte delivered live). Goal: ≥ 0.8.
 //! 3. Peak RSS (VmHWM) of a fresh copy of this program draining a 10 MiB flood vs a 10 GiB flood
 //!    under the default caps. Goal: ≤ 1.1.
+//!
+//! `cargo run --release -p toolgate-bench --bin process [run] [sandbox] [cgroup] [stream] [rss]`
+//! (no argument: every section); `TOOLGATE_BENCH_SAMPLES` sets the number of runs per side.
 
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
-use toolgate_bench::{Goal, Samples, heading, interleave, print_side, report_ratio, sample_count};
+use toolgate_bench::{
+    Goal, Samples, TICK, cpu_ticks, heading, interleave, print_side, report_ratio, sample_count,
+    wanted,
+};
 use toolgate_process::{Config, Event, RunRequest, RunSpec, Runner, Status};
 
 const RSS_CHILD: &str = "--rss-child";
@@ -251,6 +258,28 @@ fn cgroup_cost(rt: &tokio::runtime::Runtime, n: usize) {
         added * 1e6,
         limited.p50().as_secs_f64() / bare.p50().as_secs_f64()
     );
+    // What the cgroup costs in CPU, whatever the machine's load does to the latencies above:
+    // blocks of runs on each side (work a run leaves behind, its cgroup's release or the next
+    // spare, would land in the other side's samples if interleaved), alternated twice.
+    let (mut ticks_without, mut ticks_with) = (0, 0);
+    for _ in 0..2 {
+        for (runner, ticks) in [(&without, &mut ticks_without), (&with, &mut ticks_with)] {
+            let start = cpu_ticks();
+            for _ in 0..n {
+                one(runner);
+            }
+            // The last run's release, on the runtime's threads.
+            std::thread::sleep(Duration::from_millis(100));
+            *ticks += cpu_ticks() - start;
+        }
+    }
+    let per_run = |ticks: u64| TICK * u32::try_from(ticks).unwrap_or(u32::MAX) / (2 * n as u32);
+    println!(
+        "  CPU per run (this process and its runs, 2 blocks of {n} each): no cgroup {:.0} µs, per-run cgroup {:.0} µs; the cgroup costs {:.0} µs of CPU",
+        per_run(ticks_without).as_secs_f64() * 1e6,
+        per_run(ticks_with).as_secs_f64() * 1e6,
+        (per_run(ticks_with).as_secs_f64() - per_run(ticks_without).as_secs_f64()) * 1e6
+    );
     report_ratio(
         "cgroup_added_p50 (÷ 150 µs)",
         added / 150e-6,
@@ -303,7 +332,8 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    for (flavour, rt) in [("current-thread", &current), ("multi-thread(2)", &rt)] {
+    let flavours = [("current-thread", &current), ("multi-thread(2)", &rt)];
+    for (flavour, rt) in flavours.into_iter().filter(|_| wanted("run")) {
         heading(&format!(
             "Run([\"/bin/true\"]) vs raw spawn+wait with the same isolation, {flavour} runtime"
         ));
@@ -337,12 +367,25 @@ fn main() {
     }
 
     // 1b. The default sandbox profile against a bare spawn and against bubblewrap.
-    sandbox_vs_bwrap(&sandboxed, &rt, n);
+    if wanted("sandbox") {
+        sandbox_vs_bwrap(&sandboxed, &rt, n);
+    }
 
     // 1c. What the per-run cgroup adds to a sandboxed run.
-    cgroup_cost(&rt, n);
+    if wanted("cgroup") {
+        cgroup_cost(&rt, n);
+    }
 
-    // 2. Streaming throughput.
+    if wanted("stream") {
+        stream(&runner, &rt);
+    }
+    if wanted("rss") {
+        flood_rss();
+    }
+}
+
+/// Scenario 2: streaming throughput.
+fn stream(runner: &Runner, rt: &tokio::runtime::Runtime) {
     heading("head -c 1G /dev/zero: raw pipe read vs event stream");
     let size: u64 = 1 << 30;
     let rounds = sample_count(2000).clamp(3, 7);
@@ -393,8 +436,10 @@ fn main() {
         raw_t.p50().as_secs_f64() / ours_t.p50().as_secs_f64(),
         Goal::AtLeast(0.8),
     );
+}
 
-    // 3. Peak RSS under a flood, each measured in a fresh process.
+/// Scenario 3: peak RSS under a flood, each measured in a fresh process.
+fn flood_rss() {
     heading("peak RSS draining 10 MiB vs 10 GiB (default caps), fresh process each");
     let pairs = 3;
     let (mut small, mut big) = (Vec::new(), Vec::new());
