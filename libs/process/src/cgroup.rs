@@ -11,9 +11,8 @@
 mod hierarchy;
 mod spares;
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -55,7 +54,8 @@ pub(crate) struct RunCgroup {
     pids: Option<PathBuf>,
     cpu: Option<PathBuf>,
     removed: bool,
-    /// What the child joins with, opened when the directories were made (taken by the spawn).
+    /// What the child joins with, opened when the directories were made (the spawn gets
+    /// copies).
     join: CgroupJoin,
     /// The files [`RunCgroup::stats`] reads, opened with the directories.
     counters: Counters,
@@ -203,6 +203,7 @@ impl RunCgroup {
             // The v1 files were opened with the cgroup (a spare's, in the background): only
             // the new directory's are opened here.
             open_v2(&mut self.join, &dir)?;
+            self.counters.procs.push(Some(open_procs(&dir)?));
             self.dirs.push(dir.clone());
             self.v2 = Some(dir.clone());
             self.kill_only = Some(dir);
@@ -244,9 +245,20 @@ impl RunCgroup {
         Ok(())
     }
 
-    /// The descriptors the child joins with; this cgroup keeps none (a cgroup is joined once).
-    pub(crate) fn take_join(&mut self) -> CgroupJoin {
-        std::mem::take(&mut self.join)
+    /// Copies of the descriptors the child joins with (`dup`, close-on-exec): the cgroup keeps
+    /// its own, so a run that uses it again needs no path lookup either.
+    pub(crate) fn join(&self) -> io::Result<CgroupJoin> {
+        let dup = |fd: &OwnedFd| fd.try_clone();
+        Ok(CgroupJoin {
+            v1_tasks: self
+                .join
+                .v1_tasks
+                .iter()
+                .map(dup)
+                .collect::<io::Result<_>>()?,
+            v2_dir: self.join.v2_dir.as_ref().map(dup).transpose()?,
+            v2_procs: self.join.v2_procs.as_ref().map(dup).transpose()?,
+        })
     }
 
     /// Has the next run's spare made in the background. Called once the child has joined (the
@@ -258,12 +270,32 @@ impl RunCgroup {
         }
     }
 
+    /// The pids listed in the `cgroup.procs` of `dirs[at]`, read afresh.
+    ///
+    /// v1 lists members through a pid list the kernel builds at the first read after an
+    /// open and keeps for reads through the same descriptor (for about a second after the
+    /// last): a descriptor kept open would list processes that have gone and miss new ones.
+    /// So v1 opens the file for every read; v2 iterates the cgroup at every read from the
+    /// start, and its descriptor opened with the cgroup serves.
+    fn members(&self, at: usize) -> Option<String> {
+        match self.counters.procs.get(at)? {
+            Some(file) => {
+                let mut buf = vec![0u8; 64 << 10];
+                contents(file, &mut buf).map(str::to_owned)
+            }
+            None => std::fs::read_to_string(self.dirs.get(at)?.join("cgroup.procs")).ok(),
+        }
+    }
+
     /// Sends `signal` to every process currently in the cgroup.
     pub(crate) fn signal_all(&self, signal: Signal) {
-        let Some(dir) = self.v2.as_ref().or(self.dirs.first()) else {
-            return;
-        };
-        let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
+        // The v2 directory when there is one (the kill directory of a v1 run), else the first.
+        let at = self
+            .v2
+            .as_ref()
+            .and_then(|v2| self.dirs.iter().position(|d| d == v2))
+            .unwrap_or(0);
+        let Some(procs) = self.members(at) else {
             return;
         };
         for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
@@ -339,21 +371,27 @@ impl RunCgroup {
         let Some((spares, limits)) = self.parent.clone().zip(self.taken_with) else {
             return self.remove().await;
         };
+        // A sandboxed run's processes died with its PID namespace: usually empty already.
         let mut empty = false;
         for _ in 0..REMOVE_ATTEMPTS {
-            self.kill();
             if self.is_empty() {
                 empty = true;
                 break;
             }
+            self.kill();
             // Killed processes are still exiting.
             tokio::time::sleep(REMOVE_BACKOFF).await;
         }
         if let Some(kill) = self.kill_only.take() {
             // This run's own: the next run that needs one gets its own.
-            if std::fs::remove_dir(&kill).is_ok() {
-                self.dirs.retain(|d| *d != kill);
+            if let Some(at) = self.dirs.iter().position(|d| *d == kill)
+                && std::fs::remove_dir(&kill).is_ok()
+            {
+                self.dirs.remove(at);
+                self.counters.procs.remove(at);
                 self.v2 = None;
+                self.join.v2_dir = None;
+                self.join.v2_procs = None;
             } else {
                 empty = false;
             }
@@ -368,14 +406,13 @@ impl RunCgroup {
     /// Whether no process is left in any of the cgroups, exited or not: every `cgroup.procs`
     /// is empty and `pids.current` (which still counts a process not yet reaped) is 0.
     fn is_empty(&self) -> bool {
-        let procs_empty = self.dirs.iter().all(|d| {
-            std::fs::read_to_string(d.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty())
-        });
-        procs_empty
-            && self
-                .pids
-                .as_ref()
-                .is_some_and(|p| read_u64(&p.join("pids.current")) == Some(0))
+        let mut buf = [0u8; 64];
+        // The counter first: it is one pread, and it is what a live run fails on.
+        self.counters
+            .pids_current
+            .as_ref()
+            .is_some_and(|f| number(f, &mut buf) == Some(0))
+            && (0..self.dirs.len()).all(|at| self.members(at).is_some_and(|t| t.trim().is_empty()))
     }
 
     /// Makes an emptied cgroup ready for the next run, as if new:
@@ -387,41 +424,34 @@ impl RunCgroup {
     /// - the CPU quota is written again, which refills the period's bandwidth a busy run used
     ///   up (the next run would otherwise start throttled);
     /// - the cumulative counters (OOM kills, refused forks, CPU time, throttling) are noted as
-    ///   the next run's base, and the join files are opened again.
+    ///   the next run's base.
+    ///
+    /// Every file is one opened with the cgroup: a few `pread`s and `pwrite`s, no lookup.
     fn rearm(&mut self, limits: &ResourceLimits) -> io::Result<()> {
-        let memory = self.memory.clone().ok_or_else(no_reuse)?;
-        let v2 = self.v2.as_ref() == Some(&memory);
-        let usage_file = if v2 {
-            "memory.current"
-        } else {
-            "memory.usage_in_bytes"
-        };
-        let charge = read_u64(&memory.join(usage_file)).ok_or_else(no_reuse)?;
-        if charge > REUSE_MAX_CHARGE {
+        let c = &self.counters;
+        let mut buf = [0u8; 64];
+        let usage = c.usage.as_ref().ok_or_else(no_reuse)?;
+        let charge = number(usage, &mut buf).ok_or_else(no_reuse)?;
+        if charge > REUSE_MAX_CHARGE || !c.peak_resettable {
             return Err(no_reuse());
         }
-        if v2 {
-            let mut peak: &File = self.counters.peak.as_ref().ok_or_else(no_reuse)?;
-            if !self.counters.peak_resettable {
-                return Err(no_reuse());
-            }
-            peak.write_all(b"reset")?;
-        } else {
-            write(&memory, "memory.max_usage_in_bytes", 0)?;
-        }
-        if let Some(cpu) = &self.cpu {
-            let quota = cpu_quota(limits.cpu_millicores);
-            if self.v2.as_ref() == Some(cpu) {
-                std::fs::write(cpu.join("cpu.max"), format!("{quota} {CPU_PERIOD_US}"))?;
+        let peak = c.peak.as_ref().ok_or_else(no_reuse)?;
+        // v1 resets to the current usage on "0"; v2 on any text, for this descriptor.
+        peak.write_at(b"0", 0)?;
+        if let Some(quota) = &c.quota {
+            let q = cpu_quota(limits.cpu_millicores);
+            let text = if self.v2.is_some() && self.v2 == self.cpu {
+                format!("{q} {CPU_PERIOD_US}")
             } else {
-                write(cpu, "cpu.cfs_quota_us", quota)?;
-            }
+                q.to_string()
+            };
+            quota.write_at(text.as_bytes(), 0)?;
         }
         self.base = Base {
             counts: self.counts(),
-            memory_bytes: read_u64(&memory.join(usage_file)).unwrap_or(charge),
+            memory_bytes: number(usage, &mut buf).unwrap_or(charge),
         };
-        self.open_join()
+        Ok(())
     }
 
     /// Kills what is left and removes the directories once the kernel has emptied them.
@@ -504,46 +534,75 @@ struct Counters {
     pids: Option<File>,
     /// `cpu.stat`.
     cpu: Option<File>,
-    /// `peak` is open for writing too, which resets the watermark seen through it (v2 on
-    /// Linux 6.12 and later; v1 resets through its own file).
+    /// `peak` is open for writing too, which resets the watermark (v1 always; v2 on Linux
+    /// 6.12 and later, for reads through this descriptor).
     peak_resettable: bool,
+    /// v2 `memory.current`, v1 `memory.usage_in_bytes`.
+    usage: Option<File>,
+    /// `pids.current` (it counts a process until it is reaped).
+    pids_current: Option<File>,
+    /// Each directory's `cgroup.procs`, in the order of `dirs`: v2's opened here, v1's
+    /// `None` (see [`RunCgroup::members`]).
+    procs: Vec<Option<File>>,
+    /// v2 `cpu.max`, v1 `cpu.cfs_quota_us`, open for writing.
+    quota: Option<File>,
 }
 
 impl Counters {
     fn open(cg: &RunCgroup) -> io::Result<Self> {
         let mut c = Counters::default();
         if let Some(m) = &cg.memory {
-            let (oom, peak) = if cg.v2.as_ref() == Some(m) {
-                ("memory.events", "memory.peak")
+            let v2 = cg.v2.as_ref() == Some(m);
+            let (oom, peak, usage) = if v2 {
+                ("memory.events", "memory.peak", "memory.current")
             } else {
-                ("memory.oom_control", "memory.max_usage_in_bytes")
+                (
+                    "memory.oom_control",
+                    "memory.max_usage_in_bytes",
+                    "memory.usage_in_bytes",
+                )
             };
             c.oom = open_if_present(&m.join(oom))?;
-            let peak = m.join(peak);
+            c.usage = open_if_present(&m.join(usage))?;
             // v2's watermark resets per descriptor: the one it is read through must be the
-            // one written. Before 6.12 the file is read-only.
-            let rw = cg.v2.as_ref() == Some(m);
-            match rw.then(|| {
-                std::fs::OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .open(&peak)
-            }) {
-                Some(Ok(f)) => {
+            // one written. Before 6.12 that file is read-only, and opening it so fails.
+            let peak = m.join(peak);
+            match OpenOptions::new().read(true).write(true).open(&peak) {
+                Ok(f) => {
                     c.peak = Some(f);
                     c.peak_resettable = true;
                 }
-                _ => c.peak = open_if_present(&peak)?,
+                Err(_) => c.peak = open_if_present(&peak)?,
             }
         }
         if let Some(p) = &cg.pids {
             c.pids = open_if_present(&p.join("pids.events"))?;
+            c.pids_current = open_if_present(&p.join("pids.current"))?;
         }
         if let Some(d) = &cg.cpu {
             c.cpu = open_if_present(&d.join("cpu.stat"))?;
+            let quota = if cg.v2.as_ref() == Some(d) {
+                "cpu.max"
+            } else {
+                "cpu.cfs_quota_us"
+            };
+            c.quota = Some(open_for_write(&d.join(quota)).map(File::from)?);
+        }
+        for dir in &cg.dirs {
+            c.procs.push(if cg.v2.as_ref() == Some(dir) {
+                Some(open_procs(dir)?)
+            } else {
+                None
+            });
         }
         Ok(c)
     }
+}
+
+fn open_procs(dir: &Path) -> io::Result<File> {
+    let procs = dir.join("cgroup.procs");
+    File::open(&procs)
+        .map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", procs.display())))
 }
 
 fn open_if_present(file: &Path) -> io::Result<Option<File>> {
@@ -576,10 +635,6 @@ fn contents<'b>(file: &File, buf: &'b mut [u8]) -> Option<&'b str> {
         }
     }
     std::str::from_utf8(&buf[..len]).ok()
-}
-
-fn read_u64(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
 fn number(file: &File, buf: &mut [u8]) -> Option<u64> {

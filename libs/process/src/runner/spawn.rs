@@ -303,7 +303,7 @@ impl Inner {
                     .ok()?;
                     Some((target, options))
                 }),
-            cgroups: cgroup.map(RunCgroup::take_join).unwrap_or_default(),
+            cgroups: cgroup.map(|c| c.join()).transpose()?.unwrap_or_default(),
             sandbox,
             state: None,
         };

@@ -346,11 +346,11 @@ mod tests {
 
     #[test]
     fn a_child_is_born_in_its_cgroup_v2() {
-        let Some((mut cgroup, mount)) = v2_cgroup() else {
+        let Some((cgroup, mount)) = v2_cgroup() else {
             eprintln!("no writable cgroup v2 here; nothing to test");
             return;
         };
-        let mut join = cgroup.take_join();
+        let mut join = cgroup.join().expect("copies of the join descriptors");
         let dir = join.v2_dir.as_ref().expect("a v2 directory").as_raw_fd();
         let dir = std::fs::read_link(format!("/proc/self/fd/{dir}")).expect("its path");
         let expected = Path::new("/").join(dir.strip_prefix(&mount).expect("under the mount"));
