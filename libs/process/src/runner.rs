@@ -140,6 +140,26 @@ fn unavailable(profile: String, why: Unavailable) -> Error {
     }
 }
 
+/// Raises this process's soft limit of open files to its hard limit. Every run holds pipes,
+/// a pidfd and its cgroup's join and counter files (about ten on v1), so a soft limit of
+/// 1 024, a common default, would refuse runs with `EMFILE` well below
+/// `max_concurrent_runs`. Runs are unaffected: each gets its own `rlimits.nofile`.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let Some(hard) = limit.maximum
+        && limit.current.is_some_and(|soft| soft < hard)
+    {
+        let raised = Rlimit {
+            current: Some(hard),
+            maximum: Some(hard),
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!(error = %e, "cannot raise the open files limit");
+        }
+    }
+}
+
 fn setup_err(what: &'static str) -> impl FnOnce(io::Error) -> Error {
     move |source| Error::Setup { what, source }
 }
@@ -382,6 +402,7 @@ impl Runner {
     /// Validates `config`, probes the host once and decides the isolation every run gets.
     pub fn new(config: Config) -> Result<Runner, Error> {
         config.validate()?;
+        raise_open_files_limit();
         let bash = find_on_path(&config.path, "bash").ok_or_else(|| Error::NoBash {
             path: config.path.clone(),
         })?;
@@ -924,5 +945,25 @@ impl Drop for BaselineChild {
             signal_all(self.pid, Signal::KILL);
             let _ = sys::wait4(self.pid, true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+
+    #[test]
+    fn the_open_files_limit_is_raised_to_the_hard_limit() {
+        let Some(hard) = getrlimit(Resource::Nofile).maximum else {
+            return;
+        };
+        // One below: harmless to the tests running beside this one.
+        let lowered = Rlimit {
+            current: Some(hard - 1),
+            maximum: Some(hard),
+        };
+        setrlimit(Resource::Nofile, lowered).expect("lower the soft limit");
+        super::raise_open_files_limit();
+        assert_eq!(getrlimit(Resource::Nofile).current, Some(hard));
     }
 }
