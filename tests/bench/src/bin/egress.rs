@@ -10,7 +10,11 @@
 //! (so the sandbox's start-up is not counted, only the connection):
 //! - throughput: `curl https://allowed.test/bytes/<64 MiB>` inside a sandboxed `network` run
 //!   (its bytes cross the gate) vs the same curl run directly in the namespace, interleaved;
-//!   `speed_download` compared;
+//!   `speed_download` compared. Each download's CPU time is also printed per party: curl (its
+//!   shell's `times`), the HTTPS server (the fake internet's Python process) and this process's
+//!   `server` runtime, which runs the executor, and with it the gate's relay, and the policy
+//!   service. On a 2-core machine that other work keeps busy, the throughput ratio follows the
+//!   ratio of these totals, so they say where a gap comes from;
 //! - setup: after one warm-up connection that decides the name, a batch of small GETs in one
 //!   run vs the same batch directly; `time_starttransfer` (resolve + connect + TLS handshake +
 //!   first byte) compared at p50.
@@ -39,6 +43,10 @@ use toolgate_runtime::auth::{Bearer, Role};
 
 /// Set (to the fake internet's directory) in the copy of this program that runs inside it.
 const INSIDE: &str = "TOOLGATE_BENCH_EGRESS_DIR";
+/// Set (to the fake internet's server process id) in the same copy.
+const SERVERS_PID: &str = "TOOLGATE_BENCH_EGRESS_SERVERS_PID";
+/// `/proc/<pid>/stat`'s clock ticks per second (`USER_HZ`, 100 on every Linux target).
+const USER_HZ: f64 = 100.0;
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 const EXECUTOR_TOKEN: &str = "bench-executor-token-0123456789abcdef";
 const APPROVER_TOKEN: &str = "bench-approver-token-0123456789abcdef";
@@ -69,6 +77,12 @@ fn main() {
                 .command(exe)
                 .args(std::env::args_os().skip(1))
                 .env(INSIDE, inet.dir())
+                .env(
+                    SERVERS_PID,
+                    inet.servers_pid()
+                        .expect("the fake internet's servers")
+                        .to_string(),
+                )
                 .status()
                 .expect("run the benchmark inside the fake internet");
             drop(inet);
@@ -144,36 +158,150 @@ fn inside(dir: &Path) {
     drop(server_rt);
 }
 
-/// HTTPS download throughput, gate vs direct.
+/// HTTPS download throughput, gate vs direct, and the CPU time each download cost.
 async fn throughput(gate: &mut Gate, ca: &str, n: usize) {
     heading(&format!(
         "HTTPS download of {} MiB: through the gate vs direct",
         DOWNLOAD_BYTES >> 20
     ));
+    // `times`' second line is the shell's children: curl's user and system time.
     let script = format!(
-        "curl -sS -o /dev/null --cacert {ca} -w '%{{speed_download}}\\n' https://allowed.test/bytes/{DOWNLOAD_BYTES}"
+        "curl -sS -o /dev/null --cacert {ca} -w '%{{speed_download}}\\n' https://allowed.test/bytes/{DOWNLOAD_BYTES}; times"
     );
-    let (mut direct, mut gated) = (Vec::new(), Vec::new());
+    let servers: u32 = std::env::var(SERVERS_PID)
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .expect("the servers' process id");
+    let (mut direct, mut gated) = (Side::default(), Side::default());
     // One warm-up each: the gate decides the name, the server warms up.
     let _ = (sh(&script), gate.run(&script).await);
     for i in 0..n {
-        let pair = if i % 2 == 0 {
-            let d = sh(&script);
-            (d, gate.run(&script).await)
+        if i % 2 == 0 {
+            direct
+                .download(servers, || std::future::ready(sh(&script)))
+                .await;
+            gated.download(servers, || gate.run(&script)).await;
         } else {
-            let g = gate.run(&script).await;
-            (sh(&script), g)
-        };
-        direct.extend(numbers(&pair.0));
-        gated.extend(numbers(&pair.1));
+            gated.download(servers, || gate.run(&script)).await;
+            direct
+                .download(servers, || std::future::ready(sh(&script)))
+                .await;
+        }
     }
-    let (d, g) = (median(direct), median(gated));
+    let (d, g) = (median(direct.speeds), median(gated.speeds));
     println!(
         "  direct  n={n:<4} p50={:>8.1} MiB/s\n  gate    n={n:<4} p50={:>8.1} MiB/s",
         d / f64::from(1 << 20),
         g / f64::from(1 << 20)
     );
+    println!("  CPU per download (mean):");
+    for (name, cpu) in [("direct", &direct.cpu), ("gate", &gated.cpu)] {
+        let ms = |s: f64| s * 1000.0 / n as f64;
+        println!(
+            "    {name:<7} curl {:>6.1} ms  HTTPS server {:>6.1} ms  executor and policy {:>6.1} ms  total {:>6.1} ms",
+            ms(cpu.client),
+            ms(cpu.server),
+            ms(cpu.executor),
+            ms(cpu.total())
+        );
+    }
+    println!(
+        "  CPU direct/gate = {:.3} (what the throughput ratio tends to when every core is busy)",
+        direct.cpu.total() / gated.cpu.total()
+    );
     report_ratio("gate/direct throughput", g / d, Goal::AtLeast(0.8));
+}
+
+/// One side's downloads: curl's speeds and the CPU time they cost.
+#[derive(Default)]
+struct Side {
+    speeds: Vec<f64>,
+    cpu: Cpu,
+}
+
+/// CPU seconds, per party.
+#[derive(Default)]
+struct Cpu {
+    /// curl.
+    client: f64,
+    /// The HTTPS server.
+    server: f64,
+    /// This process's `server` runtime: the executor (the gate's relay) and the policy service.
+    executor: f64,
+}
+
+impl Cpu {
+    fn total(&self) -> f64 {
+        self.client + self.server + self.executor
+    }
+}
+
+impl Side {
+    /// Runs one download (`run` returns the script's stdout) and records its speed and CPU.
+    async fn download<F: std::future::Future<Output = String>>(
+        &mut self,
+        servers: u32,
+        run: impl FnOnce() -> F,
+    ) {
+        let (server0, executor0) = (process_cpu(servers), runtime_cpu("server"));
+        let out = run().await;
+        let (server1, executor1) = (process_cpu(servers), runtime_cpu("server"));
+        let mut lines = out.lines();
+        let speed = lines.next().expect("curl's speed");
+        self.speeds.extend(numbers(speed));
+        self.cpu.client += children_cpu(lines.last().expect("the output of `times`"));
+        self.cpu.server += server1 - server0;
+        self.cpu.executor += executor1 - executor0;
+    }
+}
+
+/// User and system seconds of process `pid`, its ended threads included.
+fn process_cpu(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("read /proc/{pid}/stat: {e}"));
+    stat_cpu(&stat)
+}
+
+/// User and system seconds in a `/proc/.../stat` line.
+fn stat_cpu(stat: &str) -> f64 {
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let rest = &stat[stat.rfind(')').expect("a stat line") + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f[i].parse::<f64>().expect("a tick count");
+    (tick(11) + tick(12)) / USER_HZ
+}
+
+/// User and system seconds of this process's live threads named `name` (a runtime's workers
+/// live as long as it does; a blocking thread that ends between two readings takes its time
+/// with it).
+fn runtime_cpu(name: &str) -> f64 {
+    let mut sum = 0.0;
+    for task in std::fs::read_dir("/proc/self/task")
+        .expect("list /proc/self/task")
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name
+            && let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
+        {
+            sum += stat_cpu(&stat);
+        }
+    }
+    sum
+}
+
+/// The seconds in the second line of bash's `times` (`0m0.061s 0m0.020s`: children's user
+/// and system time).
+fn children_cpu(line: &str) -> f64 {
+    line.split_whitespace()
+        .map(|t| {
+            let (m, s) = t
+                .strip_suffix('s')
+                .and_then(|t| t.split_once('m'))
+                .unwrap_or_else(|| panic!("not a `times` line: {line:?}"));
+            m.parse::<f64>().expect("minutes") * 60.0 + s.parse::<f64>().expect("seconds")
+        })
+        .sum()
 }
 
 /// Connection setup to an already-decided name, gate vs direct.

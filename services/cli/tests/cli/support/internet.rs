@@ -143,6 +143,12 @@ impl Internet {
         self.sshd.as_ref().map(|_| self.dir().join("client_key"))
     }
 
+    /// The process id of the servers (one Python process serves every name).
+    #[allow(dead_code, reason = "the egress benchmark's, not the CLI tests'")]
+    pub(crate) fn servers_pid(&self) -> Option<u32> {
+        self.servers.as_ref().map(Child::id)
+    }
+
     /// The bare repository the servers publish, as `/repo.git` over HTTPS and by path over ssh.
     pub(crate) fn repository(&self) -> PathBuf {
         self.dir().join("www/repo.git")
