@@ -69,6 +69,9 @@ pub(crate) struct RunCgroup {
     parent: Option<std::sync::Arc<Spares>>,
     /// The limits it was taken with from the parent's spares, for [`RunCgroup::replenish`].
     taken_with: Option<ResourceLimits>,
+    /// Whether its run could not write the cgroup's files, so that a later run may use it
+    /// (see [`Spares::take`]).
+    reusable: bool,
 }
 
 /// What the kernel counted for a run's cgroups when it ended.
@@ -124,6 +127,7 @@ impl RunCgroup {
             kill_only: None,
             parent: None,
             taken_with: None,
+            reusable: false,
         }
         .opened()
     }
@@ -144,6 +148,7 @@ impl RunCgroup {
             kill_only: None,
             parent: None,
             taken_with: None,
+            reusable: false,
         };
         match hierarchy {
             Hierarchy::V2 { runs, cpu } => {
@@ -368,7 +373,12 @@ impl RunCgroup {
     /// emptied them, gives them back to the runs' spares for a later run with the same
     /// limits (see [`RunCgroup::rearm`]), or removes them when they cannot be used again.
     pub(crate) async fn release(mut self) {
-        let Some((spares, limits)) = self.parent.clone().zip(self.taken_with) else {
+        let Some((spares, limits)) = self
+            .parent
+            .clone()
+            .zip(self.taken_with)
+            .filter(|_| self.reusable)
+        else {
             return self.remove().await;
         };
         // A sandboxed run's processes died with its PID namespace: usually empty already.

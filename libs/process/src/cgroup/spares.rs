@@ -51,7 +51,17 @@ impl Spares {
     /// When that was the last spare with these limits, one more is made in the background
     /// (on the current runtime's blocking threads) for the next run when the taker calls
     /// [`RunCgroup::replenish`], once its child is cloned.
-    pub(crate) fn take(self: &Arc<Self>, limits: &ResourceLimits) -> io::Result<RunCgroup> {
+    ///
+    /// `sandboxed`: the run cannot write its own cgroup's files (its own user namespace, no
+    /// capability, Landlock), so the cgroup may be used again after it (see
+    /// [`RunCgroup::release`]). An unconfined run runs as the executor's user, which owns the
+    /// delegated cgroup: it could raise its own limits or turn its OOM killer off, and a later
+    /// run must not inherit that, so its cgroup is removed when it ends.
+    pub(crate) fn take(
+        self: &Arc<Self>,
+        limits: &ResourceLimits,
+        sandboxed: bool,
+    ) -> io::Result<RunCgroup> {
         let spare = {
             let mut ready = self.lock();
             // The newest: one a run just released (its kernel state still in cache) before
@@ -65,6 +75,7 @@ impl Spares {
         };
         cgroup.parent = Some(Arc::clone(self));
         cgroup.taken_with = Some(*limits);
+        cgroup.reusable = sandboxed;
         Ok(cgroup)
     }
 
@@ -85,6 +96,7 @@ impl Spares {
         // it sets one again.
         cgroup.parent = None;
         cgroup.taken_with = None;
+        cgroup.reusable = false;
         let evicted = {
             let mut ready = self.lock();
             ready.cgroups.push_back((limits, cgroup));
@@ -218,7 +230,7 @@ b = bytearray(64 << 20)
             .args(["-c", "pass"])
             .status()
             .expect("python3");
-        let first = spares.take(&limits).expect("made on demand");
+        let first = spares.take(&limits, true).expect("made on demand");
         let dirs = first.dirs.clone();
         // 64 MiB touched, and more forks than pids.max allows (every child it got is reaped
         // before it exits).
@@ -233,13 +245,13 @@ b = bytearray(64 << 20)
         assert_eq!(spares.ready_for(&limits), 1, "given back, emptied");
         // Other limits are not served from it.
         let other = ResourceLimits { pids: 9, ..limits };
-        let third = spares.take(&other).expect("made on demand");
+        let third = spares.take(&other, true).expect("made on demand");
         assert_ne!(third.dirs, dirs);
         let pids_max = std::fs::read_to_string(third.pids.as_ref().expect("pids").join("pids.max"))
             .expect("pids.max");
         assert_eq!(pids_max.trim(), "9", "made with the limits asked for");
 
-        let again = spares.take(&limits).expect("the released one");
+        let again = spares.take(&limits, true).expect("the released one");
         assert_eq!(again.dirs, dirs, "the same cgroup, used again");
         let fresh = again.stats();
         assert_eq!(fresh.oom_kills, 0, "{fresh:?}");
@@ -267,7 +279,7 @@ b = bytearray(64 << 20)
         assert!(!dirs[0].exists(), "{} removed", dirs[0].display());
 
         // With no spare left, taking one has the next made in the background.
-        let next = spares.take(&limits).expect("made on demand");
+        let next = spares.take(&limits, true).expect("made on demand");
         assert_ne!(next.dirs, dirs);
         next.replenish();
         wait_for_spare(&spares, &limits).await;

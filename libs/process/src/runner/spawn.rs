@@ -341,7 +341,7 @@ impl Inner {
         let limited = match (resources, &self.hierarchy) {
             (Some(r), Ok(spares)) => Some(
                 spares
-                    .take(r)
+                    .take(r, sandboxed)
                     .map_err(setup_err("create the run's limits cgroup"))?,
             ),
             _ => None,

@@ -80,6 +80,17 @@ async fn a_run_allocating_2_gib_under_256_mib_is_oom_killed() {
     assert!(!e.usage.oom_killed, "{e:?}");
     assert_eq!(e.limit, None);
     assert!(e.usage.peak_memory_bytes < 64 << 20, "{e:?}");
+    // What makes that safe: a sandboxed run cannot change its cgroup for the next one.
+    let tamper = python(
+        &runner,
+        &format!("try:\n    {}\n    open(f, 'w').write('4321')\n    print('written')\nexcept Exception as e:\n    print('refused', type(e).__name__)", PIDS_MAX.replace('\n', "\n    ")),
+    )
+    .await;
+    assert!(
+        tamper.stdout_str().starts_with("refused"),
+        "{}",
+        tamper.stdout_str()
+    );
 }
 
 #[tokio::test]
@@ -92,7 +103,35 @@ async fn an_unconfined_run_is_held_to_its_memory_limit_too() {
     let out = python(&runner, "s = b'x' * (1 << 30)\nprint('allocated')").await;
     assert_cgroup(&out);
     assert!(out.exited.usage.oom_killed, "{:?}", out.exited);
+
+    // An unconfined run runs as the executor's user, which owns its cgroup's files: what it
+    // changes there must not reach a later run (its cgroup is never used again).
+    let tampered = python(
+        &runner,
+        &format!("{PIDS_MAX}\nopen(f, 'w').write('4321')\nprint(open(f).read().strip())"),
+    )
+    .await;
+    let raised = tampered.stdout_str().trim().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let next = python(
+        &runner,
+        &format!("{PIDS_MAX}\nprint(open(f).read().strip())"),
+    )
+    .await;
+    if raised == "4321" {
+        assert_eq!(next.stdout_str().trim(), "32", "the next run's pids.max");
+    } else {
+        eprintln!(
+            "this run could not write its own cgroup ({}); nothing more to test",
+            String::from_utf8_lossy(&tampered.stderr)
+        );
+    }
 }
+
+/// Python setting `f` to the run's own `pids.max` (v1 `pids` hierarchy, else v2).
+const PIDS_MAX: &str = "lines = [l.split(':', 2) for l in open('/proc/self/cgroup').read().splitlines()]\n\
+v1 = [p for _, c, p in lines if c == 'pids']\n\
+f = '/sys/fs/cgroup/pids' + v1[0] + '/pids.max' if v1 else '/sys/fs/cgroup' + [p for i, _, p in lines if i == '0'][0] + '/pids.max'";
 
 #[tokio::test]
 async fn a_fork_bomb_stops_at_the_process_limit() {
