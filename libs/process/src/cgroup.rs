@@ -62,8 +62,6 @@ pub(crate) struct RunCgroup {
     /// The counters as they stood when this run took the cgroup (zero for a new one): a
     /// cgroup used again reports only what its current run added.
     base: Base,
-    /// The v2 kill directory [`RunCgroup::with_kill_dir`] added for this run only.
-    kill_only: Option<PathBuf>,
     /// The runs' parent, kept until this cgroup is gone: a runner dropped while its last run
     /// is still being removed must not try to remove the parent first (and leave it behind).
     parent: Option<std::sync::Arc<Spares>>,
@@ -124,7 +122,6 @@ impl RunCgroup {
             join: CgroupJoin::default(),
             counters: Counters::default(),
             base: Base::default(),
-            kill_only: None,
             parent: None,
             taken_with: None,
             reusable: false,
@@ -145,7 +142,6 @@ impl RunCgroup {
             join: CgroupJoin::default(),
             counters: Counters::default(),
             base: Base::default(),
-            kill_only: None,
             parent: None,
             taken_with: None,
             reusable: false,
@@ -210,8 +206,7 @@ impl RunCgroup {
             open_v2(&mut self.join, &dir)?;
             self.counters.procs.push(Some(open_procs(&dir)?));
             self.dirs.push(dir.clone());
-            self.v2 = Some(dir.clone());
-            self.kill_only = Some(dir);
+            self.v2 = Some(dir);
         }
         Ok(self)
     }
@@ -382,6 +377,7 @@ impl RunCgroup {
             return self.remove().await;
         };
         // A sandboxed run's processes died with its PID namespace: usually empty already.
+        // Only sandboxed runs get here, so none has the kill directory of an unconfined one.
         let mut empty = false;
         for _ in 0..REMOVE_ATTEMPTS {
             if self.is_empty() {
@@ -391,20 +387,6 @@ impl RunCgroup {
             self.kill();
             // Killed processes are still exiting.
             tokio::time::sleep(REMOVE_BACKOFF).await;
-        }
-        if let Some(kill) = self.kill_only.take() {
-            // This run's own: the next run that needs one gets its own.
-            if let Some(at) = self.dirs.iter().position(|d| *d == kill)
-                && std::fs::remove_dir(&kill).is_ok()
-            {
-                self.dirs.remove(at);
-                self.counters.procs.remove(at);
-                self.v2 = None;
-                self.join.v2_dir = None;
-                self.join.v2_procs = None;
-            } else {
-                empty = false;
-            }
         }
         if empty && self.rearm(&limits).is_ok() {
             spares.put_back(limits, self);
