@@ -112,27 +112,15 @@ impl RunCgroup {
     pub(crate) fn create(parent: &Path) -> io::Result<Self> {
         let dir = parent.join(fresh_name());
         std::fs::create_dir(&dir)?;
-        RunCgroup {
-            dirs: vec![dir.clone()],
-            v2: Some(dir),
-            memory: None,
-            pids: None,
-            cpu: None,
-            removed: false,
-            join: CgroupJoin::default(),
-            counters: Counters::default(),
-            base: Base::default(),
-            parent: None,
-            taken_with: None,
-            reusable: false,
-        }
-        .opened()
+        let mut cg = RunCgroup::empty();
+        cg.dirs.push(dir.clone());
+        cg.v2 = Some(dir);
+        cg.opened()
     }
 
-    /// Creates the run's cgroups under `hierarchy` with `limits` written before anyone joins.
-    pub(crate) fn limited(hierarchy: &Hierarchy, limits: &ResourceLimits) -> io::Result<Self> {
-        let name = fresh_name();
-        let mut cg = RunCgroup {
+    /// No directory yet: what the constructors fill in.
+    fn empty() -> Self {
+        RunCgroup {
             dirs: Vec::new(),
             v2: None,
             memory: None,
@@ -145,7 +133,13 @@ impl RunCgroup {
             parent: None,
             taken_with: None,
             reusable: false,
-        };
+        }
+    }
+
+    /// Creates the run's cgroups under `hierarchy` with `limits` written before anyone joins.
+    pub(crate) fn limited(hierarchy: &Hierarchy, limits: &ResourceLimits) -> io::Result<Self> {
+        let name = fresh_name();
+        let mut cg = RunCgroup::empty();
         match hierarchy {
             Hierarchy::V2 { runs, cpu } => {
                 let dir = runs.join(&name);
@@ -204,7 +198,7 @@ impl RunCgroup {
             // The v1 files were opened with the cgroup (a spare's, in the background): only
             // the new directory's are opened here.
             open_v2(&mut self.join, &dir)?;
-            self.counters.procs.push(Some(open_procs(&dir)?));
+            self.counters.v2_procs = Some(open_procs(&dir)?);
             self.dirs.push(dir.clone());
             self.v2 = Some(dir);
         }
@@ -270,32 +264,30 @@ impl RunCgroup {
         }
     }
 
-    /// The pids listed in the `cgroup.procs` of `dirs[at]`, read afresh.
+    /// The pids listed in `dir`'s `cgroup.procs`, read afresh, at most `limit` bytes of them.
     ///
     /// v1 lists members through a pid list the kernel builds at the first read after an
     /// open and keeps for reads through the same descriptor (for about a second after the
     /// last): a descriptor kept open would list processes that have gone and miss new ones.
     /// So v1 opens the file for every read; v2 iterates the cgroup at every read from the
     /// start, and its descriptor opened with the cgroup serves.
-    fn members(&self, at: usize) -> Option<String> {
-        match self.counters.procs.get(at)? {
-            Some(file) => {
-                let mut buf = vec![0u8; 64 << 10];
+    fn members(&self, dir: &Path, limit: usize) -> Option<String> {
+        match &self.counters.v2_procs {
+            Some(file) if self.v2.as_deref() == Some(dir) => {
+                let mut buf = vec![0u8; limit];
                 contents(file, &mut buf).map(str::to_owned)
             }
-            None => std::fs::read_to_string(self.dirs.get(at)?.join("cgroup.procs")).ok(),
+            _ => std::fs::read_to_string(dir.join("cgroup.procs")).ok(),
         }
     }
 
     /// Sends `signal` to every process currently in the cgroup.
     pub(crate) fn signal_all(&self, signal: Signal) {
         // The v2 directory when there is one (the kill directory of a v1 run), else the first.
-        let at = self
-            .v2
-            .as_ref()
-            .and_then(|v2| self.dirs.iter().position(|d| d == v2))
-            .unwrap_or(0);
-        let Some(procs) = self.members(at) else {
+        let Some(dir) = self.v2.as_ref().or(self.dirs.first()) else {
+            return;
+        };
+        let Some(procs) = self.members(dir, 64 << 10) else {
             return;
         };
         for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
@@ -404,7 +396,10 @@ impl RunCgroup {
             .pids_current
             .as_ref()
             .is_some_and(|f| number(f, &mut buf) == Some(0))
-            && (0..self.dirs.len()).all(|at| self.members(at).is_some_and(|t| t.trim().is_empty()))
+            && self
+                .dirs
+                .iter()
+                .all(|d| self.members(d, 64).is_some_and(|t| t.trim().is_empty()))
     }
 
     /// Makes an emptied cgroup ready for the next run, as if new:
@@ -533,9 +528,9 @@ struct Counters {
     usage: Option<File>,
     /// `pids.current` (it counts a process until it is reaped).
     pids_current: Option<File>,
-    /// Each directory's `cgroup.procs`, in the order of `dirs`: v2's opened here, v1's
-    /// `None` (see [`RunCgroup::members`]).
-    procs: Vec<Option<File>>,
+    /// The v2 directory's `cgroup.procs` (v1's are opened for every read: see
+    /// [`RunCgroup::members`]).
+    v2_procs: Option<File>,
     /// v2 `cpu.max`, v1 `cpu.cfs_quota_us`, open for writing.
     quota: Option<File>,
 }
@@ -580,12 +575,8 @@ impl Counters {
             };
             c.quota = Some(open_for_write(&d.join(quota)).map(File::from)?);
         }
-        for dir in &cg.dirs {
-            c.procs.push(if cg.v2.as_ref() == Some(dir) {
-                Some(open_procs(dir)?)
-            } else {
-                None
-            });
+        if let Some(v2) = &cg.v2 {
+            c.v2_procs = Some(open_procs(v2)?);
         }
         Ok(c)
     }
