@@ -216,14 +216,21 @@ pub fn wanted(section: &str) -> bool {
 /// thread, exited or not, counts).
 pub fn cpu_ticks() -> u64 {
     let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
-    // Fields 14 to 17, counted after the command name's closing parenthesis (field 2).
-    let after = &stat[stat.rfind(')').expect("a stat line") + 2..];
-    after
-        .split(' ')
-        .skip(11)
-        .take(4)
-        .map(|f| f.parse::<u64>().expect("a tick count"))
-        .sum()
+    stat_ticks(&stat).iter().sum()
+}
+
+/// `utime`, `stime`, `cutime` and `cstime` (fields 14 to 17) of a `/proc/<pid>/stat` or
+/// `/proc/<pid>/task/<tid>/stat` line, in clock ticks ([`TICK`]).
+pub fn stat_ticks(stat: &str) -> [u64; 4] {
+    // Counted after the command name's closing parenthesis (field 2): field 3 is first.
+    let after = &stat[stat.rfind(')').expect("a stat line") + 1..];
+    let mut fields = after.split_whitespace().skip(11);
+    std::array::from_fn(|_| {
+        fields
+            .next()
+            .and_then(|f| f.parse().ok())
+            .expect("a tick count")
+    })
 }
 
 /// The length of a clock tick (`USER_HZ`, 100 on every Linux ABI).
@@ -288,6 +295,13 @@ pub async fn serve_executor(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_ticks_count_fields_after_the_command_name() {
+        // A command name with a space and a parenthesis of its own.
+        let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 900 0 0 0 17 5 3 2 20 0 4 0 100";
+        assert_eq!(stat_ticks(stat), [17, 5, 3, 2]);
+    }
 
     #[test]
     fn quantiles_use_nearest_rank() {

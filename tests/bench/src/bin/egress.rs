@@ -32,7 +32,8 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 use toolgate_bench::{
-    Goal, Samples, fmt_duration, heading, print_side, report_ratio, runtime, sample_count, tokens,
+    Goal, Samples, TICK, fmt_duration, heading, print_side, report_ratio, runtime, sample_count,
+    stat_ticks, tokens,
 };
 use toolgate_contracts::common::v1::{CallContext, exit_status};
 use toolgate_contracts::executor::v1 as ex;
@@ -45,8 +46,6 @@ use toolgate_runtime::auth::{Bearer, Role};
 const INSIDE: &str = "TOOLGATE_BENCH_EGRESS_DIR";
 /// Set (to the fake internet's server process id) in the same copy.
 const SERVERS_PID: &str = "TOOLGATE_BENCH_EGRESS_SERVERS_PID";
-/// `/proc/<pid>/stat`'s clock ticks per second (`USER_HZ`, 100 on every Linux target).
-const USER_HZ: f64 = 100.0;
 const AGENT_TOKEN: &str = "bench-agent-token-0123456789abcdef";
 const EXECUTOR_TOKEN: &str = "bench-executor-token-0123456789abcdef";
 const APPROVER_TOKEN: &str = "bench-approver-token-0123456789abcdef";
@@ -264,11 +263,8 @@ fn process_cpu(pid: u32) -> f64 {
 
 /// User and system seconds in a `/proc/.../stat` line.
 fn stat_cpu(stat: &str) -> f64 {
-    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
-    let rest = &stat[stat.rfind(')').expect("a stat line") + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f[i].parse::<f64>().expect("a tick count");
-    (tick(11) + tick(12)) / USER_HZ
+    let [user, system, ..] = stat_ticks(stat);
+    (user + system) as f64 * TICK.as_secs_f64()
 }
 
 /// User and system seconds of this process's live threads named `name` (a runtime's workers
