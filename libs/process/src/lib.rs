@@ -38,7 +38,7 @@ pub mod spec;
 mod sys;
 pub mod tripwire;
 
-pub use sys::{exit_quietly_on_broken_pipe, release_free_memory};
+pub use sys::{exit_quietly_on_broken_pipe, keep_little_free_memory, release_free_memory};
 
 pub use caps::{Capabilities, CgroupSupport, LimitsView, Namespaces, ProfileStatus};
 pub use config::{Config, EnvAllow, EnvPattern, Rlimits};

@@ -34,6 +34,8 @@ enum Command {
 
 /// Runs, and on an error prints it once, chain included, and exits 1.
 fn main() -> std::process::ExitCode {
+    // Before any thread: a huge script's parse is handed back, not kept (see the function).
+    toolgate_process::keep_little_free_memory();
     toolgate_runtime::logging::run_main("toolgate-policy", run())
 }
 
