@@ -220,6 +220,60 @@ b = bytearray(64 << 20)
         panic!("no spare was made");
     }
 
+    /// The quota a cgroup is used again with: written afresh once its runs since the last
+    /// write used a tenth of a period's quota (50 ms at 500 millicores: 5 ms), left as it
+    /// is before (short runs cannot have used up the period).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_released_cgroup_gets_its_quota_written_again_after_a_tenth_of_it_was_used() {
+        let Some(spares) = spares() else { return };
+        let limits = limits();
+        let cg = spares.take(&limits, true).expect("made on demand");
+        let Some(cpu) = cg.cpu.clone() else {
+            eprintln!("no cpu controller here; nothing to test");
+            return;
+        };
+        let file = cpu.join(if cg.v2 == cg.cpu {
+            "cpu.max"
+        } else {
+            "cpu.cfs_quota_us"
+        });
+        let quota = || {
+            let text = std::fs::read_to_string(&file).expect("quota");
+            text.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(quota(), "50000");
+        // A marker the release would overwrite: whether it wrote the quota is seen.
+        let mark = |cg: &RunCgroup| {
+            let text = if cg.v2 == cg.cpu {
+                "7000 100000"
+            } else {
+                "7000"
+            };
+            std::fs::write(&file, text).expect("write the quota");
+        };
+        mark(&cg);
+        // 4 ms: less than a tenth; not written.
+        cg.release(Duration::from_millis(4)).await;
+        assert_eq!(quota(), "7000", "written after 4 ms of 50");
+        let cg = spares.take(&limits, true).expect("the released one");
+        // 4 + 2 ms since the last write: written, back to the run's quota.
+        cg.release(Duration::from_millis(2)).await;
+        assert_eq!(quota(), "50000", "not written after 6 ms of 50");
+        let cg = spares.take(&limits, true).expect("the released one");
+        mark(&cg);
+        // The count started again at the write.
+        cg.release(Duration::from_millis(4)).await;
+        assert_eq!(quota(), "7000", "written after 4 ms since the last write");
+        spares
+            .take(&limits, true)
+            .expect("the released one")
+            .remove()
+            .await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_released_cgroup_is_used_again_with_its_counters_rebased() {
         let Some(spares) = spares() else { return };
@@ -241,7 +295,7 @@ b = bytearray(64 << 20)
             "peak of the first run: {used:?}"
         );
         assert!(used.pids_refused > 0, "forks refused at pids.max: {used:?}");
-        first.release().await;
+        first.release(Duration::ZERO).await;
         assert_eq!(spares.ready_for(&limits), 1, "given back, emptied");
         // Other limits are not served from it.
         let other = ResourceLimits { pids: 9, ..limits };
@@ -274,7 +328,7 @@ b = bytearray(64 << 20)
             &again,
             &format!("head -c 33554432 /dev/zero > {}", file.display()),
         );
-        again.release().await;
+        again.release(Duration::ZERO).await;
         assert_eq!(spares.ready_for(&limits), 0, "not given back");
         assert!(!dirs[0].exists(), "{} removed", dirs[0].display());
 

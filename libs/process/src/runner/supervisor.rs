@@ -371,6 +371,12 @@ impl Supervisor {
         {
             limit = watch.sample(true).await;
         }
+        // For the cgroup's release: v2 counts every process of the run, the reap those the
+        // run's first process waited for (on v1 the only figure).
+        let cpu_used = stats
+            .cpu_time
+            .unwrap_or_default()
+            .max(reaped.user + reaped.system);
         let exited = Event::Exited(Exited {
             limit,
             status,
@@ -408,7 +414,7 @@ impl Supervisor {
         }
         drop(self);
         if let Some(cgroup) = cgroup {
-            cgroup.release().await;
+            cgroup.release(cpu_used).await;
         }
     }
 
