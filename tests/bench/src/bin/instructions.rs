@@ -22,6 +22,16 @@
 //! [`classify_repeated`], which the script counts alone, on a current-thread runtime (Classify never waits for the
 //! ledger once the learned rules are cached, which an unmeasured call does first).
 //!
+//! `instructions <corpus> grpc <n> [logged]` serves the policy service as `toolgate-policy`
+//! does (`toolgate_policy::serve`: the same layers, authentication and SQLite ledger) on
+//! loopback, and sends it `n` health `Check` calls (the gRPC echo of `--bin grpc`), then `n`
+//! `Classify` calls with one repeated script, then `n` with a script never seen before, from
+//! a client built as `--bin grpc` builds it. Server and client share one current-thread
+//! runtime, so each part's work, both sides of the connection, is all inside
+//! [`grpc_echo`], [`grpc_classify_repeated`] and [`grpc_classify_first_seen`]; counting them
+//! apart says what a Classify adds over an echo through the real server stack. `logged`
+//! installs the service binary's logging (the `info` filter) first.
+//!
 //! Each mode prints what it did, so a run that silently did nothing is seen.
 
 use std::hint::black_box;
@@ -43,7 +53,7 @@ const WARMUP: usize = 4;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: instructions <corpus> classify-500|classify-5000|classify-handler <n>|authorize <n>";
+    let usage = "usage: instructions <corpus> classify-500|classify-5000|classify-handler <n>|authorize <n>|grpc <n> [logged]";
     let (Some(corpus), Some(mode)) = (args.get(1), args.get(2)) else {
         panic!("{usage}");
     };
@@ -58,6 +68,13 @@ fn main() {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or_else(|| panic!("{usage}"));
             classify_handler(&scripts, n);
+        }
+        "grpc" => {
+            let n = args
+                .get(3)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{usage}"));
+            grpc(n, args.get(4).is_some_and(|a| a == "logged"));
         }
         "authorize" => {
             let n = args
@@ -261,4 +278,154 @@ fn authorize(scripts: &[String], n: usize) {
             "authorized {n} calls after {WARMUP} unmeasured ones: {allowed} allowed, {pending} pending, {denied} denied, {other} other"
         );
     });
+}
+
+/// The script of `--bin grpc`'s Classify calls; first-seen calls change its package name.
+const GRPC_SCRIPT: &str = "git status && cargo test -p foo 2>&1 | tail -n 20";
+
+/// The bearer token of the `grpc` mode's agent.
+const GRPC_TOKEN: &str = "instructions-agent-token-0123456789";
+
+type Authed = tonic::service::interceptor::InterceptedService<
+    tonic::transport::Channel,
+    toolgate_runtime::auth::Bearer,
+>;
+
+fn grpc(n: usize, logged: bool) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_trigger, shutdown) = toolgate_runtime::shutdown::channel();
+    let _telemetry = logged.then(|| {
+        let _entered = rt.enter();
+        toolgate_runtime::telemetry::init(
+            "toolgate-policy",
+            toolgate_runtime::logging::Format::Text,
+            "info",
+        )
+        .expect("telemetry")
+    });
+    let (health, policy) = rt.block_on(async {
+        let mut cfg = toolgate_policy::Config::default();
+        cfg.ledger.url = Some(format!("sqlite:{}", dir.path().join("ledger.db").display()));
+        // No timer fires during the counted calls.
+        cfg.ledger.sweep_interval_ms = 3_600_000;
+        cfg.ledger.health_interval_ms = 3_600_000;
+        cfg.auth = toolgate_bench::tokens(&[("agent", Role::Agent, GRPC_TOKEN)]);
+        let addr = toolgate_bench::serve_policy(cfg, shutdown).await;
+        let channel = toolgate_runtime::grpc::endpoint(format!("http://{addr}"))
+            .expect("valid uri")
+            .connect()
+            .await
+            .expect("connect");
+        let bearer = toolgate_runtime::auth::Bearer::new(GRPC_TOKEN).expect("ascii token");
+        let mut health = tonic_health::pb::health_client::HealthClient::with_interceptor(
+            channel.clone(),
+            bearer.clone(),
+        );
+        let mut policy =
+            pb::policy_service_client::PolicyServiceClient::with_interceptor(channel, bearer);
+        // Unmeasured: the connection's first calls, and the learned-rules cache.
+        for i in 0..4 {
+            echo_once(&mut health).await;
+            classify_remote(&mut policy, GRPC_SCRIPT.to_owned()).await;
+            classify_remote(&mut policy, format!("git status # warm-up {i}")).await;
+        }
+        (health, policy)
+    });
+    grpc_echo(&rt, health, n);
+    let mut tiers = [0usize; 3];
+    grpc_classify_repeated(&rt, policy.clone(), n, &mut tiers);
+    grpc_classify_first_seen(&rt, policy, n, &mut tiers);
+    let [auto, ask, deny] = tiers;
+    println!(
+        "grpc: {n} echo calls, {n} repeated and {n} first-seen Classify calls: {auto} auto, {ask} ask, {deny} deny"
+    );
+}
+
+/// What the grpc mode counts for the echo: `n` health `Check` calls.
+#[inline(never)]
+fn grpc_echo(
+    rt: &tokio::runtime::Runtime,
+    mut health: tonic_health::pb::health_client::HealthClient<Authed>,
+    n: usize,
+) {
+    rt.block_on(async {
+        for _ in 0..n {
+            echo_once(&mut health).await;
+        }
+    });
+}
+
+/// What the grpc mode counts for a repeated script: `n` Classify calls of [`GRPC_SCRIPT`].
+#[inline(never)]
+fn grpc_classify_repeated(
+    rt: &tokio::runtime::Runtime,
+    mut policy: pb::policy_service_client::PolicyServiceClient<Authed>,
+    n: usize,
+    tiers: &mut [usize; 3],
+) {
+    rt.block_on(async {
+        for _ in 0..n {
+            count(
+                tiers,
+                classify_remote(&mut policy, GRPC_SCRIPT.to_owned()).await,
+            );
+        }
+    });
+}
+
+/// What the grpc mode counts for first-seen scripts: `n` Classify calls, each of a script
+/// the service has not seen (as `--bin grpc` varies them).
+#[inline(never)]
+fn grpc_classify_first_seen(
+    rt: &tokio::runtime::Runtime,
+    mut policy: pb::policy_service_client::PolicyServiceClient<Authed>,
+    n: usize,
+    tiers: &mut [usize; 3],
+) {
+    let scripts: Vec<String> = (0..n)
+        .map(|i| format!("git status && cargo test -p foo{i} 2>&1 | tail -n 20"))
+        .collect();
+    rt.block_on(async {
+        for script in scripts {
+            count(tiers, classify_remote(&mut policy, script).await);
+        }
+    });
+}
+
+async fn echo_once(health: &mut tonic_health::pb::health_client::HealthClient<Authed>) {
+    let answer = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("health check")
+        .into_inner();
+    black_box(answer);
+}
+
+/// One Classify over gRPC, as `--bin grpc` sends it; the answer's tier.
+async fn classify_remote(
+    policy: &mut pb::policy_service_client::PolicyServiceClient<Authed>,
+    script: String,
+) -> WireTier {
+    let answer = policy
+        .classify(pb::ClassifyRequest {
+            call: Some(pb::ToolCall {
+                tool: ToolKind::ProcessRun as i32,
+                script: Some(script),
+                ..Default::default()
+            }),
+            session_id: "bench".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("classify")
+        .into_inner();
+    black_box(answer)
+        .explanation
+        .map_or(WireTier::Unspecified, |e| e.tier())
 }
