@@ -267,17 +267,17 @@ impl RunCgroup {
         }
     }
 
-    /// The pids listed in `dir`'s `cgroup.procs`, read afresh, at most `limit` bytes of them.
+    /// The pids listed in `dir`'s `cgroup.procs`, read afresh (at most 64 KiB of them).
     ///
     /// v1 lists members through a pid list the kernel builds at the first read after an
     /// open and keeps for reads through the same descriptor (for about a second after the
     /// last): a descriptor kept open would list processes that have gone and miss new ones.
     /// So v1 opens the file for every read; v2 iterates the cgroup at every read from the
     /// start, and its descriptor opened with the cgroup serves.
-    fn members(&self, dir: &Path, limit: usize) -> Option<String> {
+    fn members(&self, dir: &Path) -> Option<String> {
         match &self.counters.v2_procs {
             Some(file) if self.v2.as_deref() == Some(dir) => {
-                let mut buf = vec![0u8; limit];
+                let mut buf = vec![0u8; 64 << 10];
                 contents(file, &mut buf).map(str::to_owned)
             }
             _ => std::fs::read_to_string(dir.join("cgroup.procs")).ok(),
@@ -290,7 +290,7 @@ impl RunCgroup {
         let Some(dir) = self.v2.as_ref().or(self.dirs.first()) else {
             return;
         };
-        let Some(procs) = self.members(dir, 64 << 10) else {
+        let Some(procs) = self.members(dir) else {
             return;
         };
         for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {

@@ -59,29 +59,23 @@ fn main() {
     };
     let scripts = read_corpus(Path::new(corpus));
     assert!(!scripts.is_empty(), "{corpus} holds no scripts");
+    // The call count of the modes that take one.
+    let n = || -> usize {
+        args.get(3)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{usage}"))
+    };
     match mode.as_str() {
         "classify-500" => classify(&scripts, 500),
         "classify-5000" => classify(&scripts, 5_000),
         "classify-handler" => {
-            let n = args
-                .get(3)
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("{usage}"));
-            classify_handler(&scripts, n);
+            classify_handler(&scripts, n());
         }
         "grpc" => {
-            let n = args
-                .get(3)
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("{usage}"));
-            grpc(n, args.get(4).is_some_and(|a| a == "logged"));
+            grpc(n(), args.get(4).is_some_and(|a| a == "logged"));
         }
         "authorize" => {
-            let n = args
-                .get(3)
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("{usage}"));
-            authorize(&scripts, n);
+            authorize(&scripts, n());
         }
         other => panic!("unknown mode {other:?}; {usage}"),
     }
@@ -150,9 +144,9 @@ fn classify_handler(scripts: &[String], n: usize) {
     let mut tiers = [0usize; 3];
     classify_first_seen(&rt, &adapter, fresh, &mut tiers);
     classify_repeated(&rt, &adapter, &scripts[0], n, &mut tiers);
-    let [auto, ask, deny] = tiers;
     println!(
-        "classified {n} first-seen and {n} repeated scripts through the Classify handler: {auto} auto, {ask} ask, {deny} deny"
+        "classified {n} first-seen and {n} repeated scripts through the Classify handler: {}",
+        tier_counts(tiers)
     );
 }
 
@@ -188,6 +182,11 @@ fn classify_repeated(
 }
 
 /// Counts an answer's tier in `tiers` (auto, ask, deny or anything else).
+/// `tiers` as printed: "A auto, B ask, C deny".
+fn tier_counts([auto, ask, deny]: [usize; 3]) -> String {
+    format!("{auto} auto, {ask} ask, {deny} deny")
+}
+
 fn count(tiers: &mut [usize; 3], tier: WireTier) {
     tiers[match tier {
         WireTier::Auto => 0,
@@ -196,9 +195,9 @@ fn count(tiers: &mut [usize; 3], tier: WireTier) {
     }] += 1;
 }
 
-/// One Classify through the handler, as an agent; the answer's tier.
-async fn classify_once(adapter: &toolgate_policy::PolicyAdapter, script: String) -> WireTier {
-    let mut request = Request::new(pb::ClassifyRequest {
+/// The Classify request of both modes that send one: `script` as a `process.run` call.
+fn classify_request(script: String) -> pb::ClassifyRequest {
+    pb::ClassifyRequest {
         call: Some(pb::ToolCall {
             tool: ToolKind::ProcessRun as i32,
             script: Some(script),
@@ -206,7 +205,12 @@ async fn classify_once(adapter: &toolgate_policy::PolicyAdapter, script: String)
         }),
         session_id: "instructions".into(),
         ..Default::default()
-    });
+    }
+}
+
+/// One Classify through the handler, as an agent; the answer's tier.
+async fn classify_once(adapter: &toolgate_policy::PolicyAdapter, script: String) -> WireTier {
+    let mut request = Request::new(classify_request(script));
     request.extensions_mut().insert(Principal {
         name: "agent".into(),
         role: Role::Agent,
@@ -328,7 +332,7 @@ fn grpc(n: usize, logged: bool) {
         let mut policy =
             pb::policy_service_client::PolicyServiceClient::with_interceptor(channel, bearer);
         // Unmeasured: the connection's first calls, and the learned-rules cache.
-        for i in 0..4 {
+        for i in 0..WARMUP {
             echo_once(&mut health).await;
             classify_remote(&mut policy, GRPC_SCRIPT.to_owned()).await;
             classify_remote(&mut policy, format!("git status # warm-up {i}")).await;
@@ -339,9 +343,9 @@ fn grpc(n: usize, logged: bool) {
     let mut tiers = [0usize; 3];
     grpc_classify_repeated(&rt, policy.clone(), n, &mut tiers);
     grpc_classify_first_seen(&rt, policy, n, &mut tiers);
-    let [auto, ask, deny] = tiers;
     println!(
-        "grpc: {n} echo calls, {n} repeated and {n} first-seen Classify calls: {auto} auto, {ask} ask, {deny} deny"
+        "grpc: {n} echo calls, {n} repeated and {n} first-seen Classify calls: {}",
+        tier_counts(tiers)
     );
 }
 
@@ -387,7 +391,7 @@ fn grpc_classify_first_seen(
     tiers: &mut [usize; 3],
 ) {
     let scripts: Vec<String> = (0..n)
-        .map(|i| format!("git status && cargo test -p foo{i} 2>&1 | tail -n 20"))
+        .map(|i| GRPC_SCRIPT.replace("-p foo", &format!("-p foo{i}")))
         .collect();
     rt.block_on(async {
         for script in scripts {
@@ -413,15 +417,7 @@ async fn classify_remote(
     script: String,
 ) -> WireTier {
     let answer = policy
-        .classify(pb::ClassifyRequest {
-            call: Some(pb::ToolCall {
-                tool: ToolKind::ProcessRun as i32,
-                script: Some(script),
-                ..Default::default()
-            }),
-            session_id: "bench".into(),
-            ..Default::default()
-        })
+        .classify(classify_request(script))
         .await
         .expect("classify")
         .into_inner();
