@@ -67,9 +67,12 @@ pub(crate) struct RunCgroup {
     parent: Option<std::sync::Arc<Spares>>,
     /// The limits it was taken with from the parent's spares, for [`RunCgroup::replenish`].
     taken_with: Option<ResourceLimits>,
-    /// Whether its run could not write the cgroup's files, so that a later run may use it
-    /// (see [`Spares::take`]).
-    reusable: bool,
+    /// Whether its run could write the cgroup's files (an unconfined run): then it is used
+    /// again only if [`RunCgroup::unchanged`] (see [`Spares::take`]).
+    run_could_write: bool,
+    /// The limits as the kernel showed them once written, each with its file open for reading
+    /// (see [`RunCgroup::unchanged`]).
+    settings: Vec<Setting>,
     /// CPU its runs used since its quota was last written (see [`RunCgroup::rearm`]).
     cpu_since_refill: Duration,
 }
@@ -134,7 +137,8 @@ impl RunCgroup {
             base: Base::default(),
             parent: None,
             taken_with: None,
-            reusable: false,
+            run_could_write: false,
+            settings: Vec::new(),
             cpu_since_refill: Duration::ZERO,
         }
     }
@@ -155,13 +159,18 @@ impl RunCgroup {
                 // An OOM kill takes the whole run, not one process of a build that then hangs.
                 write_if_present(&dir, "memory.oom.group", 1)?;
                 write(&dir, "pids.max", limits.pids)?;
+                let mut settings = vec!["memory.max", "memory.swap.max", "memory.oom.group"];
+                // Not written, but a run frozen by its predecessor would never start.
+                settings.extend(["pids.max", "cgroup.freeze"]);
                 if *cpu {
                     std::fs::write(
                         dir.join("cpu.max"),
                         format!("{} {CPU_PERIOD_US}", cpu_quota(limits.cpu_millicores)),
                     )?;
                     cg.cpu = Some(dir.clone());
+                    settings.push("cpu.max");
                 }
+                cg.note(&dir, &settings)?;
                 cg.memory = Some(dir.clone());
                 cg.pids = Some(dir);
             }
@@ -171,6 +180,7 @@ impl RunCgroup {
                 std::fs::create_dir(&p)?;
                 cg.dirs.push(p.clone());
                 write(&p, "pids.max", limits.pids)?;
+                cg.note(&p, &["pids.max"])?;
                 cg.pids = Some(p);
                 let m = memory.join(&name);
                 std::fs::create_dir(&m)?;
@@ -178,6 +188,10 @@ impl RunCgroup {
                 write(&m, "memory.limit_in_bytes", limits.memory_bytes)?;
                 // memsw (memory + swap) must be set after, and at least, the memory limit.
                 write_if_present(&m, "memory.memsw.limit_in_bytes", limits.memory_bytes)?;
+                cg.note(
+                    &m,
+                    &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"],
+                )?;
                 cg.memory = Some(m);
                 if let Some(cpu) = cpu {
                     let c = cpu.join(&name);
@@ -185,11 +199,28 @@ impl RunCgroup {
                     cg.dirs.push(c.clone());
                     write(&c, "cpu.cfs_period_us", CPU_PERIOD_US)?;
                     write(&c, "cpu.cfs_quota_us", cpu_quota(limits.cpu_millicores))?;
+                    cg.note(&c, &["cpu.cfs_period_us", "cpu.cfs_quota_us"])?;
                     cg.cpu = Some(c);
                 }
             }
         }
         cg.opened()
+    }
+
+    /// Keeps each of `files` in `dir` that exists open for reading, with its text as it stands
+    /// now (the kernel's own spelling of the value written: rounded to pages, `max`).
+    fn note(&mut self, dir: &Path, files: &[&str]) -> io::Result<()> {
+        let mut buf = [0u8; 64];
+        for name in files {
+            if let Some(file) = open_if_present(&dir.join(name))? {
+                let text = contents(&file, &mut buf)
+                    .ok_or_else(|| io::Error::other(format!("read {name}")))?
+                    .as_bytes()
+                    .into();
+                self.settings.push(Setting { file, text });
+            }
+        }
+        Ok(())
     }
 
     /// Adds the executor's kill cgroup (v2, no controllers) to a v1 run's cgroups, so that
@@ -364,16 +395,10 @@ impl RunCgroup {
     /// limits (see [`RunCgroup::rearm`]), or removes them when they cannot be used again.
     /// `cpu_used`: the CPU time the run took (user and system, its reaped processes').
     pub(crate) async fn release(mut self, cpu_used: Duration) {
-        let Some((spares, limits)) = self
-            .parent
-            .clone()
-            .zip(self.taken_with)
-            .filter(|_| self.reusable)
-        else {
+        let Some((spares, limits)) = self.parent.clone().zip(self.taken_with) else {
             return self.remove().await;
         };
-        // A sandboxed run's processes died with its PID namespace: usually empty already.
-        // Only sandboxed runs get here, so none has the kill directory of an unconfined one.
+        // A run's processes died with its PID namespace: usually empty already.
         let mut empty = false;
         for _ in 0..REMOVE_ATTEMPTS {
             if self.no_process_left() {
@@ -384,7 +409,7 @@ impl RunCgroup {
             // Killed processes are still exiting.
             tokio::time::sleep(REMOVE_BACKOFF).await;
         }
-        if empty && self.rearm(&limits, cpu_used).is_ok() {
+        if empty && self.unchanged() && self.rearm(&limits, cpu_used).is_ok() {
             spares.put_back(limits, self);
         } else {
             self.remove().await;
@@ -397,15 +422,66 @@ impl RunCgroup {
     /// That one counter speaks for the memory and cpu cgroups too: a run's first process
     /// joins all of them before it runs anything, so every process of the run is born in
     /// each, and only a writer of the cgroups' files could move one out of the pids cgroup
-    /// alone. A run whose cgroup is released here could not (see [`Spares::take`]). Reading
-    /// the v1 `cgroup.procs` lists instead cost three opens, each building a pid list, on
-    /// every run's release: about 50 µs of CPU that the next run's start competed with.
+    /// alone: a sandboxed run cannot, and an unconfined run's other cgroups are checked by
+    /// [`RunCgroup::unchanged`]. Reading the v1 `cgroup.procs` lists instead cost three
+    /// opens, each building a pid list, on every sandboxed run's release: about 50 µs of CPU
+    /// that the next run's start competed with.
     fn no_process_left(&self) -> bool {
         let mut buf = [0u8; 64];
         self.counters
             .pids_current
             .as_ref()
             .is_some_and(|f| number(f, &mut buf) == Some(0))
+    }
+
+    /// Whether a run that could write the cgroup's files (an unconfined one, as the executor's
+    /// user) left them as they were made, so that the next run with the same limits may use
+    /// it; always true for a sandboxed run. The cgroup is used again only if:
+    /// - it has no kill directory (an unconfined run without a PID namespace, whose
+    ///   processes may outlive it);
+    /// - it has no cgroup below it (one the run made);
+    /// - on v1, no process is left in its `memory` and `cpu` cgroups either (a process moved
+    ///   out of the `pids` cgroup alone is not counted by `pids.current`);
+    /// - every limit reads as it did when it was written, v2's `cgroup.freeze` is still 0
+    ///   and v1's OOM killer is still on.
+    ///
+    /// Removing it instead and making the next in the background costs every such run three
+    /// `mkdir`s and three `rmdir`s on v1 (about 350 µs of a `Run` on this project's 2-core
+    /// bench machine). The check does not cover a file nobody writes for a run (swappiness, a
+    /// soft limit, CPU weight); such a run can write those of the spare made for its
+    /// successor just as well, since the executor's user owns both.
+    fn unchanged(&self) -> bool {
+        if !self.run_could_write {
+            return true;
+        }
+        if self.v2.is_some() && self.v2 != self.memory {
+            return false;
+        }
+        // A directory's link count is 2 plus its subdirectories.
+        let below = |dir: &PathBuf| {
+            !std::fs::metadata(dir).is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) <= 2)
+        };
+        if self.dirs.iter().any(below) {
+            return false;
+        }
+        let v1 = self.v2.is_none();
+        let occupied = |dir: &Option<PathBuf>| match dir {
+            Some(d) if v1 => self.members(d).is_none_or(|m| !m.trim().is_empty()),
+            _ => false,
+        };
+        if occupied(&self.memory) || occupied(&self.cpu) {
+            return false;
+        }
+        let mut buf = [0u8; 256];
+        if v1
+            && let Some(oom) = &self.counters.oom
+            && keyed(oom, &mut buf, "oom_kill_disable") != Some(0)
+        {
+            return false;
+        }
+        self.settings
+            .iter()
+            .all(|s| contents(&s.file, &mut buf).is_some_and(|t| t.as_bytes() == &*s.text))
     }
 
     /// Makes an emptied cgroup ready for the next run, as if new:
@@ -517,6 +593,13 @@ fn write_if_present(dir: &Path, file: &str, value: impl std::fmt::Display) -> io
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other.map_err(|e| io::Error::new(e.kind(), format!("write {file}: {e}"))),
     }
+}
+
+/// One limit of a run's cgroup as it was made (see [`RunCgroup::unchanged`]).
+#[derive(Debug)]
+struct Setting {
+    file: File,
+    text: Box<[u8]>,
 }
 
 /// The counter files of a run's cgroups, opened read-only when the directories are made (on

@@ -56,7 +56,8 @@ impl Spares {
     /// capability, Landlock), so the cgroup may be used again after it (see
     /// [`RunCgroup::release`]). An unconfined run runs as the executor's user, which owns the
     /// delegated cgroup: it could raise its own limits or turn its OOM killer off, and a later
-    /// run must not inherit that, so its cgroup is removed when it ends.
+    /// run must not inherit that, so its cgroup is used again only if every limit still reads
+    /// as it was written (see `RunCgroup::unchanged`), and removed otherwise.
     pub(crate) fn take(
         self: &Arc<Self>,
         limits: &ResourceLimits,
@@ -75,7 +76,7 @@ impl Spares {
         };
         cgroup.parent = Some(Arc::clone(self));
         cgroup.taken_with = Some(*limits);
-        cgroup.reusable = sandboxed;
+        cgroup.run_could_write = !sandboxed;
         Ok(cgroup)
     }
 
@@ -96,7 +97,7 @@ impl Spares {
         // it sets one again.
         cgroup.parent = None;
         cgroup.taken_with = None;
-        cgroup.reusable = false;
+        cgroup.run_could_write = false;
         let evicted = {
             let mut ready = self.lock();
             ready.cgroups.push_back((limits, cgroup));
@@ -272,6 +273,80 @@ b = bytearray(64 << 20)
             .expect("the released one")
             .remove()
             .await;
+    }
+
+    /// An unconfined run's cgroup (its files writable by the run) is used again only as it
+    /// was made: a changed limit, a cgroup made below it, or (v1) a process moved out of its
+    /// `pids` cgroup alone has it removed instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unconfined_runs_cgroup_is_used_again_only_if_left_as_made() {
+        let Some(spares) = spares() else { return };
+        let limits = limits();
+        let first = spares.take(&limits, false).expect("made on demand");
+        run_inside(&first, "true");
+        first.release(Duration::ZERO).await;
+        assert_eq!(spares.ready_for(&limits), 1, "untouched: given back");
+
+        type Tamper = fn(&RunCgroup);
+        let tamperings: [(&str, Tamper); 2] = [
+            ("a raised pids.max", |cg| {
+                let pids = cg.pids.as_ref().expect("pids limited");
+                std::fs::write(pids.join("pids.max"), "4321").expect("raise pids.max");
+            }),
+            ("the OOM killer turned off or the cgroup frozen", |cg| {
+                let (dir, file) = match &cg.v2 {
+                    Some(d) => (d.clone(), "cgroup.freeze"),
+                    None => (cg.memory.clone().expect("memory"), "memory.oom_control"),
+                };
+                std::fs::write(dir.join(file), "1").expect("write the knob");
+            }),
+        ];
+        for (what, tamper) in tamperings {
+            let cg = spares.take(&limits, false).expect("a cgroup");
+            let taken = cg.dirs.clone();
+            tamper(&cg);
+            cg.release(Duration::ZERO).await;
+            assert_eq!(spares.ready_for(&limits), 0, "{what}: not given back");
+            assert!(!taken[0].exists(), "{what}: {} removed", taken[0].display());
+        }
+
+        // A cgroup made below it (which removal could not remove either): checked directly,
+        // since the release would then wait for it.
+        let cg = spares.take(&limits, false).expect("a cgroup");
+        let nested = cg.dirs[0].join("nested");
+        std::fs::create_dir(&nested).expect("mkdir below");
+        assert!(!cg.unchanged(), "a cgroup below it");
+        std::fs::remove_dir(&nested).expect("rmdir below");
+        assert!(cg.unchanged(), "as made again");
+        cg.remove().await;
+
+        // v1: a process left in the memory cgroup, moved out of the pids cgroup alone, is not
+        // counted by pids.current.
+        let cg = spares.take(&limits, false).expect("a cgroup");
+        if cg.v2.is_some() {
+            return cg.remove().await;
+        }
+        let mut child = Command::new("sleep").arg("30").spawn().expect("sleep");
+        let memory = cg.memory.clone().expect("memory");
+        std::fs::write(memory.join("cgroup.procs"), child.id().to_string()).expect("join");
+        let pids = cg.dirs[0].clone();
+        let release = tokio::spawn(cg.release(Duration::ZERO));
+        // Its removal began (the pids cgroup is empty and goes first): the member was seen.
+        for _ in 0..400 {
+            if !pids.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        child.kill().expect("kill sleep");
+        child.wait().expect("reap sleep");
+        release.await.expect("released");
+        assert_eq!(
+            spares.ready_for(&limits),
+            0,
+            "a member left: not given back"
+        );
+        assert!(!memory.exists(), "{} removed", memory.display());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

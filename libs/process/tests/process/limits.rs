@@ -104,8 +104,22 @@ async fn an_unconfined_run_is_held_to_its_memory_limit_too() {
     assert_cgroup(&out);
     assert!(out.exited.usage.oom_killed, "{:?}", out.exited);
 
+    // A run that leaves its cgroup as it was made hands it on: a later run (once the release,
+    // which follows `Exited`, is done) is in the same cgroup.
+    let mut seen = std::collections::HashSet::new();
+    let mut shared = false;
+    for _ in 0..20 {
+        let out = python(&runner, &format!("{PIDS_MAX}\nprint(f)")).await;
+        if !seen.insert(out.stdout_str().trim().to_owned()) {
+            shared = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(shared, "every run had a cgroup of its own: {seen:?}");
+
     // An unconfined run runs as the executor's user, which owns its cgroup's files: what it
-    // changes there must not reach a later run (its cgroup is never used again).
+    // changes there must not reach a later run (a changed cgroup is never used again).
     let tampered = python(
         &runner,
         &format!("{PIDS_MAX}\nopen(f, 'w').write('4321')\nprint(open(f).read().strip())"),
