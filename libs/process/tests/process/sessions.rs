@@ -264,6 +264,42 @@ async fn session_ipc_objects_are_shared_by_its_runs_only() {
     }
 }
 
+/// Outside a session every run has an IPC namespace of its own, which its clone makes: never
+/// the executor's, never another run's. Each
+/// run leaves a message queue behind, so a run in a namespace some run had before would see
+/// two. (Namespace inode numbers are reused once a namespace is gone, so they cannot tell.)
+#[tokio::test]
+async fn runs_outside_a_session_each_get_an_ipc_namespace_of_their_own() {
+    let runner = session_runner();
+    let (dir, cwd) = workspace();
+    let own = std::fs::read_link("/proc/self/ns/ipc").unwrap();
+    let script =
+        "readlink /proc/self/ns/ipc; ipcmk -Q >/dev/null; ipcs -q | awk '$2 ~ /^[0-9]+$/' | wc -l";
+    let mut cwd = Some(cwd);
+    for i in 0..12 {
+        let fd = cwd.take().unwrap_or_else(|| cwd_of(&dir));
+        let out = run_in(&runner, script, fd, None).await;
+        let text = out.stdout_str();
+        let mut lines = text.lines();
+        let ns = lines.next().unwrap_or_default();
+        assert!(
+            ns.starts_with("ipc:["),
+            "run {i}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_ne!(
+            std::path::Path::new(ns),
+            own,
+            "run {i} is in the executor's"
+        );
+        assert_eq!(
+            lines.next(),
+            Some("1"),
+            "run {i} sees only its own queue: {text}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn session_networked_run_keeps_its_gated_namespace_but_shares_tmp() {
     println!("euid={}", rustix::process::geteuid().as_raw());
