@@ -92,7 +92,7 @@ fn refill<T>(pool: &Weak<NetPool<T>>, mut make: impl FnMut() -> io::Result<T>, t
     // The lowest priority (per thread on Linux; the helper children it clones inherit it):
     // making namespaces ahead takes only CPU the runs leave. At the default priority the
     // refill that a run's take starts competed with that run for the cores, and a sandboxed
-    // run's p50 was 0.3 ms longer on a 2-core machine. When the runs leave no CPU the pool
+    // run's p50 was 0.1-0.3 ms longer on a 2-core machine. When the runs leave no CPU the pool
     // runs dry and each run makes its own namespace at its own priority, as without a pool.
     let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), REFILL_NICE);
     loop {
