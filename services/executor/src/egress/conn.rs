@@ -96,7 +96,7 @@ pub(super) async fn handle(run: Arc<Inner>, mut client: TcpStream) {
     };
     tracing::debug!(decision_id = proof.decision_id(), host = %dest.host, "egress connection allowed");
     run.metrics.egress_connection("allowed");
-    splice(&run, &dest, client, upstream, first).await;
+    carry(&run, &dest, client, upstream, first).await;
 }
 
 /// Counts a connection as open until dropped (also when the run's end cancels it).
@@ -354,7 +354,7 @@ fn reset(client: TcpStream) {
 }
 
 /// Copies both ways until both sides are done, counting the bytes as they cross.
-async fn splice(
+async fn carry(
     run: &Inner,
     dest: &Dest,
     client: TcpStream,

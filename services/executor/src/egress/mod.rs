@@ -5,9 +5,9 @@
 //! gets a placeholder address; a connection to it is a `net.connect` call the policy decides
 //! (once per run and destination, held open while a human decides), then the gate resolves
 //! the name itself, refuses the executor's own neighbourhood ([`addr`]), checks the TLS
-//! server name or HTTP `Host` ([`sniff`]) and splices the bytes ([`relay`]), counting them. What each
-//! destination saw is the run's report ([`Destination`]), in `Exited.network` and the
-//! recorded outcome.
+//! server name or HTTP `Host` ([`sniff`]) and copies the bytes ([`relay`]), counting them.
+//! What each destination saw is the run's report ([`Destination`]), in `Exited.network` and
+//! the recorded outcome.
 
 pub(crate) mod addr;
 mod conn;
