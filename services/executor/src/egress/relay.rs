@@ -3,8 +3,10 @@
 //!
 //! The buffer starts at [`MIN_BUF`], so an interactive connection (ssh, a database client) holds
 //! little, and doubles whenever a read fills it, up to [`MAX_BUF`]: a download then moves in
-//! large reads and writes, few wake-ups per mebibyte. At most `MAX_BUF` per direction, as much
-//! as the 256 KiB pipe of the spliced relay this replaced could hold.
+//! large reads and writes, few wake-ups per mebibyte. A direction that has had nothing to read
+//! for [`IDLE`] gives the grown part back, so a kept-alive connection after a download holds
+//! `MIN_BUF` again. At most `MAX_BUF` per direction, as much as the 256 KiB pipe of the spliced
+//! relay this replaced could hold.
 //!
 //! Why a copy and not splice(2): spliced (the relay before this one), the run's client spent
 //! more CPU receiving what the gate forwarded than the copy costs the executor; forwarded
@@ -19,6 +21,7 @@
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -28,6 +31,8 @@ use toolgate_runtime::metrics::ExecutorMetrics;
 const MIN_BUF: usize = 16 * 1024;
 /// The most a direction's buffer grows to.
 const MAX_BUF: usize = 256 * 1024;
+/// How long a direction with a grown buffer waits for bytes before it shrinks the buffer back.
+const IDLE: Duration = Duration::from_secs(1);
 
 /// Where one direction's bytes are counted.
 pub(super) struct Count<'a> {
@@ -52,19 +57,52 @@ pub(super) async fn pump(
     mut to: OwnedWriteHalf,
     count: Count<'_>,
 ) -> io::Result<()> {
-    let mut buf = vec![0u8; MIN_BUF];
+    let mut buf = Buffer::new();
     loop {
-        let n = from.read(&mut buf).await?;
+        if buf.is_grown() && tokio::time::timeout(IDLE, from.readable()).await.is_err() {
+            buf.shrink();
+        }
+        let n = from.read(buf.space()).await?;
         if n == 0 {
             break;
         }
-        to.write_all(&buf[..n]).await?;
+        to.write_all(&buf.space()[..n]).await?;
         count.add(n);
-        if n == buf.len() && buf.len() < MAX_BUF {
-            buf.resize(buf.len() * 2, 0);
-        }
+        buf.filled(n);
     }
     to.shutdown().await
+}
+
+/// One direction's buffer: [`MIN_BUF`], doubled after each read that fills it up to
+/// [`MAX_BUF`], back to `MIN_BUF` when told the direction is idle.
+struct Buffer(Vec<u8>);
+
+impl Buffer {
+    fn new() -> Self {
+        Buffer(vec![0; MIN_BUF])
+    }
+
+    /// Where the next read goes.
+    fn space(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    /// A read put `n` bytes in.
+    fn filled(&mut self, n: usize) {
+        if n == self.0.len() && self.0.len() < MAX_BUF {
+            self.0.resize(self.0.len() * 2, 0);
+        }
+    }
+
+    fn is_grown(&self) -> bool {
+        self.0.len() > MIN_BUF
+    }
+
+    /// Gives the grown part back to the allocator.
+    fn shrink(&mut self) {
+        self.0.truncate(MIN_BUF);
+        self.0.shrink_to_fit();
+    }
 }
 
 #[cfg(test)]
@@ -72,6 +110,31 @@ mod tests {
     use tokio::net::TcpStream;
 
     use super::*;
+
+    #[test]
+    fn the_buffer_grows_only_on_full_reads_and_shrinks_when_idle() {
+        let mut b = Buffer::new();
+        assert_eq!(b.space().len(), MIN_BUF);
+        b.filled(MIN_BUF - 1);
+        assert_eq!(b.space().len(), MIN_BUF, "a short read does not grow it");
+        let mut sizes = Vec::new();
+        for _ in 0..10 {
+            let full = b.space().len();
+            b.filled(full);
+            sizes.push(b.space().len());
+        }
+        assert_eq!(
+            sizes[..5],
+            [32 << 10, 64 << 10, 128 << 10, 256 << 10, 256 << 10],
+            "doubling up to the most"
+        );
+        assert!(sizes.iter().all(|s| *s <= MAX_BUF));
+        assert!(b.is_grown());
+        b.shrink();
+        assert!(!b.is_grown());
+        assert_eq!(b.space().len(), MIN_BUF);
+        assert!(b.0.capacity() < MAX_BUF, "the memory went back");
+    }
 
     /// A connected pair of sockets on loopback.
     async fn pair() -> (TcpStream, TcpStream) {
@@ -81,8 +144,9 @@ mod tests {
         (a.unwrap(), b.unwrap().0)
     }
 
-    /// A bulk transfer (the buffer grows to its largest) and a trickle of small writes, each
-    /// answered before the next is sent (the buffer must not wait to fill).
+    /// A trickle of small writes, each answered before the next is sent (the buffer must not
+    /// wait to fill), a bulk transfer (the buffer grows to its largest), an idle spell past
+    /// [`IDLE`] (it shrinks back), a last write, and the end.
     #[tokio::test]
     async fn every_byte_crosses_in_order_and_the_end_is_passed_on() {
         let metrics = ExecutorMetrics::register(&mut toolgate_runtime::metrics::registry());
@@ -108,19 +172,26 @@ mod tests {
                 server.read_exact(&mut echo).await.unwrap();
                 assert_eq!(echo, [i; 3], "small write {i}");
             }
-            client.write_all(&data).await.unwrap();
-            client.shutdown().await.unwrap();
-            let mut got = Vec::new();
-            // Bounded by what the test wrote, plus one byte to see any extra.
-            let mut bounded = (&mut server).take(data.len() as u64 + 1);
-            #[allow(clippy::disallowed_methods)]
-            let n = bounded.read_to_end(&mut got).await.unwrap();
-            // The end reached the server: read_to_end returned.
-            assert_eq!(n, data.len());
+            let mut got = vec![0u8; data.len()];
+            let (w, r) = tokio::join!(client.write_all(&data), server.read_exact(&mut got));
+            w.unwrap();
+            r.unwrap();
             assert!(got == data, "the bytes differ");
+            tokio::time::sleep(IDLE + Duration::from_millis(200)).await;
+            client.write_all(b"after").await.unwrap();
+            let mut after = [0u8; 5];
+            server.read_exact(&mut after).await.unwrap();
+            assert_eq!(&after, b"after");
+            client.shutdown().await.unwrap();
+            // The end reached the server: read_to_end returns, with nothing more.
+            let mut rest = Vec::new();
+            let mut bounded = (&mut server).take(1);
+            #[allow(clippy::disallowed_methods)]
+            let n = bounded.read_to_end(&mut rest).await.unwrap();
+            assert_eq!(n, 0);
         };
         let (r, ()) = tokio::join!(relay, talk);
         r.unwrap();
-        assert_eq!(bytes.load(Ordering::Relaxed), data.len() as u64 + 60);
+        assert_eq!(bytes.load(Ordering::Relaxed), data.len() as u64 + 65);
     }
 }
