@@ -429,7 +429,7 @@ impl ExecutorMetrics {
         );
         r.register_with_unit(
             "egress",
-            "Bytes spliced through the egress gate, by direction (`sent` by runs, `received`)",
+            "Bytes relayed through the egress gate, by direction (`sent` by runs, `received`)",
             Unit::Bytes,
             m.egress_bytes.clone(),
         );
@@ -468,7 +468,7 @@ impl ExecutorMetrics {
             .inc();
     }
 
-    /// Counts bytes spliced through the egress gate (`sent` or `received`).
+    /// Counts bytes relayed through the egress gate (`sent` or `received`).
     pub fn egress_bytes(&self, direction: &'static str, bytes: u64) {
         self.egress_bytes
             .get_or_create(&DirectionLabels { direction })

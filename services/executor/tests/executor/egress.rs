@@ -288,7 +288,7 @@ async fn a_networked_run_reaches_a_name_but_not_an_ip_literal_nor_the_executors_
     std::fs::write(sb.ws.join("get.py"), GET).unwrap();
 
     // By name: the gate answers the lookup with a placeholder, the policy allows the
-    // destination, the gate resolves web.test upstream and splices.
+    // destination, the gate resolves web.test upstream and relays the bytes.
     let o = run(
         &exe,
         networked(&format!(
