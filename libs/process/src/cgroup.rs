@@ -454,6 +454,8 @@ impl RunCgroup {
         if !self.run_could_write {
             return true;
         }
+        // A v2 directory beside v1 memory is the kill directory `with_kill_dir` added (pure
+        // v2 kills through the run's own cgroup and adds none).
         if self.v2.is_some() && self.v2 != self.memory {
             return false;
         }
