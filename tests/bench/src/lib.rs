@@ -233,6 +233,31 @@ pub fn stat_ticks(stat: &str) -> [u64; 4] {
     })
 }
 
+/// User and system seconds in a `/proc/.../stat` line.
+pub fn stat_cpu(stat: &str) -> f64 {
+    let [user, system, ..] = stat_ticks(stat);
+    (user + system) as f64 * TICK.as_secs_f64()
+}
+
+/// User and system seconds of this process's live threads named `name` (a runtime's workers
+/// live as long as it does; a blocking thread that ends between two readings takes its time
+/// with it).
+pub fn runtime_cpu(name: &str) -> f64 {
+    let mut sum = 0.0;
+    for task in std::fs::read_dir("/proc/self/task")
+        .expect("list /proc/self/task")
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() == name
+            && let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
+        {
+            sum += stat_cpu(&stat);
+        }
+    }
+    sum
+}
+
 /// The length of a clock tick (`USER_HZ`, 100 on every Linux ABI).
 pub const TICK: Duration = Duration::from_millis(10);
 

@@ -32,8 +32,8 @@ use std::time::Duration;
 
 use tonic::transport::Channel;
 use toolgate_bench::{
-    Goal, Samples, TICK, fmt_duration, heading, print_side, report_ratio, runtime, sample_count,
-    stat_ticks, tokens,
+    Goal, Samples, fmt_duration, heading, print_side, report_ratio, runtime, runtime_cpu,
+    sample_count, stat_cpu, tokens,
 };
 use toolgate_contracts::common::v1::{CallContext, exit_status};
 use toolgate_contracts::executor::v1 as ex;
@@ -259,31 +259,6 @@ fn process_cpu(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .unwrap_or_else(|e| panic!("read /proc/{pid}/stat: {e}"));
     stat_cpu(&stat)
-}
-
-/// User and system seconds in a `/proc/.../stat` line.
-fn stat_cpu(stat: &str) -> f64 {
-    let [user, system, ..] = stat_ticks(stat);
-    (user + system) as f64 * TICK.as_secs_f64()
-}
-
-/// User and system seconds of this process's live threads named `name` (a runtime's workers
-/// live as long as it does; a blocking thread that ends between two readings takes its time
-/// with it).
-fn runtime_cpu(name: &str) -> f64 {
-    let mut sum = 0.0;
-    for task in std::fs::read_dir("/proc/self/task")
-        .expect("list /proc/self/task")
-        .flatten()
-    {
-        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if comm.trim_end() == name
-            && let Ok(stat) = std::fs::read_to_string(task.path().join("stat"))
-        {
-            sum += stat_cpu(&stat);
-        }
-    }
-    sum
 }
 
 /// The seconds in the second line of bash's `times` (`0m0.061s 0m0.020s`: children's user

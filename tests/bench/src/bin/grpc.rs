@@ -8,7 +8,13 @@
 //! - `Run(["/bin/true"])` through the executor vs a raw spawn+wait of `/bin/true` with the
 //!   same isolation (issue 3, goal p50 ≤ 1.35×, "policy + ledger bypassed").
 //! - Streaming a child's stdout to a gRPC client vs a raw read of the same child's pipe
-//!   (issue 3, goal ≥ 0.8×).
+//!   (issue 3, goal ≥ 0.8×), and the same pipe relayed over a plain loopback TCP connection
+//!   (no gRPC): what no TCP transport can beat on this machine.
+//!
+//! After the run and stream comparisons, each side runs again in a row to measure the CPU it
+//! spends per call (the child, the executor's threads, the reader), outside the timed samples:
+//! on a machine with few cores the child, the executor and the client share them, and the CPU
+//! alone can bound a ratio.
 //!
 //! Set-up, chosen so the numbers mean what a real client would see:
 //! - The servers run on their own multi-thread runtime (their own worker threads), as they
@@ -33,7 +39,8 @@ use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use toolgate_bench::{
-    Goal, heading, interleave_async, print_side, report_ratio, runtime, sample_count, wanted,
+    Goal, TICK, heading, interleave_async, print_side, report_ratio, runtime, runtime_cpu,
+    sample_count, stat_ticks, wanted,
 };
 use toolgate_contracts::common::v1::{CallContext, ToolKind};
 use toolgate_contracts::executor::v1 as ex;
@@ -282,28 +289,84 @@ async fn run_true_vs_spawn(
 ) {
     let process = ProcessServiceClient::with_interceptor(ch, bearer());
     heading("Run([\"/bin/true\"]) round trip vs raw spawn+wait with the same isolation");
-    let (raw, run) = interleave_async(
-        n,
-        100,
-        || async {
-            let cwd = std::fs::File::open(ws).unwrap().into();
-            let mut child = runner.spawn_baseline(&["/bin/true"], cwd, false).unwrap();
-            child.wait().unwrap();
-        },
-        || {
-            let mut c = process.clone();
-            async move {
-                run_to_end(&mut c, argv(&["/bin/true"])).await;
-            }
-        },
-    )
-    .await;
+    let raw_side = || async {
+        let cwd = std::fs::File::open(ws).unwrap().into();
+        let mut child = runner.spawn_baseline(&["/bin/true"], cwd, false).unwrap();
+        child.wait().unwrap();
+    };
+    let grpc_side = || {
+        let mut c = process.clone();
+        async move {
+            run_to_end(&mut c, argv(&["/bin/true"])).await;
+        }
+    };
+    let (raw, run) = interleave_async(n, 100, raw_side, grpc_side).await;
     print_side("raw spawn+wait /bin/true (same isolation)", &raw);
     print_side("executor Run(/bin/true) over gRPC", &run);
+    print_cpu(
+        "run",
+        "`/bin/true`",
+        "the raw spawn's caller or the gRPC client",
+        &[
+            ("raw", cpu_of(n / 4, raw_side).await),
+            ("gRPC", cpu_of(n / 4, grpc_side).await),
+        ],
+        raw.p50(),
+    );
     report_ratio(
         "run_true_p50",
         ratio(run.p50(), raw.p50()),
         Goal::AtMost(1.35),
+    );
+}
+
+/// The CPU `side` spends per call, by who spends it, over `n` calls in a row (after the
+/// timed comparison: reading the counters costs more than a short call, so it is never inside
+/// a timed sample).
+async fn cpu_of<F, Fut>(n: usize, mut side: F) -> Cpu
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let n = n.max(1);
+    let at = Cpu::now();
+    for _ in 0..n {
+        side().await;
+    }
+    let now = Cpu::now();
+    let server = now.server - at.server;
+    let per = |s: f64| s / n as f64;
+    Cpu {
+        command: per(now.command - at.command),
+        server: per(server),
+        client: per(now.client - at.client - server),
+    }
+}
+
+/// Prints the CPU each side of a comparison spends per call, by who spends it, and the least
+/// time the scenario side's CPU needs on this machine's cores: when the child, the executor
+/// and the client share few cores, a ratio can be bound by CPU rather than by anything the
+/// executor waits for.
+fn print_cpu(unit: &str, command: &str, reader: &str, sides: &[(&str, Cpu)], base_p50: Duration) {
+    let [(base_name, _), .., (name, scenario)] = sides else {
+        return;
+    };
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let us = |s: f64| s * 1e6;
+    println!("  CPU per {unit} (mean, µs; the command is {command}, the reader {reader}):");
+    for (side, cpu) in sides {
+        println!(
+            "    {side:<5} command {:>9.1}  executor {:>9.1}  reader {:>9.1}  total {:>9.1}",
+            us(cpu.command),
+            us(cpu.server),
+            us(cpu.client),
+            us(cpu.total())
+        );
+    }
+    let least = Duration::from_secs_f64(scenario.total() / cores as f64);
+    println!(
+        "  on {cores} cores the {name} side's CPU alone takes at least {least:.1?} per {unit}: {:.3} × the {base_name} p50",
+        ratio(least, base_p50)
     );
 }
 
@@ -313,44 +376,54 @@ async fn stream_vs_pipe(ch: Channel, runner: &toolgate_process::Runner, ws: &std
     let cmd = format!("head -c {bytes} /dev/zero");
     heading("stream a child's stdout to a gRPC client vs a raw pipe read (64 MiB)");
     let rounds = sample_count(2_000).clamp(5, 20);
-    let cmd2 = cmd.clone();
-    let (pipe, grpc) = interleave_async(
-        rounds,
-        1,
-        || async {
-            // The same child (bash running head), the same isolation and pipe size as a run,
-            // read by a plain loop with the executor's chunk size.
-            let cwd = std::fs::File::open(ws).unwrap().into();
-            let mut child = runner
-                .spawn_baseline(&["bash", "--noprofile", "--norc", "-c", &cmd2], cwd, true)
-                .unwrap();
-            let mut out = child.stdout.take().unwrap();
-            let mut buf = vec![0u8; 256 << 10];
-            let mut total = 0u64;
-            loop {
-                let k = out.read(&mut buf).unwrap();
-                if k == 0 {
-                    break;
-                }
-                total += k as u64;
-            }
-            child.wait().unwrap();
-            assert_eq!(total, bytes);
-        },
-        || {
-            let mut c = process.clone();
-            let mut req = script(&cmd);
-            req.limits = Some(ex::OutputLimits {
-                stdout_cap_bytes: bytes,
-                ..Default::default()
-            });
-            async move {
-                let got = run_to_end(&mut c, req).await;
-                assert_eq!(got, bytes);
-            }
-        },
-    )
-    .await;
+    // The child both baselines read: bash running head, with stdout on a pipe.
+    let head = || {
+        let cwd = std::fs::File::open(ws).unwrap().into();
+        let mut child = runner
+            .spawn_baseline(&["bash", "--noprofile", "--norc", "-c", &cmd], cwd, true)
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        (child, out)
+    };
+    let pipe_side = || async {
+        // The same child (bash running head), the same isolation and pipe size as a run,
+        // read by a plain loop with the executor's chunk size.
+        let (mut child, mut out) = head();
+        let total = drain(&mut out, |_| {});
+        child.wait().unwrap();
+        assert_eq!(total, bytes);
+    };
+    let grpc_side = || {
+        let mut c = process.clone();
+        let mut req = script(&cmd);
+        req.limits = Some(ex::OutputLimits {
+            stdout_cap_bytes: bytes,
+            ..Default::default()
+        });
+        async move {
+            let got = run_to_end(&mut c, req).await;
+            assert_eq!(got, bytes);
+        }
+    };
+    // What any transport over loopback TCP costs before gRPC does anything: the same child's
+    // pipe copied by a plain thread into a TCP connection, which a plain loop reads.
+    let tcp_side = || async {
+        let (mut child, mut out) = head();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut reader = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut writer, _) = listener.accept().unwrap();
+        let relay = std::thread::spawn(move || {
+            drain(&mut out, |chunk| {
+                std::io::Write::write_all(&mut writer, chunk).unwrap();
+            })
+        });
+        let total = drain(&mut reader, |_| {});
+        assert_eq!(relay.join().unwrap(), bytes);
+        child.wait().unwrap();
+        assert_eq!(total, bytes);
+    };
+    let (pipe, grpc) = interleave_async(rounds, 1, pipe_side, grpc_side).await;
+    let (pipe_again, tcp) = interleave_async(rounds, 1, pipe_side, tcp_side).await;
     print_side("raw pipe read", &pipe);
     print_side("executor Run streamed over gRPC", &grpc);
     let mib = bytes as f64 / (1 << 20) as f64;
@@ -359,11 +432,71 @@ async fn stream_vs_pipe(ch: Channel, runner: &toolgate_process::Runner, ws: &std
         mib / pipe.p50().as_secs_f64(),
         mib / grpc.p50().as_secs_f64()
     );
+    print_side("raw pipe read, again", &pipe_again);
+    print_side("the pipe relayed over loopback TCP", &tcp);
+    println!(
+        "  loopback TCP alone, without gRPC: {:.3} × the raw pipe's throughput (no transport over TCP does better here)",
+        ratio(pipe_again.p50(), tcp.p50())
+    );
+    print_cpu(
+        "64 MiB",
+        "`head`",
+        "the read loop (for TCP with its relay thread) or the gRPC client",
+        &[
+            ("raw", cpu_of(rounds, pipe_side).await),
+            ("TCP", cpu_of(rounds, tcp_side).await),
+            ("gRPC", cpu_of(rounds, grpc_side).await),
+        ],
+        pipe.p50(),
+    );
     report_ratio(
         "stream_throughput_p50",
         ratio(pipe.p50(), grpc.p50()),
         Goal::AtLeast(0.8),
     );
+}
+
+/// CPU seconds by who spent them: the command (the children this process waited for), the
+/// executor (the server runtime's threads) and the reader (the rest of this process: the
+/// client runtime, where both sides' reading loops run).
+#[derive(Default)]
+struct Cpu {
+    command: f64,
+    server: f64,
+    client: f64,
+}
+
+impl Cpu {
+    /// The counters now; `client` holds the whole process's own time.
+    fn now() -> Cpu {
+        let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+        let [user, system, child_user, child_system] = stat_ticks(&stat);
+        let secs = |ticks: u64| ticks as f64 * TICK.as_secs_f64();
+        Cpu {
+            command: secs(child_user + child_system),
+            server: runtime_cpu("server"),
+            client: secs(user + system),
+        }
+    }
+
+    fn total(&self) -> f64 {
+        self.command + self.server + self.client
+    }
+}
+
+/// Reads `from` to its end in chunks of the executor's size, handing each to `chunk`, and
+/// returns the bytes read.
+fn drain(from: &mut impl Read, mut chunk: impl FnMut(&[u8])) -> u64 {
+    let mut buf = vec![0u8; 256 << 10];
+    let mut total = 0u64;
+    loop {
+        let k = from.read(&mut buf).unwrap();
+        if k == 0 {
+            return total;
+        }
+        chunk(&buf[..k]);
+        total += k as u64;
+    }
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {
