@@ -27,7 +27,7 @@ mod selftest;
 mod spawn;
 mod supervisor;
 pub use selftest::EscapeCheck;
-use spawn::{Io, Spawner, not_started, remove_stale_homes};
+use spawn::{Io, Launch, Spawned, Spawner, not_started, remove_stale_homes};
 use supervisor::{Supervisor, Watched, signal_all};
 
 /// Errors of admission and of checking a request against the configuration.
@@ -396,6 +396,115 @@ fn find_on_path(path: &str, name: &str) -> Option<PathBuf> {
         let meta = std::fs::metadata(&candidate).ok()?;
         (meta.is_file() && meta.permissions().mode() & 0o111 != 0).then_some(candidate)
     })
+}
+
+/// What a run needs once its child exists: everything [`Runner::try_run`] decided before the
+/// clone, kept for [`Pending::watch`] (on the calling thread, or in a task when the clone runs
+/// on the spawner thread).
+struct Pending {
+    inner: Arc<Inner>,
+    handle: tokio::runtime::Handle,
+    /// The program, for a run that does not start.
+    program: String,
+    cgroup: Option<crate::cgroup::RunCgroup>,
+    isolation: crate::event::Isolation,
+    state: Option<OwnedFd>,
+    home: Option<tempfile::TempDir>,
+    armed: Option<crate::tripwire::Armed>,
+    stdin: Option<bytes::Bytes>,
+    tx: mpsc::Sender<Event>,
+    cancel: watch::Receiver<Request>,
+    limits: EffectiveLimits,
+    kill_on_cap: bool,
+    audit: Option<crate::spec::Audit>,
+    disk_watch: Option<crate::spec::DiskWatch>,
+    hold: Option<crate::spec::Hold>,
+    permit: OwnedSemaphorePermit,
+    started: Instant,
+    started_at: SystemTime,
+}
+
+impl Pending {
+    /// Takes the spawned child under watch: queues `Started` and returns the run's
+    /// supervision, to be spawned or awaited; or, when the child could not be spawned, queues
+    /// its `Exited` (`SpawnFailed`) and returns `None`. An error setting up the watch kills
+    /// and reaps the child.
+    fn watch(
+        self,
+        spawned: io::Result<Spawned>,
+    ) -> Result<Option<impl std::future::Future<Output = ()> + Send + 'static>, Error> {
+        let _enter = self.handle.enter();
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.replenish();
+        }
+        let mut spawned = match spawned {
+            Ok(spawned) => spawned,
+            Err(err) => {
+                // The channel is fresh and has room for at least one event.
+                let _ = self.tx.try_send(Event::Exited(not_started(
+                    &self.program,
+                    &err,
+                    self.started,
+                )));
+                return Ok(None);
+            }
+        };
+        let inner = &self.inner;
+        let mount_ns = spawned.mount_ns.take();
+        let watched = Watched::new(spawned, self.armed, self.state, self.stdin, &inner.config)?;
+        let pid = watched.guard.pid;
+        let limits = self.limits;
+        let sup = Supervisor {
+            _spawner: Arc::clone(&inner.spawner),
+            pid,
+            pidfd: watched.pidfd,
+            guard: watched.guard,
+            mount_ns,
+            mechanism: self.isolation.kill_mechanism,
+            cgroup: self.cgroup,
+            enforced: self.isolation.limits,
+            tx: self.tx,
+            cancel: self.cancel,
+            shutdown: inner.shutdown.subscribe(),
+            timeout: limits.timeout,
+            grace: inner.config.kill_grace,
+            drain: inner.config.drain_after_exit,
+            final_send_timeout: inner.config.final_send_timeout,
+            kill_on_cap: self.kill_on_cap,
+            audit: self.audit,
+            tripwire: watched.tripwire,
+            disk_watch: self.disk_watch,
+            file_size_limit: inner.config.rlimits.fsize,
+            limits: [
+                StreamLimits {
+                    cap: limits.stdout_cap,
+                    tail: limits.tail_bytes,
+                },
+                StreamLimits {
+                    cap: limits.stderr_cap,
+                    tail: limits.tail_bytes,
+                },
+            ],
+            started: self.started,
+        };
+        // The channel is fresh and holds at least one event, so this cannot fail.
+        let _ = sup.tx.try_send(Event::Started(Started {
+            pid: pid as u32,
+            isolation: self.isolation,
+            started_at: self.started_at,
+        }));
+        let (stdout, stderr, stdin_feed, state) =
+            (watched.stdout, watched.stderr, watched.stdin, watched.state);
+        let (hold, permit, home) = (self.hold, self.permit, self.home);
+        Ok(Some(async move {
+            // Dropped last, after the runner's own permit: a caller's slot held here is never
+            // free before the runner's.
+            let _hold = hold;
+            let _permit: OwnedSemaphorePermit = permit;
+            let _home = home;
+            Box::pin(sup.run(stdout, stderr, stdin_feed, state)).await;
+        }))
+    }
 }
 
 impl Runner {
@@ -802,79 +911,61 @@ impl Runner {
         }
         let started = Instant::now();
         let started_at = SystemTime::now();
-        let spawned = child
-            .prepared
-            .and_then(|p| inner.spawn(p, [child.stdin, Io::Pipe, Io::Pipe]));
-        if let Some(cgroup) = &child.cgroup {
-            let _enter = handle.enter();
-            cgroup.replenish();
-        }
-        let mut spawned = match spawned {
-            Ok(spawned) => spawned,
-            Err(err) => {
-                // The channel is fresh and has room for at least one event.
-                let program = inner.program(&command).0;
-                let _ = tx.try_send(Event::Exited(not_started(program, &err, started)));
-                return Ok(run);
-            }
+        let launch = match child.prepared {
+            Ok(p) => inner.launch(p, [child.stdin, Io::Pipe, Io::Pipe]),
+            Err(e) => Launch::Ready(Err(e)),
         };
-        let _enter = handle.enter();
-        let mount_ns = spawned.mount_ns.take();
-        let watched = Watched::new(spawned, armed, child.state, stdin, &inner.config)?;
-        let pid = watched.guard.pid;
-        let sup = Supervisor {
-            _spawner: Arc::clone(&inner.spawner),
-            pid,
-            pidfd: watched.pidfd,
-            guard: watched.guard,
-            mount_ns,
-            mechanism: child.isolation.kill_mechanism,
+        let pending = Pending {
+            inner: Arc::clone(inner),
+            handle: handle.clone(),
+            program: inner.program(&command).0.to_owned(),
             cgroup: child.cgroup,
-            enforced: child.isolation.limits,
+            isolation: child.isolation,
+            state: child.state,
+            home: child.home,
+            armed,
+            stdin,
             tx,
             cancel: cancel.0.subscribe(),
-            shutdown: inner.shutdown.subscribe(),
-            timeout: limits.timeout,
-            grace: inner.config.kill_grace,
-            drain: inner.config.drain_after_exit,
-            final_send_timeout: inner.config.final_send_timeout,
+            limits,
             kill_on_cap,
             audit,
-            tripwire: watched.tripwire,
             disk_watch,
-            file_size_limit: inner.config.rlimits.fsize,
-            limits: [
-                StreamLimits {
-                    cap: limits.stdout_cap,
-                    tail: limits.tail_bytes,
-                },
-                StreamLimits {
-                    cap: limits.stderr_cap,
-                    tail: limits.tail_bytes,
-                },
-            ],
+            hold,
+            permit,
             started,
-        };
-        // `Started` is queued before the supervisor task exists, so whoever polls the run at
-        // once finds it ready: the executor's response then carries its headers and `Started`
-        // in one write instead of waking the client twice. The channel is fresh and holds at
-        // least one event, so this cannot fail.
-        let _ = sup.tx.try_send(Event::Started(Started {
-            pid: pid as u32,
-            isolation: child.isolation,
             started_at,
-        }));
-        let (stdout, stderr, stdin_feed, state) =
-            (watched.stdout, watched.stderr, watched.stdin, watched.state);
-        let home = child.home;
-        handle.spawn(async move {
-            // Dropped last, after the runner's own permit: a caller's slot held here is never
-            // free before the runner's.
-            let _hold = hold;
-            let _permit: OwnedSemaphorePermit = permit;
-            let _home = home;
-            Box::pin(sup.run(stdout, stderr, stdin_feed, state)).await;
-        });
+        };
+        match launch {
+            // Cloned already (unsandboxed, or nothing to clone): `Started` is queued before
+            // this returns, so whoever polls the run at once finds it ready, and the executor's
+            // response carries its headers and `Started` in one write.
+            Launch::Ready(spawned) => {
+                if let Some(supervise) = pending.watch(spawned)? {
+                    handle.spawn(supervise);
+                }
+            }
+            // Being cloned on the spawner thread: the rest happens in a task once it is done,
+            // and a failure to watch the child then ends the run as not started.
+            launch @ Launch::OnSpawner(_) => {
+                handle.spawn(async move {
+                    let (tx, program, started) =
+                        (pending.tx.clone(), pending.program.clone(), pending.started);
+                    match pending.watch(launch.spawned().await) {
+                        Ok(Some(supervise)) => {
+                            drop(tx);
+                            supervise.await;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            let err = io::Error::other(e.to_string());
+                            let _ =
+                                tx.try_send(Event::Exited(not_started(&program, &err, started)));
+                        }
+                    }
+                });
+            }
+        }
         Ok(run)
     }
 

@@ -831,22 +831,28 @@ const FIRST_EVENTS_WAIT: Duration = Duration::from_millis(2);
 /// The run's first event and, when it is `Started`, the event after it if that comes within
 /// [`FIRST_EVENTS_WAIT`], ahead of the rest of `stream`. Nothing is dropped or reordered: on
 /// the deadline the rest simply follows.
+///
+/// The first event (`Started`, or the `Exited` of a run that could not start) is awaited
+/// without a deadline: a sandboxed run's child is cloned on the runner's spawner thread, and
+/// its answer has nothing to say before the clone is done. The deadline counts from it.
 async fn with_first_events(mut stream: RunStream) -> RunStream {
-    let deadline = tokio::time::Instant::now() + FIRST_EVENTS_WAIT;
-    let mut head = Vec::with_capacity(2);
-    while let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
-        let Some(item) = next else {
-            return Box::pin(stream::iter(head));
-        };
-        let started = matches!(
-            &item,
-            Ok(pb::RunResponse {
-                event: Some(pb::run_response::Event::Started(_))
-            })
-        );
-        head.push(item);
-        if !started {
-            break;
+    let Some(first) = stream.next().await else {
+        return Box::pin(stream::empty());
+    };
+    let started = matches!(
+        &first,
+        Ok(pb::RunResponse {
+            event: Some(pb::run_response::Event::Started(_))
+        })
+    );
+    let mut head = vec![first];
+    if started {
+        let deadline = tokio::time::Instant::now() + FIRST_EVENTS_WAIT;
+        if let Ok(next) = tokio::time::timeout_at(deadline, stream.next()).await {
+            match next {
+                Some(item) => head.push(item),
+                None => return Box::pin(stream::iter(head)),
+            }
         }
     }
     Box::pin(stream::iter(head).chain(stream))

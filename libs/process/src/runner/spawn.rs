@@ -54,6 +54,24 @@ pub(super) struct Spawned {
     pub(super) mount_ns: Option<OwnedFd>,
 }
 
+/// A child being spawned (see [`Inner::launch`]).
+pub(super) enum Launch {
+    /// Cloned on the calling thread, or failed before any clone.
+    Ready(io::Result<Spawned>),
+    /// Being cloned on the spawner thread.
+    OnSpawner(tokio::sync::oneshot::Receiver<io::Result<Spawned>>),
+}
+
+impl Launch {
+    /// The spawned child, awaited without holding the thread.
+    pub(super) async fn spawned(self) -> io::Result<Spawned> {
+        match self {
+            Launch::Ready(spawned) => spawned,
+            Launch::OnSpawner(rx) => rx.await.unwrap_or_else(|_| Err(spawner_gone())),
+        }
+    }
+}
+
 /// The sandbox a run gets, decided before anything about its child is.
 pub(super) struct Confinement<'a> {
     /// The child's half of the sandbox and the profile it was built from; `None` unconfined.
@@ -359,9 +377,57 @@ impl Inner {
         }
     }
 
-    /// Spawns `prepared` with its standard streams connected as `io` (stdin, stdout, stderr).
-    /// A sandboxed child is cloned on the runner's spawner thread (see [`Spawner`]).
+    /// Spawns `prepared` with its standard streams connected as `io` (stdin, stdout, stderr),
+    /// holding the calling thread until the child has exec'd. A sandboxed child is cloned on the
+    /// runner's spawner thread (see [`Spawner`]). For the probes and the benchmarks' baseline;
+    /// runs go through [`Inner::launch`], which does not hold a runtime worker.
     pub(super) fn spawn(&self, prepared: Prepared, io: [Io; 3]) -> io::Result<Spawned> {
+        let (sandboxed, clone) = self.cloner(prepared, io)?;
+        if sandboxed {
+            self.spawner.call(clone)?
+        } else {
+            clone()
+        }
+    }
+
+    /// Starts spawning `prepared` with its standard streams connected as `io`. An unsandboxed
+    /// child is cloned on the calling thread, which the `CLONE_VFORK` clone holds only until
+    /// the child execs. A sandboxed child is cloned on the spawner thread, and its clone lasts
+    /// as long as the sandbox's set-up (a millisecond or more): the caller gets a
+    /// [`Launch::OnSpawner`] to await instead of waiting on its thread, so a runtime worker
+    /// keeps serving other calls meanwhile.
+    pub(super) fn launch(&self, prepared: Prepared, io: [Io; 3]) -> Launch {
+        let (sandboxed, clone) = match self.cloner(prepared, io) {
+            Ok(c) => c,
+            Err(e) => return Launch::Ready(Err(e)),
+        };
+        if !sandboxed {
+            return Launch::Ready(clone());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.spawner.submit(Box::new(move || {
+            if let Err(Ok(orphan)) = tx.send(clone()) {
+                // Nobody waits for the run any more (its task ended with the runtime): it
+                // must not run unsupervised.
+                drop(super::supervisor::ReapGuard {
+                    pid: orphan.pid,
+                    reaped: false,
+                });
+            }
+        }));
+        match sent {
+            Ok(()) => Launch::OnSpawner(rx),
+            Err(e) => Launch::Ready(Err(e)),
+        }
+    }
+
+    /// The pipes of `io` and the clone of `prepared` with them, which returns the spawned
+    /// child; and whether it must run on the spawner thread (a sandboxed child).
+    fn cloner(
+        &self,
+        prepared: Prepared,
+        io: [Io; 3],
+    ) -> io::Result<(bool, impl FnOnce() -> io::Result<Spawned> + Send + 'static)> {
         let mut ours: [Option<OwnedFd>; 3] = [None, None, None];
         let mut theirs: [Option<OwnedFd>; 3] = [None, None, None];
         for (i, mode) in io.into_iter().enumerate() {
@@ -378,26 +444,22 @@ impl Inner {
         let clone = move || {
             let fds =
                 [0, 1, 2].map(|i| theirs[i].as_ref().map_or(dev_null.as_fd(), |fd| fd.as_fd()));
-            sys::spawn(&prepared.exec, fds, &prepared.setup, new_pid_namespace)
+            let pid = sys::spawn(&prepared.exec, fds, &prepared.setup, new_pid_namespace)?;
+            let [stdin, stdout, stderr] = ours;
+            // Our unreaped child: its pid cannot have been reused.
+            let mount_ns = sandboxed
+                .then(|| File::open(format!("/proc/{pid}/ns/mnt")).ok())
+                .flatten()
+                .map(OwnedFd::from);
+            Ok(Spawned {
+                pid,
+                stdin,
+                stdout,
+                stderr,
+                mount_ns,
+            })
         };
-        let pid = if sandboxed {
-            self.spawner.call(clone)??
-        } else {
-            clone()?
-        };
-        let [stdin, stdout, stderr] = ours;
-        // Our unreaped child: its pid cannot have been reused.
-        let mount_ns = sandboxed
-            .then(|| File::open(format!("/proc/{pid}/ns/mnt")).ok())
-            .flatten()
-            .map(OwnedFd::from);
-        Ok(Spawned {
-            pid,
-            stdin,
-            stdout,
-            stderr,
-            mount_ns,
-        })
+        Ok((sandboxed, clone))
     }
 
     /// Spawns `true` with the current plan and checks it exits 0.
@@ -596,20 +658,26 @@ impl Spawner {
         Ok(Arc::new(Spawner { jobs }))
     }
 
-    /// Runs `f` on the spawner thread and returns its result.
+    /// Runs `f` on the spawner thread and returns its result, holding this thread meanwhile.
     pub(super) fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> io::Result<T> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let gone = || io::Error::other("the spawner thread is gone");
-        self.jobs
-            .send(Box::new(move || {
-                let _ = tx.send(f());
-            }))
-            .map_err(|_| gone())?;
-        rx.recv().map_err(|_| gone())
+        self.submit(Box::new(move || {
+            let _ = tx.send(f());
+        }))?;
+        rx.recv().map_err(|_| spawner_gone())
     }
+
+    /// Queues `job` on the spawner thread and returns at once.
+    pub(super) fn submit(&self, job: Box<dyn FnOnce() + Send>) -> io::Result<()> {
+        self.jobs.send(job).map_err(|_| spawner_gone())
+    }
+}
+
+fn spawner_gone() -> io::Error {
+    io::Error::other("the spawner thread is gone")
 }
 
 /// Removes the empty `toolgate-homes-<pid>-*` and `toolgate-sessions-<pid>-*` mount points that

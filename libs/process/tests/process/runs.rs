@@ -344,8 +344,12 @@ async fn beyond_the_limit_is_busy_at_once() {
     })
     .unwrap();
     let mut runs = Vec::new();
+    // Each workspace lives as long as its run: a sandboxed child is cloned on the runner's
+    // spawner thread after `try_run` returns, from the workspace as it is then.
+    let mut workspaces = Vec::new();
     for _ in 0..2 {
-        let (_ws, cwd) = workspace();
+        let (ws, cwd) = workspace();
+        workspaces.push(ws);
         runs.push(
             runner
                 .try_run(spec(RunRequest::argv(["sleep", "30"], cwd)))
