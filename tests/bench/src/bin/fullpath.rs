@@ -23,8 +23,10 @@
 //! since the sandbox; measure where it goes"): 16 concurrent clients for a few seconds each,
 //! reads only (`ReadFile` of a small file), runs only (`Run(["/bin/true"])`) and the two
 //! alternating, every call through the policy service and its ledger. Printed as calls/s with
-//! the mix compared to what its two halves predict (a harmonic mean of the two rates); there
-//! is no goal in the brief for it, so it reports the figures without MET/MISSED.
+//! the mix compared to what its two halves predict (a harmonic mean of the two rates), and
+//! the p50 and p99 of the executor's health `Check`, asked every millisecond meanwhile (what a
+//! call that needs no run waits while runs keep the executor busy); there is no goal in the
+//! brief for it, so it reports the figures without MET/MISSED.
 //!
 //! `--tls`: the production transport instead of loopback plaintext. Certificates are made
 //! for the run (rcgen); the client and the echo speak TLS to both services, the executor
@@ -345,7 +347,7 @@ async fn mixed_throughput(channel: Channel, ws: &std::path::Path) {
     ));
     std::fs::write(ws.join("mixed.txt"), "a small file\n").expect("write the read target");
     let process = ProcessServiceClient::with_interceptor(channel.clone(), bearer());
-    let fs = FilesystemServiceClient::with_interceptor(channel, bearer());
+    let fs = FilesystemServiceClient::with_interceptor(channel.clone(), bearer());
     let mut rates = Vec::new();
     for (mix, label) in [
         (Mix::Reads, "ReadFile only"),
@@ -354,6 +356,26 @@ async fn mixed_throughput(channel: Channel, ws: &std::path::Path) {
     ] {
         let deadline = Instant::now() + Duration::from_secs(MIX_SECONDS);
         let started = Instant::now();
+        // One more caller asks the executor's health Check every millisecond meanwhile: how
+        // long a call that needs no run waits while the callers' runs keep the executor busy.
+        let probe = {
+            let mut health = HealthClient::new(channel.clone());
+            tokio::spawn(async move {
+                let mut waits = Samples::default();
+                while Instant::now() < deadline {
+                    let t = Instant::now();
+                    health
+                        .check(HealthCheckRequest {
+                            service: String::new(),
+                        })
+                        .await
+                        .expect("health Check");
+                    waits.push(t.elapsed());
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                waits
+            })
+        };
         let mut callers = tokio::task::JoinSet::new();
         for c in 0..MIX_CLIENTS {
             let (mut p, mut f) = (process.clone(), fs.clone());
@@ -390,7 +412,12 @@ async fn mixed_throughput(channel: Channel, ws: &std::path::Path) {
             calls += n.expect("caller");
         }
         let rate = calls as f64 / started.elapsed().as_secs_f64();
-        println!("  {label:<44} {calls:>7} calls  {rate:>8.0} calls/s");
+        let waits = probe.await.expect("the health probe");
+        println!(
+            "  {label:<44} {calls:>7} calls  {rate:>8.0} calls/s   health Check meanwhile p50 {} p99 {}",
+            toolgate_bench::fmt_duration(waits.p50()),
+            toolgate_bench::fmt_duration(waits.p99())
+        );
         rates.push(rate);
     }
     let predicted = 2.0 / (1.0 / rates[0] + 1.0 / rates[1]);
