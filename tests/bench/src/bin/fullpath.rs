@@ -287,30 +287,30 @@ fn main() {
         print_side("durable single-row INSERT", &insert);
         print_side("sandboxed library run (Runner::try_run)", &sandboxed);
         print_side("full path Run(/bin/true)", &full);
-        let budget = spawn.p50() + 4 * echo.p50() + 2 * insert.p50();
+        // What the budget allows around the child: four gRPC hops and two durable writes.
+        let around = 4 * echo.p50() + 2 * insert.p50();
+        let budget = spawn.p50() + around;
+        let fmt = toolgate_bench::fmt_duration;
         println!(
             "  budget p50 = spawn + 4 × echo + 2 × INSERT = {}",
-            toolgate_bench::fmt_duration(budget)
+            fmt(budget)
         );
         // The path runs the child under the default sandbox profile, which the brief's budget
         // does not count: the same run through the library alone (default profile, drained to
         // `Exited`, no session, no workspace masks) says how much of the path is the sandboxed
         // run itself, and how much the services add around it.
-        let fmt = toolgate_bench::fmt_duration;
         println!(
             "  of the full path, the sandboxed run alone is {} ({:.0} %); the services add {} (4 × echo + 2 × INSERT = {})",
             fmt(sandboxed.p50()),
             100.0 * ratio(sandboxed.p50(), full.p50()),
             fmt(full.p50().saturating_sub(sandboxed.p50())),
-            fmt(4 * echo.p50() + 2 * insert.p50())
+            fmt(around)
         );
+        let reference = sandboxed.p50() + around;
         println!(
             "  for reference, not the brief's goal: with the sandboxed run in place of the raw spawn the budget is {}, and the full path {:.3} × it",
-            fmt(sandboxed.p50() + 4 * echo.p50() + 2 * insert.p50()),
-            ratio(
-                full.p50(),
-                sandboxed.p50() + 4 * echo.p50() + 2 * insert.p50()
-            )
+            fmt(reference),
+            ratio(full.p50(), reference)
         );
         report_ratio(
             "full_path_p50 / budget",
