@@ -524,11 +524,15 @@ pub(crate) fn loopback_up() -> io::Result<()> {
 pub(crate) fn lock(sb: &SandboxSetup) -> io::Result<()> {
     // SAFETY: prctl with integer arguments; capset with the v3 header and two data words.
     unsafe {
+        // Capabilities are numbered from 0 to the kernel's last without a gap: the first
+        // number it calls invalid ends the bounding set.
         for cap in 0..64 {
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0
-                && os_err().raw_os_error() != Some(libc::EINVAL)
-            {
-                return Err(os_err());
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                let e = os_err();
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return Err(e);
             }
         }
         check(libc::prctl(
