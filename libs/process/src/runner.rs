@@ -89,6 +89,15 @@ pub enum Error {
         /// Why no cgroup could be used.
         missing: String,
     },
+    /// The working directory was removed after the caller opened it; nothing ran.
+    #[error(
+        "the working directory {path} was removed before the run could start; run it in a \
+         directory that exists"
+    )]
+    CwdRemoved {
+        /// Where it was, as the executor last saw it.
+        path: String,
+    },
     /// Preparing the run failed on the executor side.
     #[error("cannot prepare the run: {what}: {source}")]
     Setup {
@@ -104,6 +113,7 @@ impl ReasonedError for Error {
         match self {
             Error::Busy { .. } | Error::ShuttingDown => Reason::Busy,
             Error::EnvNotAllowed { .. } | Error::AboveMaximum { .. } => Reason::InvalidRequest,
+            Error::CwdRemoved { .. } => Reason::NotFound,
             Error::Config(e) => e.reason(),
             Error::SandboxUnavailable { .. } | Error::LimitsUnavailable { .. } => {
                 Reason::SandboxUnavailable
@@ -123,6 +133,7 @@ impl ReasonedError for Error {
             }
             Error::Config(e) => e.metadata(),
             Error::SandboxUnavailable { profile, .. } => vec![("profile", profile.clone())],
+            Error::CwdRemoved { path } => vec![("field", "cwd".to_owned()), ("path", path.clone())],
             _ => Vec::new(),
         }
     }
@@ -868,6 +879,11 @@ impl Runner {
             .map_err(|_| Error::Busy {
                 limit: inner.config.max_concurrent_runs,
             })?;
+        // A directory removed since it was opened can still be entered by descriptor, but not
+        // by path (a sandboxed run's view names it by path): no run starts in one.
+        if let Some(path) = spawn::removed_directory(&req.cwd) {
+            return Err(Error::CwdRemoved { path });
+        }
         let mut confinement = inner.confine(
             &req.profile,
             &req.cwd,

@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -719,6 +719,22 @@ pub(super) fn take_reader(
     pipe::Receiver::from_owned_fd(fd)
 }
 
+/// Where `dir` was, when it has been removed since it was opened (no link to it is left).
+pub(super) fn removed_directory(dir: &OwnedFd) -> Option<String> {
+    let stat = rustix::fs::fstat(dir).ok()?;
+    if stat.st_nlink != 0 {
+        return None;
+    }
+    let path = std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd())).ok();
+    Some(path.map_or_else(
+        || "(unknown)".to_owned(),
+        |p| {
+            let p = p.display().to_string();
+            p.strip_suffix(" (deleted)").map(str::to_owned).unwrap_or(p)
+        },
+    ))
+}
+
 /// The only event of a run whose child could not be spawned.
 pub(super) fn not_started(program: &str, err: &io::Error, started: Instant) -> Exited {
     Exited {
@@ -737,6 +753,24 @@ pub(super) fn not_started(program: &str, err: &io::Error, started: Instant) -> E
 }
 
 pub(super) fn spawn_failed(program: &str, err: &io::Error) -> Status {
+    // The child failed before its exec: the program was never looked at.
+    if let Some(failed) = err
+        .get_ref()
+        .and_then(|e| e.downcast_ref::<sys::StartFailed>())
+    {
+        let os = io::Error::from_raw_os_error(failed.errno);
+        let reason = match failed.step {
+            sys::Step::WorkingDirectory => format!(
+                "cannot start {program}: its working directory is gone or cannot be entered \
+                 ({os}); run it in a directory that exists"
+            ),
+            _ => format!("cannot start {program}: {failed}"),
+        };
+        return Status::SpawnFailed {
+            reason,
+            errno: failed.errno,
+        };
+    }
     let reason = match err.kind() {
         io::ErrorKind::NotFound => format!("program not found: {program}"),
         io::ErrorKind::PermissionDenied => format!("permission denied executing {program}"),

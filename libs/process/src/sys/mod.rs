@@ -36,7 +36,7 @@ pub(crate) use namespaces::{
 };
 pub(crate) use pidfd::{has_exited, open_pidfd, own_pidfd, watch_exit, watch_readable};
 pub(crate) use probe::{landlock_abi, probe_namespaces};
-pub(crate) use spawn::{CgroupJoin, ChildSetup, Exec, spawn};
+pub(crate) use spawn::{CgroupJoin, ChildSetup, Exec, StartFailed, Step, spawn};
 pub(crate) use wait::{Reaped, wait4};
 
 /// The calling thread's last OS error (`errno`).

@@ -477,9 +477,8 @@ pub(crate) fn enter(sb: &SandboxSetup, tree: RawFd) -> io::Result<()> {
         // SAFETY: closing the detached tree's descriptor (moved, or unused on failure).
         unsafe { libc::close(tree) };
     }
-    // SAFETY: chdir and sethostname on prepared or static buffers.
+    // SAFETY: sethostname on a static buffer.
     unsafe {
-        check(libc::chdir(sb.cwd.as_ptr()))?;
         let name = b"toolgate";
         check(libc::sethostname(name.as_ptr().cast(), name.len()))?;
     }
@@ -487,6 +486,12 @@ pub(crate) fn enter(sb: &SandboxSetup, tree: RawFd) -> io::Result<()> {
         loopback_up()?;
     }
     Ok(())
+}
+
+/// Enters the run's working directory inside its view (after [`enter`]).
+pub(crate) fn enter_cwd(sb: &SandboxSetup) -> io::Result<()> {
+    // SAFETY: chdir on a prepared NUL-terminated path.
+    check(unsafe { libc::chdir(sb.cwd.as_ptr()) })
 }
 
 /// Brings up `lo` in the run's own network namespace (`SIOCSIFFLAGS`).

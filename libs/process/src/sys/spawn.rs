@@ -132,6 +132,8 @@ struct ChildArgs<'a> {
     setup: &'a ChildSetup,
     /// The errno of the step that failed, written by the child just before it exits.
     err: libc::c_int,
+    /// Which step `err` is of, written with it.
+    step: Step,
     /// Sandboxed runs: the top of the run's own stack, for the second clone.
     inner_stack: usize,
     /// Sandboxed runs: the run's pid, written by the first child (0 until then, -errno when the
@@ -188,6 +190,7 @@ pub(crate) fn spawn(
         fds: fds.map(|fd| fd.as_raw_fd()),
         setup,
         err: 0,
+        step: Step::Exec,
         inner_stack: (base + 2 * CHILD_STACK) & !15,
         inner_pid: 0,
         tree: -1,
@@ -260,9 +263,10 @@ pub(crate) fn spawn(
     let pid = cloned?;
     // SAFETY: the child has exec'd or exited (and with a sandbox, so has the run it cloned,
     // or it failed to), so nothing writes `err` or `inner_pid` any more.
-    let (err, inner) = unsafe {
+    let (err, step, inner) = unsafe {
         (
             std::ptr::read_volatile(&raw const args.err),
+            std::ptr::read_volatile(&raw const args.step),
             std::ptr::read_volatile(&raw const args.inner_pid),
         )
     };
@@ -270,24 +274,71 @@ pub(crate) fn spawn(
         if err != 0 {
             // It exited without exec'ing: reap it, so no zombie is left behind.
             let _ = wait4(pid, true);
-            return Err(io::Error::from_raw_os_error(err));
+            return Err(failed(step, err));
         }
         return Ok(pid);
     }
     // The first child has exited: reap it. The run, if it was cloned, is our child too.
     let _ = wait4(pid, true);
     if inner <= 0 {
-        return Err(io::Error::from_raw_os_error(if err != 0 {
-            err
+        return Err(if err != 0 {
+            failed(step, err)
         } else {
-            -inner
-        }));
+            // The first child's own steps: namespaces, cgroups, the workspace's copy.
+            failed(Step::Setup, -inner)
+        });
     }
     if err != 0 {
         let _ = wait4(inner, true);
-        return Err(io::Error::from_raw_os_error(err));
+        return Err(failed(step, err));
     }
     Ok(inner)
+}
+
+/// The step of a child's start that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i32)]
+pub(crate) enum Step {
+    /// `execve` of the program (or of every candidate on `PATH`).
+    Exec,
+    /// Entering the working directory.
+    WorkingDirectory,
+    /// Everything else before the exec: descriptors, cgroups, namespaces, the view, limits,
+    /// capabilities, Landlock, seccomp.
+    Setup,
+}
+
+/// A child that failed before it could exec its program; an `io::Error` of the errno's kind
+/// carries it, so the run's report does not mistake it for a missing program.
+#[derive(Debug)]
+pub(crate) struct StartFailed {
+    /// Where it failed.
+    pub step: Step,
+    /// The errno.
+    pub errno: i32,
+}
+
+impl std::fmt::Display for StartFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.step {
+            Step::Exec => "executing the program",
+            Step::WorkingDirectory => "entering the working directory",
+            Step::Setup => "setting up the run's isolation",
+        };
+        write!(f, "{what}: {}", io::Error::from_raw_os_error(self.errno))
+    }
+}
+
+impl std::error::Error for StartFailed {}
+
+/// The error of a child that failed at `step` with `errno`: the plain OS error for the exec
+/// (what `std::process::Command` reports), else one that names the step.
+fn failed(step: Step, errno: i32) -> io::Error {
+    let os = io::Error::from_raw_os_error(errno);
+    match step {
+        Step::Exec => os,
+        step => io::Error::new(os.kind(), StartFailed { step, errno }),
+    }
 }
 
 #[cfg(test)]

@@ -580,3 +580,66 @@ async fn a_runner_says_which_profiles_really_confine_its_runs() {
     }
     assert!(!confined.confines("nosuch"));
 }
+
+/// A working directory removed after the caller opened it: no run starts there, confined or
+/// not, and the refusal names the directory (not a missing program, not an internal error).
+#[tokio::test]
+async fn a_removed_working_directory_is_refused_as_not_found() {
+    let unconfined = Runner::new(Config {
+        sandbox: toolgate_process::SandboxConfig::unconfined(),
+        ..config()
+    })
+    .unwrap();
+    for (name, runner) in [("sandboxed", runner()), ("unconfined", unconfined)] {
+        let (ws, _) = workspace();
+        let gone = ws.path().join("gone");
+        std::fs::create_dir(&gone).unwrap();
+        let cwd: std::os::fd::OwnedFd = std::fs::File::open(&gone).unwrap().into();
+        std::fs::remove_dir(&gone).unwrap();
+        let err = runner
+            .try_run(spec(RunRequest::argv(["/bin/true"], cwd)))
+            .expect_err(name);
+        assert_eq!(err.reason(), Reason::NotFound, "{name}: {err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("working directory") && text.contains(&*gone.to_string_lossy()),
+            "{name}: {text}"
+        );
+        assert!(!text.contains("(deleted)"), "{name}: {text}");
+        assert!(
+            err.metadata().contains(&("field", "cwd".to_owned())),
+            "{name}: {:?}",
+            err.metadata()
+        );
+    }
+}
+
+/// A child that cannot enter its working directory (here: inside a directory the view hides)
+/// reports that step, with its errno; it is not a missing program.
+#[tokio::test]
+async fn a_working_directory_the_child_cannot_enter_is_not_a_missing_program() {
+    let (ws, _) = workspace();
+    let mut cfg = config();
+    cfg.sandbox.workspace = Some(ws.path().canonicalize().unwrap());
+    let runner = Runner::new(cfg).unwrap();
+    std::fs::create_dir_all(ws.path().join("secret/sub")).unwrap();
+    let cwd: std::os::fd::OwnedFd = std::fs::File::open(ws.path().join("secret/sub"))
+        .unwrap()
+        .into();
+    let mut req = RunRequest::argv(["/bin/true"], cwd);
+    req.masks = toolgate_process::Masks {
+        hidden_dirs: vec!["secret".into()],
+        ..toolgate_process::Masks::default()
+    };
+    let out = collect(runner.try_run(spec(req)).unwrap()).await;
+    match out.exited.status {
+        Status::SpawnFailed { reason, errno } => {
+            assert_eq!(errno, libc_enoent(), "{reason}");
+            assert!(
+                reason.starts_with("cannot start /bin/true: its working directory"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected SpawnFailed, got {other:?}"),
+    }
+}

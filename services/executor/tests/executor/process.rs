@@ -931,3 +931,84 @@ async fn an_unprivileged_executor_reports_its_fallback_limits() {
         "{limits:?}"
     );
 }
+
+/// The run's working directory is removed while the call waits for its human: once approved,
+/// the run is refused as `NOT_FOUND` naming the directory (not reported as a missing program,
+/// not an internal error), and nothing ran.
+#[tokio::test]
+async fn a_cwd_removed_while_the_call_waits_is_not_found() {
+    use toolgate_contracts::policy::v1 as ppb;
+    let sb = Sandbox::new();
+    std::fs::create_dir(sb.ws.join("sub")).unwrap();
+    let policy = support::Policy::start(
+        r#"
+default = "auto"
+
+[[rule]]
+id = "touch-needs-human"
+decision = "ask"
+reason = "a test asks"
+commands = ["touch"]
+"#,
+    );
+    let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
+    let mut approvals = policy.approvals().await;
+    let mut watch = approvals
+        .watch_approvals(ppb::WatchApprovalsRequest {
+            states: vec![ppb::ApprovalState::Pending as i32],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut req = argv(&["touch", "made-here"]);
+    req.cwd = "sub".into();
+    req.context = support::ctx_waiting(30);
+    let call = tokio::spawn({
+        let channel = exe.channel().await;
+        async move {
+            let mut client = ProcessServiceClient::new(channel);
+            let mut stream = client.run(req).await?.into_inner();
+            let mut kinds = Vec::new();
+            while let Some(msg) = stream.message().await? {
+                kinds.push(match msg.event.expect("event set") {
+                    Event::AwaitingApproval(_) => "awaiting",
+                    Event::Started(_) => "started",
+                    Event::Output(_) => "output",
+                    Event::Exited(_) => "exited",
+                });
+            }
+            Ok::<_, tonic::Status>(kinds)
+        }
+    });
+    let pending = loop {
+        let ev = watch.message().await.unwrap().expect("an approval event");
+        match ev.approval {
+            Some(a) if a.state == ppb::ApprovalState::Pending as i32 => break a,
+            _ => continue,
+        }
+    };
+    std::fs::remove_dir(sb.ws.join("sub")).unwrap();
+    approvals
+        .decide_approval(ppb::DecideApprovalRequest {
+            approval_id: pending.approval_id,
+            verdict: ppb::Verdict::Approve as i32,
+            reason: "test approver".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the call ends")
+        .unwrap()
+        .expect_err("a run in a removed directory is refused");
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_eq!(reason(&err), "NOT_FOUND", "{err:?}");
+    assert!(
+        err.message().contains("working directory") && err.message().contains("/sub"),
+        "{}",
+        err.message()
+    );
+    assert!(!sb.ws.join("made-here").exists() && !sb.ws.join("sub").exists());
+}

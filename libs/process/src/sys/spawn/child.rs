@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd};
 
 use rustix::process::Rlimit;
 
-use super::{CgroupJoin, ChildArgs};
+use super::{CgroupJoin, ChildArgs, Step};
 use crate::sys::{os_err, sandbox};
 
 const PID_MAX_PATH: &CStr = c"/proc/sys/kernel/pid_max";
@@ -118,10 +118,11 @@ pub(super) extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
     // parent thread is suspended by CLONE_VFORK). The child reads it, then writes `err` and
     // calls `_exit`, which is async-signal-safe.
     unsafe {
-        let err = match child_setup(&*args) {
-            Ok(()) => exec_candidates(&*args),
-            Err(e) => e.raw_os_error().unwrap_or(libc::EINVAL),
+        let (err, step) = match child_setup(&*args) {
+            Ok(()) => (exec_candidates(&*args), Step::Exec),
+            Err(Failure { step, err }) => (err.raw_os_error().unwrap_or(libc::EINVAL), step),
         };
+        std::ptr::write_volatile(&raw mut (*args).step, step);
         std::ptr::write_volatile(&raw mut (*args).err, err.max(1));
         libc::_exit(127)
     }
@@ -163,7 +164,37 @@ fn join_cgroups(join: &CgroupJoin, v2_joined: bool) -> io::Result<()> {
 
 /// Runs in the cloned child before exec: signal dispositions, standard streams, cgroup, session,
 /// working directory, mounts, pid_max, rlimits, no_new_privs and the descriptor sweep.
-fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
+/// A step of the child's set-up that failed (no allocation: `io::Error` of an errno is plain
+/// data).
+struct Failure {
+    step: Step,
+    err: io::Error,
+}
+
+impl From<io::Error> for Failure {
+    fn from(err: io::Error) -> Self {
+        Failure {
+            step: Step::Setup,
+            err,
+        }
+    }
+}
+
+impl From<rustix::io::Errno> for Failure {
+    fn from(errno: rustix::io::Errno) -> Self {
+        io::Error::from(errno).into()
+    }
+}
+
+/// A failure entering the working directory.
+fn in_cwd(err: impl Into<io::Error>) -> Failure {
+    Failure {
+        step: Step::WorkingDirectory,
+        err: err.into(),
+    }
+}
+
+fn child_setup(args: &ChildArgs<'_>) -> Result<(), Failure> {
     let setup = args.setup;
     // Every signal starts at its default disposition: no handler of the executor may run in the
     // child while it shares the executor's memory, and no ignore may outlive the exec (Rust
@@ -203,7 +234,7 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
     for (target, fd) in (0..).zip(args.fds) {
         // SAFETY: dup2 of descriptors the parent keeps open until the child has exec'd.
         if unsafe { libc::dup2(fd, target) } < 0 {
-            return Err(os_err());
+            return Err(os_err().into());
         }
     }
     // After the standard streams, whose sources may have been 3. The parent's descriptors are
@@ -222,7 +253,7 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
                 }
             };
             if r < 0 {
-                return Err(os_err());
+                return Err(os_err().into());
             }
             STATE_FD as u32 + 1
         }
@@ -238,16 +269,17 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
         // both share with the parent.
         let tree = unsafe { std::ptr::read_volatile(&raw const args.tree) };
         sandbox::enter(sb, tree)?;
+        sandbox::enter_cwd(sb).map_err(in_cwd)?;
     } else {
         // Before unsharing the mount namespace, so the copied namespace carries the cwd along.
-        rustix::process::fchdir(setup.cwd.as_fd())?;
+        rustix::process::fchdir(setup.cwd.as_fd()).map_err(in_cwd)?;
     }
     if setup.mount_proc && setup.sandbox.is_none() {
         // SAFETY: unshare/mount take static C strings, flags and C strings allocated before fork;
         // the child is single-threaded.
         unsafe {
             if libc::unshare(libc::CLONE_NEWNS) != 0 {
-                return Err(os_err());
+                return Err(os_err().into());
             }
             // Keep the new /proc from propagating back to the host's mount namespace.
             if libc::mount(
@@ -258,7 +290,7 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
                 std::ptr::null(),
             ) != 0
             {
-                return Err(os_err());
+                return Err(os_err().into());
             }
             // A /proc of the child's own PID namespace: it cannot see (or read the environment
             // of) the executor or any other process on the host.
@@ -270,7 +302,7 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
                 std::ptr::null(),
             ) != 0
             {
-                return Err(os_err());
+                return Err(os_err().into());
             }
             if let Some((target, options)) = &setup.home_tmpfs {
                 // A private, size-capped HOME that disappears with the mount namespace.
@@ -282,7 +314,7 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
                     options.as_ptr().cast(),
                 ) != 0
                 {
-                    return Err(os_err());
+                    return Err(os_err().into());
                 }
             }
         }
@@ -294,13 +326,13 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
         unsafe {
             let fd = libc::open(PID_MAX_PATH.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
             if fd < 0 {
-                return Err(os_err());
+                return Err(os_err().into());
             }
             let n = libc::write(fd, pid_max.as_ptr().cast(), pid_max.len());
             let err = os_err();
             libc::close(fd);
             if n < 0 {
-                return Err(err);
+                return Err(err.into());
             }
         }
     }
@@ -333,7 +365,7 @@ fn child_setup(args: &ChildArgs<'_>) -> io::Result<()> {
             libc::CLOSE_RANGE_CLOEXEC,
         ) != 0
         {
-            return Err(os_err());
+            return Err(os_err().into());
         }
     }
     Ok(())
