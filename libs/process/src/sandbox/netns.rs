@@ -92,9 +92,13 @@ fn refill<T>(pool: &Weak<NetPool<T>>, mut make: impl FnMut() -> io::Result<T>, t
     // The lowest priority (per thread on Linux; the helper children it clones inherit it):
     // making namespaces ahead takes only CPU the runs leave. At the default priority the
     // refill that a run's take starts competed with that run for the cores, and a sandboxed
-    // run's p50 was 0.1-0.3 ms longer on a 2-core machine. When the runs leave no CPU the pool
-    // runs dry and each run makes its own namespace at its own priority, as without a pool.
+    // run's p50 was 0.1-0.3 ms longer on a 2-core machine. At nice 19 alone the refill still
+    // preempted a starting run's children when it woke (one run in five, in a scheduler
+    // trace): `SCHED_IDLE` never preempts a thread of any other policy. When the runs leave
+    // no CPU the pool runs dry and each run makes its own namespace at its own priority, as
+    // without a pool.
     let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), REFILL_NICE);
+    let _ = crate::sys::schedule_idle();
     loop {
         let Some(p) = pool.upgrade() else { return };
         let short = p.ready.lock().map_or(0, |r| target.saturating_sub(r.len()));
@@ -121,15 +125,18 @@ fn refill<T>(pool: &Weak<NetPool<T>>, mut make: impl FnMut() -> io::Result<T>, t
 mod tests {
     use super::*;
 
-    /// The nice value of this process's thread named `name`, once it has one.
-    fn nice_of(name: &str) -> Option<i32> {
+    /// The nice value and the scheduling policy of this process's thread named `name`, once
+    /// it has one.
+    fn priority_of(name: &str) -> Option<(i32, u32)> {
         for entry in std::fs::read_dir("/proc/self/task").ok()? {
             let dir = entry.ok()?.path();
             if std::fs::read_to_string(dir.join("comm")).is_ok_and(|c| c.trim() == name) {
                 let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
-                // Field 19 of stat(5), the 17th after the command's closing parenthesis.
+                // Fields 19 and 41 of stat(5), the 17th and 39th after the command's closing
+                // parenthesis.
                 let (_, rest) = stat.rsplit_once(')')?;
-                return rest.split_whitespace().nth(16)?.parse().ok();
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                return Some((fields.get(16)?.parse().ok()?, fields.get(38)?.parse().ok()?));
             }
         }
         None
@@ -138,15 +145,16 @@ mod tests {
     #[test]
     fn the_refill_thread_runs_at_the_lowest_priority() {
         let pool = NetPool::start("tg-nice-probe", 1, || Ok(()));
-        let mut nice = None;
+        let want = Some((REFILL_NICE, libc::SCHED_IDLE as u32));
+        let mut seen = None;
         for _ in 0..400 {
-            nice = nice_of("tg-nice-probe");
-            if nice == Some(REFILL_NICE) {
+            seen = priority_of("tg-nice-probe");
+            if seen == want {
                 break;
             }
             std::thread::sleep(Duration::from_millis(5));
         }
         drop(pool);
-        assert_eq!(nice, Some(REFILL_NICE), "the refill thread's nice value");
+        assert_eq!(seen, want, "the refill thread's nice value and policy");
     }
 }

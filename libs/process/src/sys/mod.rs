@@ -44,6 +44,18 @@ fn os_err() -> io::Error {
     io::Error::last_os_error()
 }
 
+/// Puts the calling thread (not the whole process) under `SCHED_IDLE`: it gets only CPU time
+/// no other thread wants, and waking up it never preempts one that runs. Lowering one's own
+/// policy needs no privilege; a seccomp profile may still refuse it.
+pub(crate) fn schedule_idle() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a pointer to a live, plain struct; pid 0 is the calling thread on Linux.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        return Err(os_err());
+    }
+    Ok(())
+}
+
 /// Makes a write to a closed pipe end the process quietly, as it does for every other Unix
 /// command (`toolgate ... | head`). The Rust runtime ignores SIGPIPE, so such a write would
 /// otherwise fail with EPIPE and `println!` would panic. Only for commands that print and
