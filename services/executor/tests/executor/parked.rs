@@ -29,15 +29,7 @@ async fn parked_calls_do_not_exhaust_the_connection_to_the_policy() {
     let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
 
     // Every approval that turns pending, as the approver's dashboard sees it.
-    let mut approvals = policy.approvals().await;
-    let mut watch = approvals
-        .watch_approvals(ppb::WatchApprovalsRequest {
-            states: vec![ppb::ApprovalState::Pending as i32],
-            ..Default::default()
-        })
-        .await
-        .expect("watch approvals")
-        .into_inner();
+    let (mut approvals, mut watch) = support::watch_pending(&policy).await;
 
     // Each parked call records when its answer arrived, by the approval it consumed.
     let woke: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -130,13 +122,7 @@ async fn parked_calls_do_not_exhaust_the_connection_to_the_policy() {
     let mut decided: HashMap<String, Instant> = HashMap::new();
     for id in &pending {
         let at = Instant::now();
-        approvals
-            .decide_approval(ppb::DecideApprovalRequest {
-                approval_id: id.clone(),
-                verdict: ppb::Verdict::Approve as i32,
-                reason: "reviewed".into(),
-                ..Default::default()
-            })
+        support::approve(&mut approvals, id.clone())
             .await
             .expect("decide");
         decided.insert(id.clone(), at);

@@ -952,15 +952,7 @@ commands = ["touch"]
 "#,
     );
     let exe = Executor::start_with(&policy, &sb.ws, &[], &[]);
-    let mut approvals = policy.approvals().await;
-    let mut watch = approvals
-        .watch_approvals(ppb::WatchApprovalsRequest {
-            states: vec![ppb::ApprovalState::Pending as i32],
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let (mut approvals, mut watch) = support::watch_pending(&policy).await;
     let mut req = argv(&["touch", "made-here"]);
     req.cwd = "sub".into();
     req.context = support::ctx_waiting(30);
@@ -989,13 +981,7 @@ commands = ["touch"]
         }
     };
     std::fs::remove_dir(sb.ws.join("sub")).unwrap();
-    approvals
-        .decide_approval(ppb::DecideApprovalRequest {
-            approval_id: pending.approval_id,
-            verdict: ppb::Verdict::Approve as i32,
-            reason: "test approver".into(),
-            ..Default::default()
-        })
+    support::approve(&mut approvals, pending.approval_id)
         .await
         .unwrap();
     let err = tokio::time::timeout(Duration::from_secs(30), call)

@@ -379,8 +379,29 @@ fn sigterm(child: &mut Child) -> std::process::ExitStatus {
 /// through the real `ApprovalService` (watch, then decide) with the approver's credential.
 pub(crate) async fn approve_everything(policy: &Policy) -> AbortOnDrop {
     use toolgate_contracts::policy::v1 as ppb;
+    let (mut approvals, mut watch) = watch_pending(policy).await;
+    AbortOnDrop(tokio::spawn(async move {
+        while let Ok(Some(ev)) = watch.message().await {
+            let Some(a) = ev.approval else { continue };
+            if a.state != ppb::ApprovalState::Pending as i32 {
+                continue;
+            }
+            let _ = approve(&mut approvals, a.approval_id).await;
+        }
+    }))
+}
+
+/// The approver's client, and every approval of `policy` that turns pending from now on, as
+/// the approver's dashboard sees them.
+pub(crate) async fn watch_pending(
+    policy: &Policy,
+) -> (
+    ApprovalServiceClient<AuthChannel>,
+    tonic::Streaming<toolgate_contracts::policy::v1::WatchApprovalsResponse>,
+) {
+    use toolgate_contracts::policy::v1 as ppb;
     let mut approvals = policy.approvals().await;
-    let mut watch = approvals
+    let watch = approvals
         .watch_approvals(ppb::WatchApprovalsRequest {
             states: vec![ppb::ApprovalState::Pending as i32],
             ..Default::default()
@@ -388,22 +409,24 @@ pub(crate) async fn approve_everything(policy: &Policy) -> AbortOnDrop {
         .await
         .expect("watch approvals")
         .into_inner();
-    AbortOnDrop(tokio::spawn(async move {
-        while let Ok(Some(ev)) = watch.message().await {
-            let Some(a) = ev.approval else { continue };
-            if a.state != ppb::ApprovalState::Pending as i32 {
-                continue;
-            }
-            let _ = approvals
-                .decide_approval(ppb::DecideApprovalRequest {
-                    approval_id: a.approval_id,
-                    verdict: ppb::Verdict::Approve as i32,
-                    reason: "test approver".into(),
-                    ..Default::default()
-                })
-                .await;
-        }
-    }))
+    (approvals, watch)
+}
+
+/// Approves `approval_id` as the test's human.
+pub(crate) async fn approve(
+    approvals: &mut ApprovalServiceClient<AuthChannel>,
+    approval_id: String,
+) -> Result<(), tonic::Status> {
+    use toolgate_contracts::policy::v1 as ppb;
+    approvals
+        .decide_approval(ppb::DecideApprovalRequest {
+            approval_id,
+            verdict: ppb::Verdict::Approve as i32,
+            reason: "test approver".into(),
+            ..Default::default()
+        })
+        .await
+        .map(drop)
 }
 
 /// Aborts a background task when dropped.
