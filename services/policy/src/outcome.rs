@@ -88,6 +88,7 @@ pub(crate) fn from_api(
     Ok(NewOutcome {
         decision_id,
         lease_token: None,
+        lease_held: false,
         executor_principal: None,
         executor: ExecutorRecord {
             pod: if e.pod.is_empty() {
@@ -133,6 +134,7 @@ pub(crate) fn not_started_from_api(
     Ok(NotStarted {
         decision_id,
         lease_token: None,
+        lease_held: false,
         executor_principal: None,
         reason: format!("{code} {}", o.result_reason.trim())
             .trim_end()

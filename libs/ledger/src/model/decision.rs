@@ -96,6 +96,10 @@ pub struct NotStarted {
     pub decision_id: DecisionId,
     /// The lease token from a once-scope consumption, which is given back.
     pub lease_token: Option<LeaseToken>,
+    /// Fence with the lease the decision's own once-scope consumption holds, read under the
+    /// report's lock, instead of `lease_token`: for the decision's authenticated reporter,
+    /// whose wire carries no token. A lapsed lease is still refused.
+    pub lease_held: bool,
     /// The executor that reports, by its authenticated credential.
     pub executor_principal: Option<Principal>,
     /// Why it did not start; redacted before it is stored.

@@ -71,6 +71,10 @@ pub struct NewOutcome {
     pub decision_id: DecisionId,
     /// The lease token from a once-scope consumption.
     pub lease_token: Option<LeaseToken>,
+    /// Fence with the lease the decision's own once-scope consumption holds, read under the
+    /// report's lock, instead of `lease_token`: for the decision's authenticated reporter,
+    /// whose wire carries no token. A lapsed lease is still refused.
+    pub lease_held: bool,
     /// The executor that reports, by its authenticated credential.
     pub executor_principal: Option<Principal>,
     /// Who ran it, as the executor reported it.

@@ -97,7 +97,13 @@ impl Core {
                     a.scope == Scope::Once && a.consumed_by_call.as_ref() == Some(&d.call_id);
                 if fenced
                     && let Some(err) = self
-                        .fence(&mut tx, &a, no.lease_token, now, &mut events)
+                        .fence(
+                            &mut tx,
+                            &a,
+                            held_or(no.lease_held, &a, no.lease_token),
+                            now,
+                            &mut events,
+                        )
                         .await?
                 {
                     if events.is_empty() {
@@ -137,6 +143,7 @@ impl Core {
     }
 
     /// Checks the consumption lease; completes the approval when the holder reports in time.
+    /// `token` is the reporter's (see [`held_or`]).
     pub(super) async fn fence(
         &self,
         tx: &mut Tx,
@@ -188,4 +195,10 @@ impl Core {
         events.push(ev_approval("approval.completed", &a));
         Ok(None)
     }
+}
+
+/// The token a report is fenced with: the one its decision's consumption `a` holds when the
+/// report asks for that (`held`), else the reporter's own.
+pub(super) fn held_or(held: bool, a: &Approval, token: Option<LeaseToken>) -> Option<LeaseToken> {
+    if held { a.lease_token } else { token }
 }

@@ -71,7 +71,13 @@ impl Core {
                 let held = a.scope == Scope::Once && a.consumed_by_call.as_ref() == Some(&d.call_id);
                 if held
                     && let Some(err) = self
-                        .restore(&mut tx, &a, ns.lease_token, now, &mut events)
+                        .restore(
+                            &mut tx,
+                            &a,
+                            super::outcomes::held_or(ns.lease_held, &a, ns.lease_token),
+                            now,
+                            &mut events,
+                        )
                         .await?
                 {
                     tx.rollback().await?;

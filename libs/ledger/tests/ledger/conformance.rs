@@ -37,6 +37,7 @@ conformance!(
     concurrent_double_decide_one_wins_and_cancel_is_final,
     ap15_dedupe_by_digest_and_call_id,
     ap12_ap14_lease_expiry_makes_unknown_and_fences_stale_reports,
+    a_report_fenced_by_the_held_lease_completes_in_time_and_is_refused_late,
     env07_canary_never_stored,
     hash_chain_verifies_and_detects_tampering,
     list_filters_and_paginates,
@@ -110,6 +111,7 @@ fn not_started(d: &DecisionRecord, lease: Option<LeaseToken>) -> NotStarted {
     NotStarted {
         decision_id: d.id.clone(),
         lease_token: lease,
+        lease_held: false,
         executor_principal: Some(Principal::try_from("executor-0").unwrap()),
         reason: "BUSY: all 64 run slots are in use".to_owned(),
     }
@@ -682,6 +684,60 @@ async fn ap12_ap14_lease_expiry_makes_unknown_and_fences_stale_reports(ctx: Ctx)
         .unwrap_err();
     assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
     assert_eq!(l.get(g).await.unwrap().state, ApprovalState::Unknown);
+    assert!(l.verify().await.unwrap().broken.is_none());
+}
+
+/// The policy service reports for the executor, whose wire carries no lease token: the report
+/// is fenced by the lease the decision's own consumption holds, read under the report's lock.
+/// In time it completes the approval (and a release gives it back); after the lease it is
+/// refused as the token's own report would be.
+async fn a_report_fenced_by_the_held_lease_completes_in_time_and_is_refused_late(ctx: Ctx) {
+    let l = ctx.ledger().await;
+    let held = |d: &DecisionRecord| NewOutcome {
+        lease_held: true,
+        ..outcome(d, None)
+    };
+    // In time: completed, as with the right token.
+    grant(&l, "g1", "s", "make deploy").await;
+    let run = l.ask(ask("run1", "s", "make deploy")).await.unwrap();
+    assert!(matches!(
+        run.verdict,
+        AskVerdict::Allowed { lease: Some(_) }
+    ));
+    let err = l
+        .record_outcome(outcome(&run.decision, None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::StaleLease { .. }),
+        "without a token: {err}"
+    );
+    l.record_outcome(held(&run.decision)).await.unwrap();
+    assert_eq!(
+        l.get(run.approval.id.clone()).await.unwrap().state,
+        ApprovalState::Completed
+    );
+    // Released in time: the approval is given back for the call's retry.
+    grant(&l, "g2", "s", "make other").await;
+    let run2 = l.ask(ask("run2", "s", "make other")).await.unwrap();
+    let released = l
+        .release(NotStarted {
+            lease_held: true,
+            ..not_started(&run2.decision, None)
+        })
+        .await
+        .unwrap();
+    assert!(released.released_at.is_some());
+    assert_eq!(
+        l.get(run2.approval.id.clone()).await.unwrap().state,
+        ApprovalState::Approved
+    );
+    // Late: the lease has lapsed, and the held lease fences nothing back to life.
+    grant(&l, "g3", "s", "make third").await;
+    let run3 = l.ask(ask("run3", "s", "make third")).await.unwrap();
+    ctx.time.advance(Duration::from_secs(16 * 60));
+    let err = l.record_outcome(held(&run3.decision)).await.unwrap_err();
+    assert!(matches!(err, Error::LeaseExpired { .. }), "{err}");
     assert!(l.verify().await.unwrap().broken.is_none());
 }
 

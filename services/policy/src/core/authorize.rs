@@ -254,35 +254,22 @@ impl PolicyCore {
             Reported::Outcome(outcome::from_api(decision_id.clone(), req.outcome)?)
         };
         let l = &self.inner.ledger;
-        let decision = self.read("decision", l.decision(decision_id)).await?;
-        // The wire carries no lease token: the consumption this decision holds is its
-        // fence, so a report for a lapsed or re-taken consumption is still refused.
-        let lease_token = match &decision.approval_id {
-            Some(a) => {
-                let a = self.read("get", l.get(a.clone())).await?;
-                if a.consumed_by_call.as_ref() == Some(&decision.call_id) {
-                    a.lease_token
-                } else {
-                    None
-                }
-            }
-            None => None,
-        };
+        // The wire carries no lease token: the consumption this decision holds is its fence,
+        // read in the ledger's transaction under its lock, so a report for a lapsed
+        // consumption is still refused (and no read before the write is needed).
         let executor_principal = Some(parse_id("executor", caller.name.clone())?);
         let mut new = match report {
             Reported::Outcome(o) => o,
             Reported::NotStarted(mut n) => {
                 // Nothing ran: the call is released, and its retry may run.
-                n.decision_id = decision.id;
-                n.lease_token = lease_token;
+                n.lease_held = true;
                 n.executor_principal = executor_principal;
                 let released = self.write("ledger.write", "release", l.release(n)).await?;
                 tracing::info!(decision_id = %released.id, reason = ?released.release_reason, "call released: refused before it started");
                 return Ok(false);
             }
         };
-        new.lease_token = lease_token;
-        new.decision_id = decision.id;
+        new.lease_held = true;
         new.executor_principal = executor_principal;
         // An identical retry returns the outcome recorded earlier, before this call began.
         let before = ledger::Timestamp::now();

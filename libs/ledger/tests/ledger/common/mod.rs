@@ -173,6 +173,7 @@ pub(crate) fn outcome(d: &DecisionRecord, lease: Option<LeaseToken>) -> NewOutco
         integrity: None,
         decision_id: d.id.clone(),
         lease_token: lease,
+        lease_held: false,
         executor_principal: Some(Principal::try_from("executor-0").unwrap()),
         executor: ExecutorRecord {
             pod: "executor-0".into(),
