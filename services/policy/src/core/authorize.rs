@@ -246,12 +246,9 @@ impl PolicyCore {
         require(caller, "RecordOutcome", &[Role::Executor])?;
         let decision_id: ledger::DecisionId = parse_id("decision_id", req.decision_id)?;
         let report = if req.outcome.not_started {
-            Reported::NotStarted(outcome::not_started_from_api(
-                decision_id.clone(),
-                &req.outcome,
-            )?)
+            Reported::NotStarted(outcome::not_started_from_api(decision_id, &req.outcome)?)
         } else {
-            Reported::Outcome(outcome::from_api(decision_id.clone(), req.outcome)?)
+            Reported::Outcome(outcome::from_api(decision_id, req.outcome)?)
         };
         let l = &self.inner.ledger;
         // The wire carries no lease token: the consumption this decision holds is its fence,

@@ -162,8 +162,6 @@ fn join_cgroups(join: &CgroupJoin, v2_joined: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Runs in the cloned child before exec: signal dispositions, standard streams, cgroup, session,
-/// working directory, mounts, pid_max, rlimits, no_new_privs and the descriptor sweep.
 /// A step of the child's set-up that failed (no allocation: `io::Error` of an errno is plain
 /// data).
 struct Failure {
@@ -194,6 +192,8 @@ fn in_cwd(err: impl Into<io::Error>) -> Failure {
     }
 }
 
+/// Runs in the cloned child before exec: signal dispositions, standard streams, cgroup, session,
+/// working directory, mounts, pid_max, rlimits, no_new_privs and the descriptor sweep.
 fn child_setup(args: &ChildArgs<'_>) -> Result<(), Failure> {
     let setup = args.setup;
     // Every signal starts at its default disposition: no handler of the executor may run in the
