@@ -414,6 +414,10 @@ impl Supervisor {
         }
         drop(self);
         if let Some(cgroup) = cgroup {
+            // Let the consumer the send woke, and whose stream just ended, answer before
+            // the release reads the cgroup's files (~50 µs on v1): on the same worker it
+            // would otherwise wait for them, and the client for its `Exited`.
+            tokio::task::yield_now().await;
             cgroup.release(cpu_used).await;
         }
     }
