@@ -24,6 +24,7 @@
 //! counts, a typed [`Status`] and resource usage. The gRPC adapter maps these types onto
 //! `toolgate.executor.v1`; nothing here knows about the wire.
 
+pub mod blocking;
 mod caps;
 mod cgroup;
 pub mod config;

@@ -210,6 +210,8 @@ struct Inner {
     hierarchy: Result<Arc<Spares>, String>,
     /// Memory all runs together may use (the runs' parent cgroup cap, cgroup or not).
     memory_budget: u64,
+    /// How long the recent after-run audits took: short ones run on the supervisor's worker.
+    audits: Arc<crate::blocking::BlockingCost>,
 }
 
 impl Inner {
@@ -483,6 +485,7 @@ impl Pending {
             final_send_timeout: inner.config.final_send_timeout,
             kill_on_cap: self.kill_on_cap,
             audit: self.audit,
+            audit_cost: Arc::clone(&inner.audits),
             tripwire: watched.tripwire,
             disk_watch: self.disk_watch,
             file_size_limit: inner.config.rlimits.fsize,
@@ -627,6 +630,7 @@ impl Runner {
             escapes: Vec::new(),
             hierarchy,
             memory_budget,
+            audits: Arc::default(),
         };
         inner.self_test_sandboxes();
         if inner.config.use_pid_namespace && namespaces.pid && namespaces.mount {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use toolgate_core::{Reason, ReasonedError};
 use toolgate_fs::{Canonical, OpenDirectory, Workspace, WorkspacePath};
+use toolgate_process::blocking::BlockingCost;
 use toolgate_process::tripwire::Watch;
 use toolgate_process::{Audit, Capabilities, EffectiveLimits, Run, RunSpec, Runner};
 
@@ -25,6 +26,10 @@ pub(crate) struct Confined {
     disk: Option<DiskBudget>,
     /// The budget's baseline, kept between runs while nothing changes the workspace.
     baselines: Arc<Baselines>,
+    /// How long the recent walks before a run took (masks and disk baseline), and the
+    /// recent hashing of the files commands name: short ones stay on the worker.
+    walks: Arc<BlockingCost>,
+    binds: Arc<BlockingCost>,
 }
 
 impl Confined {
@@ -35,6 +40,8 @@ impl Confined {
             runner,
             disk,
             baselines: Arc::default(),
+            walks: Arc::default(),
+            binds: Arc::default(),
         }
     }
 
@@ -108,19 +115,15 @@ impl Confined {
     /// The workspace files `words` name from the canonical directory `cwd`, with the
     /// digests of their content (no effect): what the run's approval binds. Bounded (at
     /// most 32 files, 1 MiB hashed of each); on a multi-thread runtime the worker says it
-    /// blocks, as for the mask walk.
+    /// blocks when recent calls took long, as for the mask walk.
     pub(crate) fn bound_files(&self, cwd: &str, words: &[String]) -> BTreeMap<String, String> {
         if words.is_empty() {
             return BTreeMap::new();
         }
-        let bind = || {
+        self.binds.run(|| {
             self.workspace
                 .bound_files(cwd, words.iter().map(String::as_str))
-        };
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(bind),
-            _ => bind(),
-        }
+        })
     }
 
     /// Whether runs under `profile` go out only through the egress gate (their spec needs a
@@ -183,8 +186,9 @@ impl Confined {
     /// here, right before the spawn, so it sees the workspace as the run will.
     pub(crate) fn run(&self, proof: &Authorized, mut spec: RunSpec) -> Result<Run, Error> {
         let hidden = proof.hidden_globs()?;
-        // The walk reads the whole workspace: on a multi-thread runtime the worker says it
-        // blocks, so its other tasks move elsewhere instead of waiting behind a large tree.
+        // The walk reads the whole workspace: once walks take long, the worker says it
+        // blocks (on a multi-thread runtime), so its other tasks move elsewhere instead of
+        // waiting behind a large tree; a small workspace's walk costs less than that move.
         // The disk budget's baseline is measured in the same blocking section: what the run
         // adds is counted from here.
         let walk = || {
@@ -195,12 +199,7 @@ impl Confined {
             };
             Ok::<_, toolgate_fs::Error>((masks, baseline))
         };
-        let (masks, baseline) =
-            match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-                Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(walk),
-                _ => walk(),
-            }
-            .map_err(Error::from)?;
+        let (masks, baseline) = self.walks.run(walk).map_err(Error::from)?;
         if let (Some(budget), Some((baseline, ticket))) = (self.disk, baseline) {
             spec.set_disk_watch(budget.watch(self.workspace.clone(), baseline, ticket));
         }

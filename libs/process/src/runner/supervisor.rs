@@ -264,6 +264,8 @@ pub(super) struct Supervisor {
     pub(super) final_send_timeout: Duration,
     pub(super) kill_on_cap: bool,
     pub(super) audit: Option<Audit>,
+    /// The runner's recent audit cost: where this run's audit runs.
+    pub(super) audit_cost: Arc<crate::blocking::BlockingCost>,
     pub(super) tripwire: Option<crate::tripwire::Tripwire>,
     /// Sampled while the run lives and once after it.
     pub(super) disk_watch: Option<crate::spec::DiskWatch>,
@@ -349,7 +351,8 @@ impl Supervisor {
         // so nothing it started can change the workspace after the audit.
         let audit = match self.audit.take() {
             Some(audit) => Some(
-                tokio::task::spawn_blocking(move || audit.run())
+                self.audit_cost
+                    .run_off(move || audit.run())
                     .await
                     .unwrap_or_else(|e| Err(format!("the audit panicked: {e}"))),
             ),
