@@ -57,6 +57,9 @@ impl Core {
                 isolation: no.isolation.clone(),
                 integrity: integrity.clone(),
             };
+            // A statement of its own, after the lock: in READ COMMITTED it sees an outcome a
+            // concurrent report committed while this one waited for the lock (a join in the
+            // locking statement would read with the snapshot taken before the wait).
             let prior = tx
                 .fetch_opt(
                     &format!("SELECT {O_SELECT} FROM tg_outcomes WHERE decision_id = $1"),

@@ -47,6 +47,7 @@ conformance!(
     a_conflicting_decision_in_a_batch_fails_alone,
     the_same_call_in_concurrent_batches_is_recorded_once,
     outcomes_are_idempotent_per_decision,
+    concurrent_reports_of_one_outcome_record_it_once,
     session_scope_is_explicit_and_reusable,
     newer_schema_is_refused_and_migrate_is_repeatable,
     self_approval_is_refused,
@@ -1307,6 +1308,35 @@ async fn outcomes_are_idempotent_per_decision(ctx: Ctx) {
         l.record_outcome(o).await.unwrap_err(),
         Error::DecisionNotFound { .. }
     ));
+}
+
+/// A report retried while the first is still in flight (the executor's deadline passed): the
+/// copies race for the decision's lock, and every one must get the recorded outcome. The one
+/// that waited reads the outcome in a statement after the lock, so it sees what the winner
+/// committed meanwhile; read in the locking statement, it would try the INSERT again.
+async fn concurrent_reports_of_one_outcome_record_it_once(ctx: Ctx) {
+    let l = Arc::new(ctx.ledger().await);
+    for d in 0..10 {
+        let r = l
+            .record_decision(new_decision(&format!("c{d}"), "s", "make", Tier::Auto))
+            .await
+            .unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let (l, report) = (l.clone(), outcome(&r.decision, None));
+                tokio::spawn(async move { l.record_outcome(report).await })
+            })
+            .collect();
+        let mut recorded = Vec::new();
+        for t in tasks {
+            recorded.push(t.await.unwrap().expect("every copy of the report succeeds"));
+        }
+        assert!(
+            recorded.windows(2).all(|w| w[0] == w[1]),
+            "one outcome: {recorded:?}"
+        );
+    }
+    assert!(l.verify().await.unwrap().broken.is_none());
 }
 
 async fn session_scope_is_explicit_and_reusable(ctx: Ctx) {
