@@ -130,16 +130,17 @@ impl Core {
                     expired_at_micros: expired.as_micros(),
                 });
             }
-            tx.exec(
+            events.push(ev_outcome("outcome.recorded", &o));
+            tx.insert_appending(
                 &format!(
                     "INSERT INTO tg_outcomes ({O_COLS}) VALUES ({})",
                     placeholders(O_COLS)
                 ),
                 outcome_args(&o),
+                events,
             )
             .await?;
-            events.push(ev_outcome("outcome.recorded", &o));
-            self.finish(tx, events).await?;
+            self.finish(tx, Vec::new()).await?;
             Ok(o)
         })
         .await
