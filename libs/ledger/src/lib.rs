@@ -303,12 +303,31 @@ fn target(url: &str) -> Result<Target> {
     }
 }
 
+/// A Postgres connection idle for this long is pinged before it is used again.
+const PING_IDLE_AFTER: Duration = Duration::from_millis(500);
+
 async fn open_pool(target: &Target, max: u32) -> Result<Pool> {
     Ok(match target {
         Target::Pg(o) => Pool::Pg(
             PgPoolOptions::new()
                 .max_connections(max)
                 .acquire_timeout(Duration::from_secs(3))
+                // sqlx pings every connection going back to the pool, and by default pings
+                // it again when it is taken: one more round trip on every ledger operation.
+                // A connection taken soon after its release was alive then, so only one idle
+                // for longer is pinged first. One that died in that window (Postgres
+                // restarted) fails that attempt as a query in flight would: the operation
+                // retries, and the failed connection is closed, not reused.
+                .test_before_acquire(false)
+                .before_acquire(|conn, meta| {
+                    Box::pin(async move {
+                        if meta.idle_for >= PING_IDLE_AFTER {
+                            use sqlx::Connection;
+                            conn.ping().await?;
+                        }
+                        Ok(true)
+                    })
+                })
                 .connect_lazy_with(o.clone()),
         ),
         Target::Lite(o) => Pool::Lite(

@@ -212,6 +212,43 @@ async fn health_follows_the_database() {
     assert_eq!(decided.state, ApprovalState::Approved);
 }
 
+/// Connections idle in the pool when the server restarts are dead. A connection is pinged
+/// before its use only once it has been idle for a while (each one is pinged as it goes back
+/// to the pool anyway), so after a restart the pool's dead connections are found by that
+/// ping and replaced: reads succeed at their first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_after_a_restart_do_not_meet_the_dead_connections() {
+    let pg = PrivatePg::start();
+    // No retry: the first attempt of each read must find a live connection.
+    let mut c = config(&pg.url());
+    c.retry_budget = Duration::ZERO;
+    let l = Arc::new(SqlLedger::connect(c).await.unwrap());
+    let out = l.ask(ask("c1", "s", "restart")).await.unwrap();
+    let id = out.approval.id.clone();
+    // Several connections in the pool: concurrent reads each take one.
+    let read_all = async |l: &Arc<SqlLedger>| {
+        let reads: Vec<_> = (0..8)
+            .map(|_| {
+                let (l, id) = (l.clone(), id.clone());
+                tokio::spawn(async move { l.get(id).await })
+            })
+            .collect();
+        for r in reads {
+            r.await.unwrap().expect("a read after the restart");
+        }
+    };
+    read_all(&l).await;
+    tokio::task::block_in_place(|| {
+        pg.stop_immediate();
+        pg.start_server();
+    });
+    // Every pooled connection has now been idle for longer than the ping threshold (the
+    // restart alone usually takes that long).
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    read_all(&l).await;
+    read_all(&l).await;
+}
+
 /// Group commit under a crash: 64 writers record decisions while Postgres is stopped with
 /// `-m immediate`. Every decision a caller was answered for is there after the restart, with
 /// its audit event; no decision row is there without its event, and the chain verifies.
