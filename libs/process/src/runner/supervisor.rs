@@ -411,16 +411,20 @@ impl Supervisor {
         // The consumer sees the end of the run now, not after the kernel has emptied the
         // cgroup (the run's slot stays taken until then).
         let cgroup = self.cgroup.take();
-        if let Some(ns) = self.mount_ns.take() {
+        let mount_ns = self.mount_ns.take();
+        drop(self);
+        if cgroup.is_some() || mount_ns.is_some() {
+            // Let the consumer the send woke, and whose stream just ended, answer before the
+            // clean-up below: on the same worker it would otherwise wait for the release's
+            // reads of the cgroup's files (~50 µs on v1) and a blocking thread's wake-up,
+            // and the client for its `Exited`.
+            tokio::task::yield_now().await;
+        }
+        if let Some(ns) = mount_ns {
             // Its teardown waits for an RCU grace period: not on a runtime worker.
             drop(tokio::task::spawn_blocking(move || drop(ns)));
         }
-        drop(self);
         if let Some(cgroup) = cgroup {
-            // Let the consumer the send woke, and whose stream just ended, answer before
-            // the release reads the cgroup's files (~50 µs on v1): on the same worker it
-            // would otherwise wait for them, and the client for its `Exited`.
-            tokio::task::yield_now().await;
             cgroup.release(cpu_used).await;
         }
     }
