@@ -111,7 +111,7 @@ impl Builder {
                 let Some(label) = label else { return 0 };
                 let target = self.labels[label].expect("every label is placed");
                 // Classic BPF jumps only forward, by at most 255: the compiled rules are
-                // far shorter than that (a test holds the program under 256 instructions).
+                // far shorter than that (a test holds the program to 128 instructions).
                 u8::try_from(target - at - 1).expect("a jump within 255 instructions")
             };
             let (t, f) = (offset(jt), offset(jf));

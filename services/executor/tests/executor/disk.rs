@@ -138,15 +138,7 @@ async fn delete_path_under_the_default_policy() {
         rules.contains(&"baseline.rm-recursive-or-forced".to_owned()),
         "{rules:?}"
     );
-    approvals
-        .decide_approval(ppb::DecideApprovalRequest {
-            approval_id,
-            verdict: ppb::Verdict::Approve as i32,
-            reason: "clean build".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    support::approve(&mut approvals, approval_id).await.unwrap();
     // The orchestrator repeats the same call (same call_id), which consumes the approval.
     let r = fs.delete_path(tree).await.unwrap();
     assert_eq!(

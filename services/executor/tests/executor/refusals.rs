@@ -152,13 +152,7 @@ async fn an_approval_is_not_spent_by_a_call_that_hit_busy() {
     };
     let holder = hold_the_slot(&exe).await;
     let mut approvals = policy.approvals().await;
-    approvals
-        .decide_approval(ppb::DecideApprovalRequest {
-            approval_id: approval_id.clone(),
-            verdict: ppb::Verdict::Approve as i32,
-            reason: "reviewed".into(),
-            ..Default::default()
-        })
+    support::approve(&mut approvals, approval_id.clone())
         .await
         .unwrap();
     let busy = stream.message().await.unwrap_err();
